@@ -1,0 +1,36 @@
+# stratlab recipes. `just --list` shows them; every recipe installs what it needs first.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# The suite `bench-matrix` runs when none is named.
+default_suite := "suite/default.yaml"
+
+# List the recipes.
+default:
+    @just --list
+
+# Install libtorch 2.13.0 from PyPI (CPU subset, or the CUDA build where nvidia-smi lists a GPU); idempotent.
+setup:
+    @python3 tools/libtorch.py > /dev/null
+
+# Build the stratlab binary (release).
+build: setup
+    cargo build --release --bin stratlab
+
+# Run every test of the workspace on the CPU.
+test: setup
+    cargo test --workspace --no-fail-fast
+
+# Run a benchmark suite end to end (fetching data as needed) and print where its tables are.
+bench-matrix suite=default_suite: build
+    target/release/stratlab run {{suite}}
+
+# Micro-benchmarks (criterion): data loading, one training step, the telemetry sampler.
+bench: setup
+    cargo bench --workspace
+
+# On a GPU node: install the CUDA libtorch, build, and check that tch sees CUDA and NVML.
+# On a machine without a GPU it checks that the CUDA code paths compile and fall back to the CPU.
+check-cuda: setup
+    cargo build --release --bin stratlab
+    target/release/stratlab env --check-cuda
