@@ -1,0 +1,57 @@
+//! One training step (forward, backward, SGD update) of the networks the default suite
+//! trains, on the CPU (and on CUDA device 0 where libtorch sees one). The device is
+//! synchronised before every clock read, and the device is part of the benchmark's name.
+
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use stratlab_networks::InputShape;
+use stratlab_strategies::device::{device_label, synchronize};
+use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+fn devices() -> Vec<Device> {
+    let mut devices = vec![Device::Cpu];
+    if tch::Cuda::is_available() {
+        devices.push(Device::Cuda(0));
+    }
+    devices
+}
+
+fn train_step(c: &mut Criterion) {
+    tch::set_num_threads(std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(1));
+    let cases = [
+        ("small-cnn", InputShape { channels: 1, height: 28, width: 28, classes: 10 }, 64),
+        ("resnet18", InputShape { channels: 3, height: 32, width: 32, classes: 10 }, 32),
+    ];
+    let mut group = c.benchmark_group("train_step");
+    group.sample_size(20).measurement_time(Duration::from_secs(8));
+    for device in devices() {
+        for (network, input, batch) in &cases {
+            tch::manual_seed(0);
+            let spec = stratlab_networks::spec(network, input).expect("network exists");
+            let store = nn::VarStore::new(device);
+            let model = spec.build(&store.root());
+            let mut optimizer = nn::Sgd { momentum: 0.9, ..Default::default() }.build(&store, 0.01).expect("optimizer");
+            let images = Tensor::randn([*batch, input.channels, input.height, input.width], (Kind::Float, device));
+            let labels = Tensor::randint(input.classes, [*batch], (Kind::Int64, device));
+            let id = BenchmarkId::new(format!("{network}/b{batch}"), device_label(device));
+            group.bench_function(id, |bencher| {
+                bencher.iter_custom(|iterations| {
+                    synchronize(device);
+                    let started = Instant::now();
+                    for _ in 0..iterations {
+                        let loss = model.forward_t(&images, true).cross_entropy_for_logits(&labels);
+                        optimizer.backward_step(&loss);
+                    }
+                    synchronize(device);
+                    started.elapsed()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, train_step);
+criterion_main!(benches);

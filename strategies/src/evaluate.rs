@@ -1,0 +1,73 @@
+//! Evaluation on the test split: eval mode, no gradients, the whole split (or a prefix).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use stratlab_datasets::{Dataset, Loader, LoaderConfig};
+use tch::nn::ModuleT;
+use tch::{Device, Kind, Tensor};
+
+use crate::device::synchronize;
+use crate::TrainError;
+
+/// Mean loss and accuracy over the evaluated samples, and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evaluation {
+    /// Mean cross-entropy.
+    pub loss: f64,
+    /// Fraction classified correctly.
+    pub accuracy: f64,
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Seconds, device synchronised.
+    pub time_s: f64,
+}
+
+/// Evaluates `model` on the first `limit` samples of `test` (all when `None`).
+pub fn evaluate(
+    model: &dyn ModuleT,
+    test: &Arc<dyn Dataset>,
+    batch_size: usize,
+    limit: Option<usize>,
+    device: Device,
+) -> Result<Evaluation, TrainError> {
+    let started = Instant::now();
+    let loader = Loader::new(
+        test.clone(),
+        LoaderConfig { batch_size, shuffle: false, seed: 0, drop_last: false, rank: 0, world_size: 1, prefetch: 2 },
+    )?;
+    let limit = limit.unwrap_or(usize::MAX);
+    let mut loss_sum = 0.0;
+    let mut correct = 0i64;
+    let mut seen = 0usize;
+    let _no_grad = tch::no_grad_guard();
+    for batch in loader.epoch(0) {
+        if seen >= limit {
+            break;
+        }
+        let batch = batch?;
+        let take = (limit - seen).min(batch.labels.size()[0] as usize) as i64;
+        let images = batch.images.narrow(0, 0, take).to_device(device);
+        let labels = batch.labels.narrow(0, 0, take).to_device(device);
+        let logits = model.forward_t(&images, false);
+        let loss = logits.cross_entropy_for_logits(&labels);
+        loss_sum += f64::try_from(&loss)? * take as f64;
+        correct += correct_predictions(&logits, &labels)?;
+        seen += take as usize;
+    }
+    synchronize(device);
+    if seen == 0 {
+        return Err(TrainError::InvalidConfig { field: "test split", reason: "has no samples".into() });
+    }
+    Ok(Evaluation {
+        loss: loss_sum / seen as f64,
+        accuracy: correct as f64 / seen as f64,
+        samples: seen,
+        time_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Accuracy of `logits` against `labels` as a count of correct predictions.
+pub fn correct_predictions(logits: &Tensor, labels: &Tensor) -> Result<i64, TrainError> {
+    Ok(i64::try_from(logits.argmax(-1, false).eq_tensor(labels).sum(Kind::Int64))?)
+}

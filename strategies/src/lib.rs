@@ -1,0 +1,25 @@
+//! Training strategies: how one trial's training is spread over workers, and the shared
+//! training loop, timing and metrics every strategy reports in the same shape.
+//!
+//! Only `single` exists so far; it is the baseline every speedup divides by. Each strategy
+//! lives in a folder of its own; what they share (configuration, device handling, evaluation,
+//! records) sits at the top level.
+
+pub mod device;
+pub mod evaluate;
+pub mod observer;
+pub mod record;
+pub mod schedule;
+pub mod single;
+pub mod stats;
+pub mod strategy;
+pub mod train_config;
+pub mod train_error;
+
+pub use device::DeviceChoice;
+pub use observer::{NoObserver, TrainObserver};
+pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
+pub use schedule::LrSchedule;
+pub use strategy::StrategyKind;
+pub use train_config::{Budget, TrainConfig};
+pub use train_error::TrainError;

@@ -1,0 +1,143 @@
+//! What a training run reports: typed per-step and per-epoch records and a summary,
+//! shaped alike for every strategy so the results store needs one writer.
+
+use serde::{Deserialize, Serialize};
+
+/// How a training run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrainOutcome {
+    /// The budget was used up.
+    Completed,
+    /// The loss became NaN or infinite; training stopped at that step.
+    Diverged,
+}
+
+/// One optimizer step on one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 0-based epoch.
+    pub epoch: usize,
+    /// 0-based step, counted across epochs.
+    pub step: usize,
+    /// Training loss of the batch.
+    pub loss: f64,
+    /// Forward, backward and optimizer step, device synchronised on both ends.
+    pub step_time_s: f64,
+    /// Time spent waiting for the loader before the step.
+    pub data_wait_s: f64,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Excluded from timing statistics (the first steps pay for allocation and tuning).
+    pub warmup: bool,
+}
+
+/// One epoch on one worker, evaluation included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 0-based epoch.
+    pub epoch: usize,
+    /// Mean training loss over the epoch's steps.
+    pub train_loss: f64,
+    /// Training accuracy over the epoch's batches (as trained, not re-evaluated).
+    pub train_accuracy: f64,
+    /// Loss on the test split after the epoch.
+    pub test_loss: f64,
+    /// Accuracy on the test split after the epoch.
+    pub test_accuracy: f64,
+    /// Wall time of the epoch's training steps, loader waits included, evaluation excluded.
+    pub epoch_time_s: f64,
+    /// Training samples per second over the epoch.
+    pub train_samples_per_s: f64,
+    /// Evaluation samples per second.
+    pub val_samples_per_s: f64,
+    /// Wall time since training started, at the end of this epoch's evaluation.
+    pub elapsed_s: f64,
+    /// Steps the epoch ran (fewer than a full epoch when the budget ended it).
+    pub steps: usize,
+}
+
+/// One evaluation on the test split (after an epoch, or every N steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    /// Steps trained before this evaluation.
+    pub after_step: usize,
+    /// Mean test loss.
+    pub loss: f64,
+    /// Test accuracy.
+    pub accuracy: f64,
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Seconds the evaluation took.
+    pub time_s: f64,
+    /// Wall time since training started, at the end of this evaluation.
+    pub elapsed_s: f64,
+}
+
+/// Everything one worker's training run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// How training ended.
+    pub outcome: TrainOutcome,
+    /// Why, for anything but completion.
+    pub reason: Option<String>,
+    /// Resolved device (`cpu`, `cuda:0`).
+    pub device: String,
+    /// libtorch intra-op threads used.
+    pub threads: usize,
+    /// Every optimizer step.
+    pub steps: Vec<StepRecord>,
+    /// Every (possibly partial) epoch.
+    pub epochs: Vec<EpochRecord>,
+    /// Every evaluation.
+    pub evaluations: Vec<EvalRecord>,
+    /// Wall time from the start of training until test accuracy first reached the target.
+    pub time_to_accuracy_s: Option<f64>,
+    /// The target that time-to-accuracy refers to.
+    pub target_accuracy: f64,
+    /// Wall time of the whole run, evaluation included.
+    pub wall_time_s: f64,
+}
+
+impl TrainReport {
+    /// Step times of the timed (non-warm-up) steps.
+    pub fn timed_step_times(&self) -> Vec<f64> {
+        self.steps.iter().filter(|step| !step.warmup).map(|step| step.step_time_s).collect()
+    }
+
+    /// Accuracy of the last evaluation.
+    pub fn final_accuracy(&self) -> Option<f64> {
+        self.evaluations.last().map(|eval| eval.accuracy)
+    }
+
+    /// Test loss of the last evaluation.
+    pub fn final_loss(&self) -> Option<f64> {
+        self.evaluations.last().map(|eval| eval.loss)
+    }
+
+    /// Mean seconds per epoch over full epochs (a budget-cut last epoch would bias it).
+    pub fn seconds_per_epoch_mean(&self) -> Option<f64> {
+        let full: Vec<f64> = match self.epochs.iter().map(|e| e.steps).max() {
+            Some(most) => self.epochs.iter().filter(|e| e.steps == most).map(|e| e.epoch_time_s).collect(),
+            None => Vec::new(),
+        };
+        crate::stats::mean(&full)
+    }
+
+    /// Training throughput over timed steps: samples per second of pure step time.
+    pub fn train_samples_per_s(&self) -> Option<f64> {
+        let timed: Vec<&StepRecord> = self.steps.iter().filter(|step| !step.warmup).collect();
+        let seconds: f64 = timed.iter().map(|step| step.step_time_s + step.data_wait_s).sum();
+        let samples: usize = timed.iter().map(|step| step.samples).sum();
+        (seconds > 0.0).then(|| samples as f64 / seconds)
+    }
+
+    /// Evaluation throughput over all evaluations.
+    pub fn val_samples_per_s(&self) -> Option<f64> {
+        let seconds: f64 = self.evaluations.iter().map(|eval| eval.time_s).sum();
+        let samples: usize = self.evaluations.iter().map(|eval| eval.samples).sum();
+        (seconds > 0.0).then(|| samples as f64 / seconds)
+    }
+}

@@ -1,0 +1,43 @@
+//! Order statistics for timings: medians and percentiles, which resist the outliers that
+//! a shared machine produces better than means do.
+
+/// The `q`-quantile (0 ≤ q ≤ 1) of `values` by linear interpolation between order
+/// statistics (numpy's default); `None` for no values.
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lower = position.floor() as usize;
+    let upper = position.ceil() as usize;
+    let weight = position - lower as f64;
+    Some(sorted[lower] * (1.0 - weight) + sorted[upper] * weight)
+}
+
+/// The median of `values`.
+pub fn median(values: &[f64]) -> Option<f64> {
+    quantile(values, 0.5)
+}
+
+/// The arithmetic mean of `values`.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_match_numpy_linear_interpolation() {
+        // numpy.quantile([1, 2, 3, 4, 10], [0.1, 0.5, 0.9]) == [1.4, 3.0, 7.6]
+        let values = [4.0, 1.0, 10.0, 3.0, 2.0];
+        assert!((quantile(&values, 0.1).unwrap() - 1.4).abs() < 1e-12);
+        assert_eq!(median(&values), Some(3.0));
+        assert!((quantile(&values, 0.9).unwrap() - 7.6).abs() < 1e-12);
+        assert_eq!(median(&[]), None);
+        assert_eq!(mean(&[1.0, 2.0, 6.0]), Some(3.0));
+    }
+}

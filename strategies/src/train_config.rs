@@ -1,0 +1,123 @@
+//! Everything that determines one training run, grouped in one struct so that the runner,
+//! the CLI and tests pass one value instead of long parameter lists.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{DeviceChoice, LrSchedule, TrainError};
+
+/// How long to train: whichever limit is reached first ends the run.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// Whole passes over the (sharded) training split.
+    pub epochs: Option<usize>,
+    /// Optimizer steps, counted across epochs.
+    pub steps: Option<usize>,
+    /// Wall-clock seconds of training (evaluation included), checked between steps.
+    pub seconds: Option<f64>,
+}
+
+impl Budget {
+    /// The number of optimizer steps the budget allows, when it is known in advance.
+    pub fn total_steps(&self, steps_per_epoch: usize) -> Option<usize> {
+        let from_epochs = self.epochs.map(|epochs| epochs * steps_per_epoch);
+        match (from_epochs, self.steps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The configuration of one training run on one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Samples per optimizer step on this worker.
+    pub batch_size: usize,
+    /// Samples per evaluation batch (larger is faster and does not change the result).
+    pub eval_batch_size: usize,
+    /// When to stop.
+    pub budget: Budget,
+    /// Base learning rate of SGD.
+    pub lr: f64,
+    /// SGD momentum.
+    pub momentum: f64,
+    /// L2 weight decay.
+    pub weight_decay: f64,
+    /// How the learning rate changes.
+    pub schedule: LrSchedule,
+    /// Steps at the start excluded from timing statistics (still trained, and recorded as warm-up).
+    pub warmup_steps: usize,
+    /// Evaluate on the test split every N steps as well as after each epoch.
+    pub eval_every_steps: Option<usize>,
+    /// Evaluate on at most this many test samples (all when `None`).
+    pub eval_samples: Option<usize>,
+    /// Test accuracy whose first crossing defines time-to-accuracy.
+    pub target_accuracy: f64,
+    /// Seeds weights, shuffling and synthetic data.
+    pub seed: u64,
+    /// Where to train.
+    pub device: DeviceChoice,
+    /// libtorch intra-op threads; recorded with the results because CPU speed depends on it.
+    pub threads: usize,
+    /// Batches the loader prepares ahead on its background thread.
+    pub prefetch: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            batch_size: 64,
+            eval_batch_size: 1000,
+            budget: Budget { epochs: Some(1), steps: None, seconds: None },
+            lr: 0.01,
+            momentum: 0.9,
+            weight_decay: 5e-4,
+            schedule: LrSchedule::Constant,
+            warmup_steps: 5,
+            eval_every_steps: None,
+            eval_samples: None,
+            target_accuracy: 0.98,
+            seed: 0,
+            device: DeviceChoice::Cpu,
+            threads: 2,
+            prefetch: 4,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Rejects configurations that cannot train, naming the field.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let invalid = |field, reason: &str| Err(TrainError::InvalidConfig { field, reason: reason.to_string() });
+        if self.batch_size == 0 {
+            return invalid("batch_size", "must be at least 1");
+        }
+        if self.eval_batch_size == 0 {
+            return invalid("eval_batch_size", "must be at least 1");
+        }
+        if self.threads == 0 {
+            return invalid("threads", "must be at least 1");
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return invalid("lr", "must be a positive number");
+        }
+        if !(0.0..1.0).contains(&self.momentum) {
+            return invalid("momentum", "must lie in [0, 1)");
+        }
+        if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
+            return invalid("weight_decay", "must be a non-negative number");
+        }
+        if !(0.0..=1.0).contains(&self.target_accuracy) {
+            return invalid("target_accuracy", "must lie between 0 and 1");
+        }
+        let budget = self.budget;
+        if budget.epochs.is_none() && budget.steps.is_none() && budget.seconds.is_none() {
+            return invalid("budget", "give epochs, steps or seconds");
+        }
+        if budget.epochs == Some(0) || budget.steps == Some(0) || budget.seconds.is_some_and(|s| !(s > 0.0)) {
+            return invalid("budget", "limits must be positive");
+        }
+        Ok(())
+    }
+}
