@@ -1,7 +1,13 @@
 //! What a training run reports: typed per-step and per-epoch records and a summary,
 //! shaped alike for every strategy so the results store needs one writer.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Reads a float that JSON may carry as `null`: serde_json writes NaN and infinities as
+/// `null`, and a diverged run's losses are exactly those, so `null` reads back as NaN.
+pub fn nan_from_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
+}
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,6 +27,7 @@ pub struct StepRecord {
     /// 0-based step, counted across epochs.
     pub step: usize,
     /// Training loss of the batch.
+    #[serde(deserialize_with = "nan_from_null")]
     pub loss: f64,
     /// Forward, backward and optimizer step, device synchronised on both ends.
     pub step_time_s: f64,
@@ -40,10 +47,12 @@ pub struct EpochRecord {
     /// 0-based epoch.
     pub epoch: usize,
     /// Mean training loss over the epoch's steps.
+    #[serde(deserialize_with = "nan_from_null")]
     pub train_loss: f64,
     /// Training accuracy over the epoch's batches (as trained, not re-evaluated).
     pub train_accuracy: f64,
     /// Loss on the test split after the epoch.
+    #[serde(deserialize_with = "nan_from_null")]
     pub test_loss: f64,
     /// Accuracy on the test split after the epoch.
     pub test_accuracy: f64,
@@ -65,6 +74,7 @@ pub struct EvalRecord {
     /// Steps trained before this evaluation.
     pub after_step: usize,
     /// Mean test loss.
+    #[serde(deserialize_with = "nan_from_null")]
     pub loss: f64,
     /// Test accuracy.
     pub accuracy: f64,
@@ -139,5 +149,29 @@ impl TrainReport {
         let seconds: f64 = self.evaluations.iter().map(|eval| eval.time_s).sum();
         let samples: usize = self.evaluations.iter().map(|eval| eval.samples).sum();
         (seconds > 0.0).then(|| samples as f64 / seconds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diverged_loss_survives_a_json_round_trip_as_nan() {
+        let step = StepRecord {
+            epoch: 0,
+            step: 3,
+            loss: f64::NAN,
+            step_time_s: 0.1,
+            data_wait_s: 0.0,
+            samples: 8,
+            lr: 0.1,
+            warmup: false,
+        };
+        let json = serde_json::to_string(&step).unwrap();
+        assert!(json.contains("\"loss\":null"), "{json}");
+        let back: StepRecord = serde_json::from_str(&json).unwrap();
+        assert!(back.loss.is_nan());
+        assert_eq!(back.step, 3);
     }
 }

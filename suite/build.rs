@@ -1,0 +1,3 @@
+fn main() {
+    stratlab_build::link_libtorch();
+}

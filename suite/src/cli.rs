@@ -1,0 +1,163 @@
+//! The command line, declared with clap's derive API.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// stratlab: benchmark distributed deep-learning training strategies.
+#[derive(Debug, Parser)]
+#[command(name = "stratlab", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List networks, their variants and the data sets.
+    Networks,
+    /// Per-stage output shape, parameters, FLOPs and activation memory of a network.
+    Inspect {
+        /// Network name (see `stratlab networks`).
+        network: String,
+        /// Data set whose variant to inspect.
+        #[arg(long)]
+        dataset: String,
+        /// Batch size for FLOPs and activation memory.
+        #[arg(long, default_value_t = 1)]
+        batch: i64,
+    },
+    /// Data set management.
+    Data {
+        /// What to do with data.
+        #[command(subcommand)]
+        command: DataCommand,
+    },
+    /// Train one network on one data set in this process (single device).
+    Train(TrainArgs),
+    /// Expand a suite file and print its trials without running them.
+    Plan {
+        /// The suite file.
+        suite: PathBuf,
+    },
+    /// Run every trial of a suite, recording results under the results folder.
+    Run {
+        /// The suite file.
+        suite: PathBuf,
+        /// Complete an interrupted run (its folder) instead of starting a new one.
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Only trials whose id contains this text (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+        /// Where run folders are created.
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+    },
+    /// Write a run's tables as CSV or JSON.
+    Export {
+        /// The run folder.
+        run: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        /// Output folder (default: `<run>/export-<format>`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Print this machine's environment fingerprint (versions, devices).
+    Env {
+        /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.
+        #[arg(long)]
+        check_cuda: bool,
+    },
+    /// Internal: the worker process of a trial (reads its specification on stdin).
+    #[command(hide = true)]
+    Worker,
+}
+
+/// Data subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DataCommand {
+    /// Put a data set's real files into the data cache and verify them.
+    Fetch {
+        /// Data set names (mnist, fashion-mnist).
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+}
+
+/// Formats `export` writes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormatArg {
+    /// Comma-separated values, one file per table.
+    Csv,
+    /// JSON, one file per table.
+    Json,
+}
+
+/// Options of `stratlab train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Network name.
+    #[arg(long)]
+    pub network: String,
+    /// Data set (`mnist`, or `mnist:synthetic` for the generated twin).
+    #[arg(long)]
+    pub dataset: String,
+    /// Epochs to train.
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Optimizer steps to train.
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Seconds to train.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Per-step batch size (default: the data set's, SPEC §4).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Base learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    pub lr: f64,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.9)]
+    pub momentum: f64,
+    /// Weight decay.
+    #[arg(long, default_value_t = 5e-4)]
+    pub weight_decay: f64,
+    /// Learning-rate schedule.
+    #[arg(long, value_enum, default_value_t = ScheduleArg::Constant)]
+    pub schedule: ScheduleArg,
+    /// Test accuracy for time-to-accuracy (default: the data set's target).
+    #[arg(long)]
+    pub target: Option<f64>,
+    /// Also evaluate every N steps.
+    #[arg(long)]
+    pub eval_every: Option<usize>,
+    /// Seed for weights, shuffling and synthetic data.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Device: cpu, cuda:N or auto.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// libtorch threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print the full report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Learning-rate schedules on the command line.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScheduleArg {
+    /// Constant rate.
+    Constant,
+    /// ×0.1 every 30 epochs (torchvision's ImageNet recipe).
+    Step,
+    /// Cosine decay to zero over the budget.
+    Cosine,
+}

@@ -1,0 +1,219 @@
+//! One function per subcommand; `main` only dispatches here and maps errors to exit codes.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use stratlab_datasets::{DataCache, DataError, DatasetSelector};
+use stratlab_networks::NetworkError;
+use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind, TrainConfig, TrainError};
+
+use crate::cli::{Command, DataCommand, ExportFormatArg, ScheduleArg, TrainArgs};
+use crate::fingerprint::Fingerprint;
+use crate::plan::plan;
+use crate::progress::TrainProgress;
+use crate::runner::{run_suite, RunOptions};
+use crate::shapes::input_shape;
+use crate::store::{ExportFormat, RunStore};
+use crate::suite_error::SuiteError;
+use crate::suite_file::SuiteFile;
+
+/// Input the user can fix: an unknown name, a malformed file, an impossible setting.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// 2 for anything the user's input caused (names, files, settings), 1 otherwise.
+pub fn exit_code(error: &anyhow::Error) -> u8 {
+    let input = error.chain().any(|cause| {
+        cause.is::<InputError>()
+            || cause.is::<SuiteError>()
+            || cause.is::<NetworkError>()
+            || cause.is::<DataError>()
+            || matches!(cause.downcast_ref::<TrainError>(), Some(TrainError::InvalidConfig { .. } | TrainError::Device(_)))
+    });
+    if input {
+        2
+    } else {
+        1
+    }
+}
+
+/// Runs one subcommand.
+pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Networks => networks(),
+        Command::Inspect { network, dataset, batch } => inspect(&network, &dataset, batch),
+        Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
+        Command::Train(args) => train(&args),
+        Command::Plan { suite } => show_plan(&suite),
+        Command::Run { suite, resume, only, results } => {
+            let summary = run_suite(&RunOptions { suite_path: suite, results_root: results, resume, only })?;
+            let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
+            println!(
+                "{} trials planned, {} already finished, ran {}: {}",
+                summary.planned,
+                summary.already_done,
+                summary.outcomes.values().sum::<usize>(),
+                if counts.is_empty() { "nothing left to run".to_string() } else { counts.join(", ") }
+            );
+            println!("tables: {}", summary.run_dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { run, format, out } => export(&run, format, out),
+        Command::Env { check_cuda } => env(check_cuda),
+        Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),
+    }
+}
+
+fn networks() -> anyhow::Result<ExitCode> {
+    println!("networks:");
+    for name in stratlab_networks::network_names() {
+        let variants: Vec<&str> = stratlab_datasets::dataset_names()
+            .iter()
+            .copied()
+            .filter(|dataset| {
+                let info = stratlab_datasets::info(dataset).expect("registered");
+                stratlab_networks::spec(name, &input_shape(info)).is_ok()
+            })
+            .collect();
+        println!("  {name:<14} variants for: {}", variants.join(", "));
+    }
+    println!("data sets:");
+    for name in stratlab_datasets::dataset_names() {
+        let info = stratlab_datasets::info(name)?;
+        println!(
+            "  {name:<14} {}×{}×{}, {} classes, {} train / {} test{}",
+            info.channels,
+            info.height,
+            info.width,
+            info.classes,
+            info.train_len,
+            info.test_len,
+            if info.synthetic_only { " (synthetic only)" } else { "" }
+        );
+    }
+    println!("strategies: {}", StrategyKind::valid_names().join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(network: &str, dataset: &str, batch: i64) -> anyhow::Result<ExitCode> {
+    if batch < 1 {
+        return Err(InputError(format!("--batch must be at least 1, got {batch}")).into());
+    }
+    let info = stratlab_datasets::info(dataset)?;
+    let spec = stratlab_networks::spec(network, &input_shape(info))?;
+    print!("{}", spec.analyze(batch)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fetch(names: &[String]) -> anyhow::Result<ExitCode> {
+    let cache = DataCache::from_env();
+    for name in names {
+        let path = stratlab_datasets::fetch(name, &cache)?;
+        println!("{name}: {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
+    let dataset: DatasetSelector = args.dataset.parse()?;
+    let info = dataset.info()?;
+    let device: DeviceChoice = args.device.parse().map_err(InputError)?;
+    let budget = match (args.epochs, args.steps, args.seconds) {
+        (None, None, None) => Budget { epochs: Some(1), ..Budget::default() },
+        (epochs, steps, seconds) => Budget { epochs, steps, seconds },
+    };
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let config = TrainConfig {
+        batch_size: args.batch_size.unwrap_or(info.batch_size),
+        budget,
+        lr: args.lr,
+        momentum: args.momentum,
+        weight_decay: args.weight_decay,
+        schedule: match args.schedule {
+            ScheduleArg::Constant => LrSchedule::Constant,
+            ScheduleArg::Step => LrSchedule::Step { every_epochs: 30, gamma: 0.1 },
+            ScheduleArg::Cosine => LrSchedule::Cosine,
+        },
+        eval_every_steps: args.eval_every,
+        target_accuracy: args.target.unwrap_or(info.target_accuracy),
+        seed: args.seed,
+        device,
+        threads: args.threads.unwrap_or(cores),
+        ..TrainConfig::default()
+    };
+    config.validate()?;
+    let data = crate::training::open_data(&dataset, args.seed, true)?;
+    let mut progress = TrainProgress::new(None);
+    let report = crate::training::train(StrategyKind::Single, &args.network, &dataset, &data, &config, &mut progress)?;
+    progress.finish();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let fmt = |value: Option<f64>, unit: &str| value.map_or("—".to_string(), |v| format!("{v:.4}{unit}"));
+        let step_times = report.timed_step_times();
+        println!("{} on {} ({}, {} threads): {:?}", args.network, dataset, report.device, report.threads, report.outcome);
+        if let Some(reason) = &report.reason {
+            println!("  reason:             {reason}");
+        }
+        println!("  steps:              {} ({} warm-up, excluded from timing)", report.steps.len(), config.warmup_steps.min(report.steps.len()));
+        println!("  step time:          median {} (p10 {}, p90 {})", fmt(stratlab_strategies::stats::median(&step_times).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.1).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms"));
+        println!("  train throughput:   {}", fmt(report.train_samples_per_s(), " samples/s"));
+        println!("  eval throughput:    {}", fmt(report.val_samples_per_s(), " samples/s"));
+        println!("  seconds per epoch:  {}", fmt(report.seconds_per_epoch_mean(), " s"));
+        println!("  final accuracy:     {}", fmt(report.final_accuracy(), ""));
+        println!("  final test loss:    {}", fmt(report.final_loss(), ""));
+        println!("  time to {:.2}:      {}", report.target_accuracy, fmt(report.time_to_accuracy_s, " s"));
+        println!("  wall time:          {:.2} s", report.wall_time_s);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_plan(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let (suite, _) = SuiteFile::load(path)?;
+    let trials = plan(&suite, path)?;
+    println!("{}: {} trials", path.display(), trials.len());
+    for trial in &trials {
+        let status = match trial.infeasibility() {
+            Some(reason) => format!("  (infeasible: {reason})"),
+            None => String::new(),
+        };
+        println!("  {:>3}  {}{status}", trial.index, trial.trial_id);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export(run: &std::path::Path, format: ExportFormatArg, out: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let store = RunStore::open(run)?;
+    let (format, name) = match format {
+        ExportFormatArg::Csv => (ExportFormat::Csv, "csv"),
+        ExportFormatArg::Json => (ExportFormat::Json, "json"),
+    };
+    let out = out.unwrap_or_else(|| run.join(format!("export-{name}")));
+    for path in store.export(format, &out)? {
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {
+    let fingerprint = Fingerprint::collect(None);
+    println!("{}", serde_json::to_string_pretty(&fingerprint).context("serialising the fingerprint")?);
+    if check_cuda {
+        let gpu_listed = std::process::Command::new("nvidia-smi")
+            .arg("-L")
+            .output()
+            .map(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).contains("GPU"))
+            .unwrap_or(false);
+        let cuda = tch::Cuda::is_available();
+        match (gpu_listed, cuda) {
+            (true, false) => bail!(
+                "nvidia-smi lists a GPU but libtorch sees no CUDA: is the CUDA libtorch installed \
+                 (STRATLAB_LIBTORCH_VARIANT=cuda just setup) and libtorch_cuda linked?"
+            ),
+            (true, true) => eprintln!("check-cuda: libtorch sees {} CUDA device(s)", tch::Cuda::device_count()),
+            (false, _) => eprintln!("check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,70 @@
+//! Test-only fault injection for the runner's fault-isolation tests. A fault is chosen per
+//! trial by the environment variable `STRATLAB_TEST_FAULT`, a comma-separated list of
+//! `<trial-id substring>=<fault>`; without it (every normal run) nothing here fires.
+
+/// A failure the worker provokes on purpose, after [`Fault::STEP`] steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A Rust panic.
+    Panic,
+    /// `abort()`, as a C++ `std::terminate` would.
+    Abort,
+    /// SIGKILL of the worker by itself, as the kernel's OOM killer or a user would.
+    Sigkill,
+    /// Sleep forever, so the runner's timeout must end the trial.
+    Hang,
+    /// NaN inputs from then on, so the loss diverges.
+    Nan,
+    /// Allocate far more memory than the trial's limit allows.
+    Alloc,
+}
+
+impl Fault {
+    /// Steps trained before the fault fires.
+    pub const STEP: usize = 2;
+    /// The environment variable that selects faults.
+    pub const VARIABLE: &'static str = "STRATLAB_TEST_FAULT";
+
+    /// The fault configured for `trial_id`, if any.
+    pub fn for_trial(trial_id: &str) -> Option<Fault> {
+        let rules = std::env::var(Self::VARIABLE).ok()?;
+        rules.split(',').find_map(|rule| {
+            let (pattern, fault) = rule.split_once('=')?;
+            trial_id.contains(pattern.trim()).then(|| Fault::parse(fault.trim())).flatten()
+        })
+    }
+
+    fn parse(name: &str) -> Option<Fault> {
+        Some(match name {
+            "panic" => Fault::Panic,
+            "abort" => Fault::Abort,
+            "sigkill" => Fault::Sigkill,
+            "hang" => Fault::Hang,
+            "nan" => Fault::Nan,
+            "alloc" => Fault::Alloc,
+            _ => return None,
+        })
+    }
+
+    /// Provokes the fault (`Nan` is handled by the caller, which poisons the data).
+    pub fn fire(self) {
+        match self {
+            Fault::Panic => panic!("injected test fault: panic"),
+            Fault::Abort => std::process::abort(),
+            Fault::Sigkill => {
+                // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
+            Fault::Hang => loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            },
+            Fault::Nan => {}
+            Fault::Alloc => {
+                // 64 GiB of floats, left unwritten: over any memory limit a test sets, and over what
+                // this machine would commit even without one, so it fails without touching pages.
+                let huge = tch::Tensor::empty([16 << 30], (tch::Kind::Float, tch::Device::Cpu));
+                eprintln!("allocated {} elements", huge.numel());
+            }
+        }
+    }
+}

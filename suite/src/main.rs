@@ -1,0 +1,18 @@
+//! The `stratlab` binary: parse the command line, run the command, map failures to exit codes.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use stratlab::cli::Cli;
+use stratlab::commands;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match commands::execute(cli.command) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(commands::exit_code(&error))
+        }
+    }
+}

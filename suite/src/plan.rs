@@ -1,0 +1,252 @@
+//! Expands a suite file into its trials: the matrix product of the axes and of each
+//! strategy's parameter axes, minus `exclude`, plus `include`, times `repeats`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use stratlab_datasets::DatasetSelector;
+use stratlab_strategies::{StrategyKind, TrainConfig};
+
+use crate::suite_error::SuiteError;
+use crate::suite_file::{BatchSizes, CellRule, StrategyEntry, SuiteFile};
+use crate::trial::TrialSpec;
+
+/// One cell before repeats: the axes' values plus the strategy's parameters.
+struct Cell<'a> {
+    network: &'a str,
+    dataset: &'a DatasetSelector,
+    strategy: &'a StrategyEntry,
+    workers: usize,
+    micro_batches: Option<usize>,
+    batch_size: Option<usize>,
+}
+
+/// Expands `suite` (read from `path`, named in errors) into trials, in matrix order.
+pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError> {
+    validate(suite, path)?;
+    let mut cells = Vec::new();
+    for network in &suite.networks {
+        for dataset in &suite.datasets {
+            for strategy in &suite.strategies {
+                for &workers in &strategy.workers {
+                    let micro_batches: Vec<Option<usize>> = match &strategy.micro_batches {
+                        Some(counts) => counts.iter().copied().map(Some).collect(),
+                        None => vec![None],
+                    };
+                    for micro_batches in micro_batches {
+                        let cell = Cell { network: &network.0, dataset, strategy, workers, micro_batches, batch_size: None };
+                        if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
+                            cells.push(cell);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let included: Vec<StrategyEntry> = suite
+        .include
+        .iter()
+        .map(|cell| StrategyEntry {
+            name: cell.strategy,
+            workers: vec![cell.workers],
+            micro_batches: cell.micro_batches.map(|m| vec![m]),
+            balance: None,
+            checkpoint: None,
+            fusion_threshold_mib: None,
+        })
+        .collect();
+    for (cell, strategy) in suite.include.iter().zip(&included) {
+        cells.push(Cell {
+            network: &cell.network.0,
+            dataset: &cell.dataset,
+            strategy,
+            workers: cell.workers,
+            micro_batches: cell.micro_batches,
+            batch_size: cell.batch_size,
+        });
+    }
+
+    let mut trials = Vec::new();
+    let mut seen = BTreeSet::new();
+    for cell in &cells {
+        for repeat in 0..suite.repeats {
+            let trial = resolve(suite, cell, repeat, trials.len());
+            if seen.insert(trial.trial_id.clone()) {
+                trials.push(trial);
+            }
+        }
+    }
+    if trials.is_empty() {
+        return Err(field_error(path, "exclude", "excludes every cell of the matrix; nothing would run"));
+    }
+    Ok(trials)
+}
+
+fn matches(rule: &CellRule, cell: &Cell<'_>) -> bool {
+    rule.network.as_ref().is_none_or(|n| n.0 == cell.network)
+        && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
+        && rule.strategy.is_none_or(|s| s == cell.strategy.name)
+        && rule.workers.is_none_or(|w| w == cell.workers)
+}
+
+fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {
+    let info = cell.dataset.info().expect("selectors are validated while parsing");
+    let batch_size = cell.batch_size.unwrap_or_else(|| batch_for(suite, cell.dataset));
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = (suite.threads.unwrap_or(cores) / cell.workers).max(1);
+    let strategy = cell.strategy;
+    let mut trial_id = format!("{}__{}__{}__w{}__b{}", cell.network, cell.dataset.to_string().replace(':', "-"), strategy.name, cell.workers, batch_size);
+    if let Some(m) = cell.micro_batches {
+        trial_id += &format!("__m{m}");
+    }
+    trial_id += &format!("__r{repeat}");
+    TrialSpec {
+        trial_id,
+        index,
+        network: cell.network.to_string(),
+        dataset: cell.dataset.clone(),
+        strategy: strategy.name,
+        workers: cell.workers,
+        micro_batches: cell.micro_batches,
+        balance: strategy.balance.clone(),
+        checkpoint: strategy.checkpoint,
+        fusion_threshold_bytes: strategy.fusion_threshold_mib.map(|mib| mib << 20),
+        repeat,
+        train: TrainConfig {
+            batch_size,
+            eval_batch_size: suite.eval.batch_size,
+            budget: suite.budget,
+            lr: suite.optimizer.lr,
+            momentum: suite.optimizer.momentum,
+            weight_decay: suite.optimizer.weight_decay,
+            schedule: suite.optimizer.schedule,
+            warmup_steps: suite.warmup_steps,
+            eval_every_steps: suite.eval.every_steps,
+            eval_samples: suite.eval.samples,
+            target_accuracy: suite.targets.get(info.name).copied().unwrap_or(info.target_accuracy),
+            seed: suite.seed + repeat as u64,
+            device: suite.device,
+            threads,
+            prefetch: 4,
+        },
+        timeout_s: suite.timeout_s,
+        memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),
+        telemetry_interval_ms: suite.telemetry_interval_ms,
+    }
+}
+
+fn field_error(path: &Path, field: &str, message: impl Into<String>) -> SuiteError {
+    SuiteError::Field { path: path.to_path_buf(), field: field.to_string(), message: message.into() }
+}
+
+/// Checks what serde cannot: empty axes, impossible numbers, parameters that do not apply.
+fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
+    let err = |field: &str, message: String| Err(field_error(path, field, message));
+    if suite.networks.is_empty() {
+        return err("networks", format!("empty axis; give at least one of: {}", stratlab_networks::network_names().join(", ")));
+    }
+    if suite.datasets.is_empty() {
+        return err("datasets", format!("empty axis; give at least one of: {}", stratlab_datasets::dataset_names().join(", ")));
+    }
+    if suite.strategies.is_empty() {
+        return err("strategies", format!("empty axis; give at least one of: {}", StrategyKind::valid_names().join(", ")));
+    }
+    if suite.repeats == 0 {
+        return err("repeats", "must be at least 1".into());
+    }
+    if !(suite.timeout_s > 0.0) {
+        return err("timeout_s", format!("must be positive, got {}", suite.timeout_s));
+    }
+    if suite.telemetry_interval_ms == 0 {
+        return err("telemetry_interval_ms", "must be at least 1".into());
+    }
+    if suite.threads == Some(0) {
+        return err("threads", "must be at least 1".into());
+    }
+    for (name, target) in &suite.targets {
+        if let Err(error) = stratlab_datasets::info(name) {
+            return err(&format!("targets.{name}"), error.to_string());
+        }
+        if !(0.0..=1.0).contains(target) {
+            return err(&format!("targets.{name}"), format!("an accuracy between 0 and 1, got {target}"));
+        }
+    }
+    if let Err(error) = check_train_config(suite) {
+        return err(error.0, error.1);
+    }
+    for (i, strategy) in suite.strategies.iter().enumerate() {
+        let at = |field: &str| format!("strategies[{i}].{field}");
+        if strategy.workers.is_empty() || strategy.workers.contains(&0) {
+            return err(&at("workers"), "give one or more worker counts, each at least 1".into());
+        }
+        if let Some(counts) = &strategy.micro_batches {
+            if counts.is_empty() || counts.contains(&0) {
+                return err(&at("micro_batches"), "give one or more micro-batch counts, each at least 1".into());
+            }
+            for dataset in &suite.datasets {
+                let batch = batch_for(suite, dataset);
+                if let Some(&too_many) = counts.iter().find(|&&m| m > batch) {
+                    return err(&at("micro_batches"), format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"));
+                }
+            }
+        }
+        if strategy.name == StrategyKind::Single {
+            for (field, given) in [
+                ("micro_batches", strategy.micro_batches.is_some()),
+                ("balance", strategy.balance.is_some()),
+                ("checkpoint", strategy.checkpoint.is_some()),
+                ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some()),
+            ] {
+                if given {
+                    return err(&at(field), "does not apply to strategy single (it has one worker and no pipeline)".into());
+                }
+            }
+        }
+    }
+    for dataset in &suite.datasets {
+        let info = dataset.info().expect("validated while parsing");
+        let batch = batch_for(suite, dataset);
+        if batch > info.train_len {
+            return err("batch_size", format!("{batch} exceeds the {} training samples of {dataset}", info.train_len));
+        }
+    }
+    Ok(())
+}
+
+fn batch_for(suite: &SuiteFile, dataset: &DatasetSelector) -> usize {
+    let info = dataset.info().expect("validated while parsing");
+    match &suite.batch_size {
+        Some(BatchSizes::All(size)) => *size,
+        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).copied().unwrap_or(info.batch_size),
+        None => info.batch_size,
+    }
+}
+
+/// The suite-wide training settings, checked by the trainer's own validation so the rules
+/// live in one place.
+fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
+    let config = TrainConfig {
+        budget: suite.budget,
+        lr: suite.optimizer.lr,
+        momentum: suite.optimizer.momentum,
+        weight_decay: suite.optimizer.weight_decay,
+        eval_batch_size: suite.eval.batch_size,
+        ..TrainConfig::default()
+    };
+    config.validate().map_err(|error| match error {
+        // Name the field as the suite file spells it.
+        stratlab_strategies::TrainError::InvalidConfig { field, reason } => (suite_field(field), reason),
+        other => ("budget", other.to_string()),
+    })
+}
+
+/// The suite-file spelling of a [`TrainConfig`] field.
+fn suite_field(field: &'static str) -> &'static str {
+    match field {
+        "lr" => "optimizer.lr",
+        "momentum" => "optimizer.momentum",
+        "weight_decay" => "optimizer.weight_decay",
+        "eval_batch_size" => "eval.batch_size",
+        other => other,
+    }
+}

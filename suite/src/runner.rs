@@ -1,0 +1,443 @@
+//! The matrix runner: runs every trial of a plan in worker processes of its own, watches
+//! them (events, timeout, exit status), samples telemetry beside them, classifies how each
+//! ended, and records each finished trial atomically in the run's store.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use stratlab_datasets::Source;
+use stratlab_strategies::{stats, TrainOutcome, TrainReport};
+
+use crate::fingerprint::Fingerprint;
+use crate::plan::plan;
+use crate::progress::MatrixProgress;
+use crate::store::{EpochRow, RunStore, StepRow, TelemetryRow, TrialRow, UtcTime};
+use crate::suite_file::SuiteFile;
+use crate::telemetry::{choose_sampler, TelemetryRecorder, TelemetrySummary};
+use crate::trial::TrialSpec;
+use crate::training::open_data;
+use crate::worker::{is_out_of_memory_message, WorkerEvent};
+
+/// What `stratlab run` was asked to do.
+pub struct RunOptions {
+    /// The suite file.
+    pub suite_path: PathBuf,
+    /// Where run folders are created.
+    pub results_root: PathBuf,
+    /// An existing run folder to complete instead of starting a new run.
+    pub resume: Option<PathBuf>,
+    /// Only trials whose id contains one of these substrings.
+    pub only: Vec<String>,
+}
+
+/// What a run did, for the closing summary.
+pub struct RunSummary {
+    /// The run folder.
+    pub run_dir: PathBuf,
+    /// Trials in the (filtered) plan.
+    pub planned: usize,
+    /// Trials already finished by an earlier attempt of a resumed run.
+    pub already_done: usize,
+    /// Outcomes of the trials run now.
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+/// How one trial ended, as recorded in `trials.outcome`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// Trained to the end of its budget.
+    Ok,
+    /// Ran out of memory.
+    Oom,
+    /// A worker panicked, aborted, was killed or exited with an error.
+    Crashed,
+    /// Killed by the runner after the suite's `timeout_s`.
+    Timeout,
+    /// The loss became NaN or infinite.
+    Diverged,
+    /// Not started: the configuration cannot run (e.g. more stages than the network has).
+    Infeasible,
+}
+
+impl Outcome {
+    /// The name stored in the results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Oom => "oom",
+            Outcome::Crashed => "crashed",
+            Outcome::Timeout => "timeout",
+            Outcome::Diverged => "diverged",
+            Outcome::Infeasible => "infeasible",
+        }
+    }
+}
+
+/// Runs (or resumes) a suite and returns where its tables are.
+pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
+    let (suite, _text) = SuiteFile::load(&options.suite_path)?;
+    let mut trials = plan(&suite, &options.suite_path)?;
+    if !options.only.is_empty() {
+        trials.retain(|trial| options.only.iter().any(|pattern| trial.trial_id.contains(pattern.as_str())));
+        if trials.is_empty() {
+            bail!("--only {} matches none of the suite's trials", options.only.join(","));
+        }
+    }
+    let store = match &options.resume {
+        Some(run_dir) => {
+            let store = RunStore::open(run_dir)?;
+            check_same_suite(&store, &options.suite_path)?;
+            store
+        }
+        None => RunStore::create(
+            &options.results_root,
+            &suite.name,
+            &options.suite_path,
+            &Fingerprint::collect(Some(&options.suite_path)),
+        )?,
+    };
+    prepare_real_data(&trials)?;
+
+    let finished = store.finished_trial_ids()?;
+    let already_done = trials.iter().filter(|trial| finished.contains(&trial.trial_id)).count();
+    let progress = MatrixProgress::new(trials.len(), already_done);
+    let mut outcomes = BTreeMap::new();
+    for trial in trials.iter().filter(|trial| !finished.contains(&trial.trial_id)) {
+        progress.start_trial(&trial.label());
+        let recorded = run_trial(trial, store.run_id(), &progress)?;
+        store.write_trial(&recorded.trial, &recorded.epochs, &recorded.steps, &recorded.telemetry)?;
+        *outcomes.entry(recorded.trial.outcome.clone()).or_insert(0) += 1;
+        progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
+    }
+    progress.finish();
+    Ok(RunSummary { run_dir: store.run_dir().to_path_buf(), planned: trials.len(), already_done, outcomes })
+}
+
+/// A resumed run must continue the same matrix, or its tables would mix two suites.
+fn check_same_suite(store: &RunStore, suite_path: &Path) -> anyhow::Result<()> {
+    let stored = store.run_dir().join("suite.yaml");
+    let stored_text = std::fs::read(&stored).with_context(|| format!("reading {}", stored.display()))?;
+    let given_text = std::fs::read(suite_path).with_context(|| format!("reading {}", suite_path.display()))?;
+    if stored_text != given_text {
+        bail!(
+            "{} differs from the suite this run started with ({}); resume with the same suite file",
+            suite_path.display(),
+            stored.display()
+        );
+    }
+    Ok(())
+}
+
+/// Fetches and checks every real data set the plan uses before any trial starts, so a
+/// missing data set fails the run at once with the reader's message, and no trial's
+/// timing includes a download.
+fn prepare_real_data(trials: &[TrialSpec]) -> anyhow::Result<()> {
+    let mut seen = Vec::new();
+    for trial in trials {
+        if trial.dataset.source == Source::Real && !seen.contains(&trial.dataset) {
+            open_data(&trial.dataset, trial.train.seed, true)?;
+            seen.push(trial.dataset.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Everything recorded about one trial.
+struct RecordedTrial {
+    trial: TrialRow,
+    epochs: Vec<EpochRow>,
+    steps: Vec<StepRow>,
+    telemetry: Vec<TelemetryRow>,
+}
+
+/// A worker's last word: its report, or why it has none.
+enum WorkerEnd {
+    Report(TrainReport),
+    Failed(Outcome, String),
+}
+
+/// Runs one trial and builds its rows; only I/O failures of the runner itself are errors.
+fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyhow::Result<RecordedTrial> {
+    let started_at = UtcTime::now();
+    let started = Instant::now();
+    if let Some(reason) = trial.infeasibility() {
+        let ends = vec![WorkerEnd::Failed(Outcome::Infeasible, reason)];
+        return Ok(record(trial, run_id, &ends, &[], started_at, started));
+    }
+
+    let mut children = Vec::new();
+    let (events, receiver) = mpsc::channel::<(usize, WorkerEvent)>();
+    let mut stderr_tails = Vec::new();
+    for rank in 0..trial.workers {
+        let mut child = spawn_worker(trial, rank)?;
+        let mut stdin = child.stdin.take().context("worker stdin")?;
+        writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
+        drop(stdin);
+        let stdout = child.stdout.take().context("worker stdout")?;
+        let sender = events.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                // Lines that are not events (a library printing to stdout) are ignored.
+                if let Ok(event) = serde_json::from_str::<WorkerEvent>(&line) {
+                    if sender.send((rank, event)).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().context("worker stderr")?;
+        stderr_tails.push(std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        }));
+        children.push(child);
+    }
+    drop(events);
+
+    let gpus: Vec<u32> = match trial.train.device {
+        stratlab_strategies::DeviceChoice::Cuda(index) => vec![index as u32],
+        _ => Vec::new(),
+    };
+    // The lead worker's process tree: exact for the one-worker strategies that exist so far.
+    // Multi-worker strategies must sample every worker (e.g. the runner's own tree).
+    let recorder = TelemetryRecorder::start(
+        choose_sampler(children[0].id(), &gpus),
+        Duration::from_millis(trial.telemetry_interval_ms),
+    );
+    let deadline = started + Duration::from_secs_f64(trial.timeout_s);
+    let mut last_words: Vec<Option<WorkerEnd>> = (0..trial.workers).map(|_| None).collect();
+    let mut timed_out = false;
+    loop {
+        match receiver.recv_timeout(Duration::from_millis(100)) {
+            Ok((rank, event)) => {
+                if rank == 0 {
+                    progress.worker_event(&event);
+                }
+                match event {
+                    WorkerEvent::Finished(report) => last_words[rank] = Some(WorkerEnd::Report(report)),
+                    WorkerEvent::Failed { outcome, reason } => {
+                        let outcome = if outcome == "oom" { Outcome::Oom } else { Outcome::Crashed };
+                        last_words[rank] = Some(WorkerEnd::Failed(outcome, reason));
+                    }
+                    _ => {}
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if !timed_out && Instant::now() >= deadline {
+            timed_out = true;
+            for child in &children {
+                kill_group(child);
+            }
+        }
+    }
+    let statuses: Vec<ExitStatus> = children.iter_mut().map(|child| child.wait()).collect::<Result<_, _>>()?;
+    let samples = recorder.stop();
+    let stderr: Vec<String> = stderr_tails.into_iter().map(|tail| tail.join().unwrap_or_default()).collect();
+
+    let ends: Vec<WorkerEnd> = last_words
+        .into_iter()
+        .zip(statuses.iter().zip(&stderr))
+        .map(|(word, (status, stderr))| match word {
+            Some(end) => end,
+            None if timed_out => WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s)),
+            None => classify_silent_exit(*status, stderr),
+        })
+        .collect();
+    let mut recorded = record(trial, run_id, &ends, &samples_to_rows(run_id, trial, &samples), started_at, started);
+    let summary = TelemetrySummary::from_samples(&samples);
+    recorded.trial.utilization_mean_pct = summary.utilization_mean_pct;
+    recorded.trial.utilization_max_pct = summary.utilization_max_pct;
+    recorded.trial.memory_mean_bytes = summary.memory_mean_bytes;
+    recorded.trial.memory_max_bytes = summary.memory_max_bytes;
+    recorded.trial.energy_j = summary.energy_j;
+    Ok(recorded)
+}
+
+fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry::Sample]) -> Vec<TelemetryRow> {
+    samples.iter().map(|sample| TelemetryRow::from_sample(run_id, &trial.trial_id, sample)).collect()
+}
+
+/// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
+/// it started), dying with the runner (so a killed runner leaves no orphans that keep
+/// training), under the trial's memory limit.
+fn spawn_worker(trial: &TrialSpec, rank: usize) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("locating the stratlab executable")?;
+    let memory_limit = trial.memory_limit_bytes;
+    let mut command = Command::new(exe);
+    command
+        .arg("worker")
+        .env("RANK", rank.to_string())
+        .env("LOCAL_RANK", rank.to_string())
+        .env("WORLD_SIZE", trial.workers.to_string())
+        .env("MASTER_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, setrlimit) run between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some(bytes) = memory_limit {
+                let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command.spawn().context("starting a worker process")
+}
+
+fn kill_group(child: &Child) {
+    // SAFETY: killpg has no memory-safety preconditions; the group id is the child's pid.
+    unsafe {
+        libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+/// A worker that ended without its final event: a signal or an exit code tells what.
+fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
+    let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail = tail.join(" | ");
+    let outcome = if is_out_of_memory_message(stderr) { Outcome::Oom } else { Outcome::Crashed };
+    let how = match (status.signal(), status.code()) {
+        (Some(signal), _) => format!("killed by signal {signal} ({})", signal_name(signal)),
+        (None, Some(code)) => format!("exited with code {code} without a result"),
+        (None, None) => "ended without a result".to_string(),
+    };
+    WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") })
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGINT => "SIGINT",
+        _ => "signal",
+    }
+}
+
+/// Builds the trial's rows from its workers' ends; the first failing worker decides the outcome.
+fn record(
+    trial: &TrialSpec,
+    run_id: &str,
+    ends: &[WorkerEnd],
+    telemetry: &[TelemetryRow],
+    started_at: UtcTime,
+    started: Instant,
+) -> RecordedTrial {
+    let failure = ends.iter().find_map(|end| match end {
+        WorkerEnd::Failed(outcome, reason) => Some((*outcome, Some(reason.clone()))),
+        WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => Some((Outcome::Diverged, report.reason.clone())),
+        WorkerEnd::Report(_) => None,
+    });
+    let (outcome, reason) = failure.unwrap_or((Outcome::Ok, None));
+    let reports: Vec<(usize, &TrainReport)> = ends
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, end)| match end {
+            WorkerEnd::Report(report) => Some((rank, report)),
+            WorkerEnd::Failed(..) => None,
+        })
+        .collect();
+    let lead = reports.first().map(|(_, report)| *report);
+    let step_times = lead.map(|report| report.timed_step_times()).unwrap_or_default();
+    let budget = trial.train.budget;
+    let row = TrialRow {
+        run_id: run_id.to_string(),
+        trial_id: trial.trial_id.clone(),
+        index: trial.index as i64,
+        network: trial.network.clone(),
+        dataset: trial.dataset.name.to_string(),
+        data_source: match trial.dataset.source {
+            Source::Real => "real",
+            Source::Synthetic => "synthetic",
+        }
+        .to_string(),
+        strategy: trial.strategy.name().to_string(),
+        workers: trial.workers as i64,
+        batch_size: trial.train.batch_size as i64,
+        global_batch: trial.global_batch() as i64,
+        micro_batches: trial.micro_batches.map(|m| m as i64),
+        balance: trial.balance.as_ref().map(ToString::to_string),
+        checkpoint: trial.checkpoint.map(|checkpoint| checkpoint.to_string()),
+        fusion_threshold_bytes: trial.fusion_threshold_bytes.map(|b| b as i64),
+        epochs_budget: budget.epochs.map(|e| e as i64),
+        steps_budget: budget.steps.map(|s| s as i64),
+        seconds_budget: budget.seconds,
+        repeat: trial.repeat as i64,
+        seed: trial.train.seed as i64,
+        device: lead.map(|report| report.device.clone()).unwrap_or_else(|| trial.train.device.to_string()),
+        threads: trial.train.threads as i64,
+        target_accuracy: trial.train.target_accuracy,
+        outcome: outcome.name().to_string(),
+        reason,
+        epochs_completed: lead.map_or(0, |report| report.epochs.len() as i64),
+        steps_completed: lead.map_or(0, |report| report.steps.len() as i64),
+        warmup_steps: trial.train.warmup_steps as i64,
+        seconds_per_epoch_mean: lead.and_then(|report| report.seconds_per_epoch_mean()),
+        step_time_median_s: stats::median(&step_times),
+        step_time_p10_s: stats::quantile(&step_times, 0.1),
+        step_time_p90_s: stats::quantile(&step_times, 0.9),
+        // Throughput of the whole trial: every worker's samples over the lead's time.
+        train_samples_per_s: lead.and_then(|report| report.train_samples_per_s()).map(|per_worker| per_worker * reports.len() as f64),
+        val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
+        time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
+        final_accuracy: lead.and_then(|report| report.final_accuracy()),
+        final_loss: lead.and_then(|report| report.final_loss()),
+        utilization_mean_pct: None,
+        utilization_max_pct: None,
+        memory_mean_bytes: None,
+        memory_max_bytes: None,
+        energy_j: None,
+        wall_time_s: started.elapsed().as_secs_f64(),
+        started_at: started_at.rfc3339(),
+        finished_at: UtcTime::now().rfc3339(),
+    };
+    let mut epochs = Vec::new();
+    let mut steps = Vec::new();
+    for (rank, report) in &reports {
+        epochs.extend(report.epochs.iter().map(|epoch| EpochRow {
+            run_id: run_id.to_string(),
+            trial_id: trial.trial_id.clone(),
+            worker: *rank as i64,
+            epoch: epoch.epoch as i64,
+            train_loss: Some(epoch.train_loss),
+            train_accuracy: Some(epoch.train_accuracy),
+            test_loss: Some(epoch.test_loss),
+            test_accuracy: Some(epoch.test_accuracy),
+            epoch_time_s: epoch.epoch_time_s,
+            train_samples_per_s: Some(epoch.train_samples_per_s),
+            val_samples_per_s: Some(epoch.val_samples_per_s),
+            elapsed_s: epoch.elapsed_s,
+        }));
+        steps.extend(report.steps.iter().map(|step| StepRow {
+            run_id: run_id.to_string(),
+            trial_id: trial.trial_id.clone(),
+            worker: *rank as i64,
+            epoch: step.epoch as i64,
+            step: step.step as i64,
+            loss: Some(step.loss),
+            step_time_s: step.step_time_s,
+            data_wait_s: step.data_wait_s,
+            samples: step.samples as i64,
+            lr: step.lr,
+            warmup: step.warmup,
+        }));
+    }
+    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec() }
+}

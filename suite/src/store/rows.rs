@@ -1,0 +1,338 @@
+//! The four row types of a run: one row per trial, per epoch, per step, per telemetry sample.
+//!
+//! Each derives serde and implements [`Table`] with its Parquet schema; the schema lists
+//! the fields in declaration order with the dtype of their Rust type (`i64`→Int64,
+//! `u64`→UInt64, `u32`→UInt32, `f64`→Float64, `bool`→Boolean, `String`→String; `Option`
+//! makes the column nullable). A unit test checks the two agree.
+
+use polars::prelude::{DataType, Field, Schema};
+use serde::{Deserialize, Serialize};
+
+use super::Table;
+use crate::telemetry::Sample;
+
+/// Builds a schema from `(name, dtype)` pairs.
+fn schema_of(fields: &[(&str, DataType)]) -> Schema {
+    fields.iter().map(|(name, dtype)| Field::new((*name).into(), dtype.clone())).collect()
+}
+
+/// One trial: its configuration, its outcome and its headline metrics (SPEC §7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialRow {
+    /// The run this trial belongs to (`20261122T214501Z-default`).
+    pub run_id: String,
+    /// Stable id of the trial within the suite; also its part files' name.
+    pub trial_id: String,
+    /// Position of the trial in the expanded matrix, from 0.
+    pub index: i64,
+    /// Network name (`resnet18`, …).
+    pub network: String,
+    /// Data set name (`cifar10`, …).
+    pub dataset: String,
+    /// Where the data came from (`real`, `synthetic`, a path).
+    pub data_source: String,
+    /// Strategy name (`single`, `data-parallel`, `gpipe`, …).
+    pub strategy: String,
+    /// Number of workers W.
+    pub workers: i64,
+    /// Samples per worker per step.
+    pub batch_size: i64,
+    /// Samples per optimiser step over all workers.
+    pub global_batch: i64,
+    /// Micro-batches per step, for pipeline strategies.
+    pub micro_batches: Option<i64>,
+    /// How layers were split into stages (`uniform`, `by-time`, …), for model-split strategies.
+    pub balance: Option<String>,
+    /// Activation checkpointing mode, when used.
+    pub checkpoint: Option<String>,
+    /// Gradient-bucket fusion threshold in bytes, for data-parallel strategies.
+    pub fusion_threshold_bytes: Option<i64>,
+    /// Epoch budget, when the trial was bounded by epochs.
+    pub epochs_budget: Option<i64>,
+    /// Step budget, when the trial was bounded by steps.
+    pub steps_budget: Option<i64>,
+    /// Wall-time budget in seconds, when the trial was bounded by time.
+    pub seconds_budget: Option<f64>,
+    /// Repeat number of an otherwise identical trial, from 0.
+    pub repeat: i64,
+    /// Random seed.
+    pub seed: i64,
+    /// Device kind the workers ran on (`cpu`, `cuda`).
+    pub device: String,
+    /// Intra-op threads per worker.
+    pub threads: i64,
+    /// Test accuracy that counts as "reached" for time-to-accuracy, 0–1.
+    pub target_accuracy: f64,
+    /// How the trial ended (`ok`, `oom`, `crashed`, `diverged`, `timeout`, …).
+    pub outcome: String,
+    /// Why it ended that way, for anything but success.
+    pub reason: Option<String>,
+    /// Epochs fully completed.
+    pub epochs_completed: i64,
+    /// Optimiser steps completed (per worker).
+    pub steps_completed: i64,
+    /// Leading steps excluded from step-time statistics.
+    pub warmup_steps: i64,
+    /// Mean seconds per epoch over completed epochs.
+    pub seconds_per_epoch_mean: Option<f64>,
+    /// Median step time after warm-up, seconds.
+    pub step_time_median_s: Option<f64>,
+    /// 10th percentile of step time after warm-up, seconds.
+    pub step_time_p10_s: Option<f64>,
+    /// 90th percentile of step time after warm-up, seconds.
+    pub step_time_p90_s: Option<f64>,
+    /// Training throughput over all workers, samples per second.
+    pub train_samples_per_s: Option<f64>,
+    /// Validation throughput, samples per second.
+    pub val_samples_per_s: Option<f64>,
+    /// Wall seconds until test accuracy first reached `target_accuracy`; `None` if never.
+    pub time_to_accuracy_s: Option<f64>,
+    /// Test accuracy after the last epoch, 0–1.
+    pub final_accuracy: Option<f64>,
+    /// Test loss after the last epoch.
+    pub final_loss: Option<f64>,
+    /// Mean device utilisation over the trial, percent (see `telemetry::TelemetrySummary`).
+    pub utilization_mean_pct: Option<f64>,
+    /// Peak device utilisation, percent.
+    pub utilization_max_pct: Option<f64>,
+    /// Mean device memory in use, bytes.
+    pub memory_mean_bytes: Option<f64>,
+    /// Peak device memory in use, bytes.
+    pub memory_max_bytes: Option<u64>,
+    /// Energy drawn by the trial's devices, joules; `None` without power readings.
+    pub energy_j: Option<f64>,
+    /// Wall time of the whole trial including setup, seconds.
+    pub wall_time_s: f64,
+    /// When the trial started, RFC 3339 UTC.
+    pub started_at: String,
+    /// When the trial finished, RFC 3339 UTC.
+    pub finished_at: String,
+}
+
+impl Table for TrialRow {
+    const NAME: &'static str = "trials";
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("index", Int64),
+            ("network", String),
+            ("dataset", String),
+            ("data_source", String),
+            ("strategy", String),
+            ("workers", Int64),
+            ("batch_size", Int64),
+            ("global_batch", Int64),
+            ("micro_batches", Int64),
+            ("balance", String),
+            ("checkpoint", String),
+            ("fusion_threshold_bytes", Int64),
+            ("epochs_budget", Int64),
+            ("steps_budget", Int64),
+            ("seconds_budget", Float64),
+            ("repeat", Int64),
+            ("seed", Int64),
+            ("device", String),
+            ("threads", Int64),
+            ("target_accuracy", Float64),
+            ("outcome", String),
+            ("reason", String),
+            ("epochs_completed", Int64),
+            ("steps_completed", Int64),
+            ("warmup_steps", Int64),
+            ("seconds_per_epoch_mean", Float64),
+            ("step_time_median_s", Float64),
+            ("step_time_p10_s", Float64),
+            ("step_time_p90_s", Float64),
+            ("train_samples_per_s", Float64),
+            ("val_samples_per_s", Float64),
+            ("time_to_accuracy_s", Float64),
+            ("final_accuracy", Float64),
+            ("final_loss", Float64),
+            ("utilization_mean_pct", Float64),
+            ("utilization_max_pct", Float64),
+            ("memory_mean_bytes", Float64),
+            ("memory_max_bytes", UInt64),
+            ("energy_j", Float64),
+            ("wall_time_s", Float64),
+            ("started_at", String),
+            ("finished_at", String),
+        ])
+    }
+
+    fn trial_id(&self) -> &str {
+        &self.trial_id
+    }
+}
+
+/// One epoch of one worker: the learning curve and per-epoch throughput.
+///
+/// Loss and accuracy are optional because not every worker sees them: in a pipeline only
+/// the last stage computes the loss, and evaluation may run on one rank only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRow {
+    /// The run this epoch belongs to.
+    pub run_id: String,
+    /// The trial this epoch belongs to.
+    pub trial_id: String,
+    /// Worker rank, from 0.
+    pub worker: i64,
+    /// Epoch number, from 0.
+    pub epoch: i64,
+    /// Mean training loss over the epoch.
+    pub train_loss: Option<f64>,
+    /// Training accuracy over the epoch, 0–1.
+    pub train_accuracy: Option<f64>,
+    /// Test loss after the epoch.
+    pub test_loss: Option<f64>,
+    /// Test accuracy after the epoch, 0–1.
+    pub test_accuracy: Option<f64>,
+    /// Wall time of the epoch's training part, seconds.
+    pub epoch_time_s: f64,
+    /// Training throughput of the epoch, samples per second.
+    pub train_samples_per_s: Option<f64>,
+    /// Validation throughput after the epoch, samples per second.
+    pub val_samples_per_s: Option<f64>,
+    /// Seconds since the trial's training started, at the end of this epoch (for time-to-accuracy curves).
+    pub elapsed_s: f64,
+}
+
+impl Table for EpochRow {
+    const NAME: &'static str = "epochs";
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("worker", Int64),
+            ("epoch", Int64),
+            ("train_loss", Float64),
+            ("train_accuracy", Float64),
+            ("test_loss", Float64),
+            ("test_accuracy", Float64),
+            ("epoch_time_s", Float64),
+            ("train_samples_per_s", Float64),
+            ("val_samples_per_s", Float64),
+            ("elapsed_s", Float64),
+        ])
+    }
+
+    fn trial_id(&self) -> &str {
+        &self.trial_id
+    }
+}
+
+/// One optimiser step of one worker: the raw series behind step-time statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRow {
+    /// The run this step belongs to.
+    pub run_id: String,
+    /// The trial this step belongs to.
+    pub trial_id: String,
+    /// Worker rank, from 0.
+    pub worker: i64,
+    /// Epoch number, from 0.
+    pub epoch: i64,
+    /// Step number within the trial, from 0.
+    pub step: i64,
+    /// Training loss of the step, where this worker computes it. Stored as JSON on the way
+    /// to Parquet, so a NaN or infinite loss (divergence) is stored as null.
+    pub loss: Option<f64>,
+    /// Wall time of the step, seconds (device synchronised before both clock reads).
+    pub step_time_s: f64,
+    /// Time spent waiting for the data loader before the step, seconds.
+    pub data_wait_s: f64,
+    /// Samples this worker processed in the step.
+    pub samples: i64,
+    /// Learning rate of the step.
+    pub lr: f64,
+    /// Whether the step is in the warm-up excluded from statistics.
+    pub warmup: bool,
+}
+
+impl Table for StepRow {
+    const NAME: &'static str = "steps";
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("worker", Int64),
+            ("epoch", Int64),
+            ("step", Int64),
+            ("loss", Float64),
+            ("step_time_s", Float64),
+            ("data_wait_s", Float64),
+            ("samples", Int64),
+            ("lr", Float64),
+            ("warmup", Boolean),
+        ])
+    }
+
+    fn trial_id(&self) -> &str {
+        &self.trial_id
+    }
+}
+
+/// One telemetry sample of one device during a trial (see [`crate::telemetry::Sample`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryRow {
+    /// The run this sample belongs to.
+    pub run_id: String,
+    /// The trial this sample belongs to.
+    pub trial_id: String,
+    /// Seconds since the trial's recorder started.
+    pub t_s: f64,
+    /// Device name (`gpu0`, `cpu`).
+    pub device: String,
+    /// Utilisation, percent 0–100.
+    pub utilization_pct: f64,
+    /// Memory in use, bytes.
+    pub memory_used_bytes: u64,
+    /// Power draw, watts, when reported.
+    pub power_w: Option<f64>,
+    /// SM clock, MHz, when reported.
+    pub sm_clock_mhz: Option<u32>,
+}
+
+impl TelemetryRow {
+    /// Tags a recorder's sample with its run and trial.
+    pub fn from_sample(run_id: &str, trial_id: &str, sample: &Sample) -> TelemetryRow {
+        TelemetryRow {
+            run_id: run_id.to_owned(),
+            trial_id: trial_id.to_owned(),
+            t_s: sample.t_s,
+            device: sample.device.clone(),
+            utilization_pct: sample.utilization_pct,
+            memory_used_bytes: sample.memory_used_bytes,
+            power_w: sample.power_w,
+            sm_clock_mhz: sample.sm_clock_mhz,
+        }
+    }
+}
+
+impl Table for TelemetryRow {
+    const NAME: &'static str = "telemetry";
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("t_s", Float64),
+            ("device", String),
+            ("utilization_pct", Float64),
+            ("memory_used_bytes", UInt64),
+            ("power_w", Float64),
+            ("sm_clock_mhz", UInt32),
+        ])
+    }
+
+    fn trial_id(&self) -> &str {
+        &self.trial_id
+    }
+}

@@ -1,0 +1,402 @@
+//! One run's folder: creating it, writing trials atomically, reading and exporting tables.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use polars::prelude::{
+    CsvWriter, DataFrame, JsonFormat, JsonWriter, ParquetReader, ParquetWriter, SerReader, SerWriter,
+};
+
+use super::{to_frame, EpochRow, ExportFormat, StepRow, StoreError, Table, TelemetryRow, TrialRow, UtcTime};
+use crate::fingerprint::Fingerprint;
+
+/// The run's tables, in the order they are exported.
+pub const TABLE_NAMES: [&str; 4] = [TrialRow::NAME, EpochRow::NAME, StepRow::NAME, TelemetryRow::NAME];
+
+/// Name of the environment fingerprint in a run folder; its presence marks a run.
+const FINGERPRINT_FILE: &str = "fingerprint.json";
+/// Name of the copy of the suite file in a run folder.
+const SUITE_FILE: &str = "suite.yaml";
+/// Marker inside temp file names: `.<final name>.tmp-<pid>-<n>`.
+const TEMP_MARKER: &str = ".tmp-";
+
+/// A run folder under `results/`, the only writer and reader of its tables.
+///
+/// Every file is written to a hidden temp file in its final folder, fsynced and renamed, so
+/// a crash leaves either the old state or the new one, never half a Parquet file. The
+/// `trials/` part of a trial is renamed last: it is the commit record of the trial.
+#[derive(Debug, Clone)]
+pub struct RunStore {
+    /// `results/<run_id>/`.
+    run_dir: PathBuf,
+    /// The folder's name: UTC start time and short suite name.
+    run_id: String,
+}
+
+impl RunStore {
+    /// Creates `results_root/<UTC timestamp>-<suite name>/` with a copy of the suite file and
+    /// the fingerprint. Two runs started in the same second get `-2`, `-3`, … suffixes.
+    pub fn create(
+        results_root: &Path,
+        suite_name: &str,
+        suite_path: &Path,
+        fingerprint: &Fingerprint,
+    ) -> Result<RunStore, StoreError> {
+        fs::create_dir_all(results_root).map_err(io_error(results_root))?;
+        let base = format!("{}-{}", UtcTime::now().compact(), short_name(suite_name));
+        let mut attempt = 1;
+        let run_dir = loop {
+            let run_id = if attempt == 1 { base.clone() } else { format!("{base}-{attempt}") };
+            let dir = results_root.join(&run_id);
+            // create_dir (not _all) fails if the folder exists: it claims the name atomically.
+            match fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => attempt += 1,
+                Err(e) => return Err(StoreError::Io { path: dir, source: e }),
+            }
+        };
+        let store = RunStore { run_id: dir_name(&run_dir), run_dir };
+        store.make_table_dirs()?;
+        let suite = fs::read(suite_path).map_err(io_error(suite_path))?;
+        write_atomically(&store.run_dir.join(SUITE_FILE), |file| file.write_all(&suite).map_err(Into::into))?;
+        let fingerprint_path = store.run_dir.join(FINGERPRINT_FILE);
+        let json = serde_json::to_vec_pretty(fingerprint)
+            .map_err(|source| StoreError::Json { path: fingerprint_path.clone(), source })?;
+        write_atomically(&fingerprint_path, |file| file.write_all(&json).map_err(Into::into))?;
+        Ok(store)
+    }
+
+    /// Opens an existing run (to resume it or read it) and deletes temp files left by
+    /// writers that no longer exist.
+    pub fn open(run_dir: &Path) -> Result<RunStore, StoreError> {
+        if !run_dir.join(FINGERPRINT_FILE).is_file() {
+            return Err(StoreError::NotARun { path: run_dir.to_path_buf() });
+        }
+        let store = RunStore { run_id: dir_name(run_dir), run_dir: run_dir.to_path_buf() };
+        store.make_table_dirs()?;
+        remove_stale_temp_files(&store.run_dir)?;
+        for table in TABLE_NAMES {
+            remove_stale_temp_files(&store.run_dir.join(table))?;
+        }
+        Ok(store)
+    }
+
+    /// The run id, e.g. `20261122T214501Z-default`.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The run folder.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// The fingerprint recorded when the run was created.
+    pub fn fingerprint(&self) -> Result<Fingerprint, StoreError> {
+        let path = self.run_dir.join(FINGERPRINT_FILE);
+        let bytes = fs::read(&path).map_err(io_error(&path))?;
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+    }
+
+    /// Records one finished trial: its epoch, step and telemetry parts, then its trial row.
+    ///
+    /// Rewriting a trial (a rerun) first removes its `trials/` part, so it never counts as
+    /// finished while its other parts are being replaced. Empty slices still write a part
+    /// (with zero rows), so "all parts exist" holds for every finished trial.
+    pub fn write_trial(
+        &self,
+        trial: &TrialRow,
+        epochs: &[EpochRow],
+        steps: &[StepRow],
+        telemetry: &[TelemetryRow],
+    ) -> Result<(), StoreError> {
+        let id = trial.trial_id.as_str();
+        check_trial_id(id)?;
+        check_rows(id, epochs)?;
+        check_rows(id, steps)?;
+        check_rows(id, telemetry)?;
+        let commit = self.part_path(TrialRow::NAME, id);
+        match fs::remove_file(&commit) {
+            Ok(()) => sync_dir(commit.parent().unwrap_or(&self.run_dir))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::Io { path: commit, source: e }),
+        }
+        self.write_part(id, epochs)?;
+        self.write_part(id, steps)?;
+        self.write_part(id, telemetry)?;
+        self.write_part(id, std::slice::from_ref(trial))
+    }
+
+    /// Ids of the trials whose `trials/` part exists: the ones a resumed run skips.
+    pub fn finished_trial_ids(&self) -> Result<BTreeSet<String>, StoreError> {
+        Ok(self.part_files(TrialRow::NAME)?.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// All rows of `table_name` over finished trials, parts in trial-id order; an empty
+    /// frame with the table's schema when there are none.
+    ///
+    /// Parts of unfinished trials (a crash between parts) are left out, so every table
+    /// describes the same set of trials.
+    pub fn load(&self, table_name: &str) -> Result<DataFrame, StoreError> {
+        match table_name {
+            TrialRow::NAME => self.load_table::<TrialRow>(),
+            EpochRow::NAME => self.load_table::<EpochRow>(),
+            StepRow::NAME => self.load_table::<StepRow>(),
+            TelemetryRow::NAME => self.load_table::<TelemetryRow>(),
+            other => Err(StoreError::UnknownTable { name: other.to_owned() }),
+        }
+    }
+
+    /// All rows of table `T` over finished trials, as typed rows.
+    pub fn load_rows<T: Table>(&self) -> Result<Vec<T>, StoreError> {
+        super::from_frame(&self.load_table::<T>()?)
+    }
+
+    /// Writes every table to `out_dir/<table>.<csv|json>` and returns the files written.
+    pub fn export(&self, format: ExportFormat, out_dir: &Path) -> Result<Vec<PathBuf>, StoreError> {
+        fs::create_dir_all(out_dir).map_err(io_error(out_dir))?;
+        let mut written = Vec::with_capacity(TABLE_NAMES.len());
+        for table in TABLE_NAMES {
+            let mut frame = self.load(table)?;
+            let path = out_dir.join(format!("{table}.{}", format.extension()));
+            let file = File::create(&path).map_err(io_error(&path))?;
+            let result = match format {
+                ExportFormat::Csv => CsvWriter::new(file).finish(&mut frame),
+                ExportFormat::Json => JsonWriter::new(file).with_json_format(JsonFormat::Json).finish(&mut frame),
+            };
+            result.map_err(|source| StoreError::Polars { path: path.clone(), source })?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+
+    /// Reads and concatenates the parts of `T` that belong to finished trials.
+    fn load_table<T: Table>(&self) -> Result<DataFrame, StoreError> {
+        let schema = T::schema();
+        let finished = if T::NAME == TrialRow::NAME { None } else { Some(self.finished_trial_ids()?) };
+        let mut frame = DataFrame::empty_with_schema(&schema);
+        for (id, path) in self.part_files(T::NAME)? {
+            if finished.as_ref().is_some_and(|ids| !ids.contains(&id)) {
+                continue;
+            }
+            let file = File::open(&path).map_err(io_error(&path))?;
+            let part = ParquetReader::new(file)
+                .finish()
+                .map_err(|source| StoreError::Polars { path: path.clone(), source })?;
+            if part.schema().as_ref() != &schema {
+                return Err(StoreError::SchemaMismatch {
+                    path,
+                    table: T::NAME,
+                    expected: describe(&schema),
+                    found: describe(part.schema()),
+                });
+            }
+            frame.vstack_mut_owned(part).map_err(|source| StoreError::Polars { path, source })?;
+        }
+        frame.rechunk_mut();
+        Ok(frame)
+    }
+
+    /// Writes one table's part of one trial atomically.
+    fn write_part<T: Table>(&self, trial_id: &str, rows: &[T]) -> Result<(), StoreError> {
+        let mut frame = to_frame(rows)?;
+        let path = self.part_path(T::NAME, trial_id);
+        write_atomically(&path, |file| {
+            ParquetWriter::new(file).finish(&mut frame).map(drop).map_err(WriteError::Polars)
+        })
+    }
+
+    /// `<run>/<table>/<trial_id>.parquet`.
+    fn part_path(&self, table: &str, trial_id: &str) -> PathBuf {
+        self.run_dir.join(table).join(format!("{trial_id}.parquet"))
+    }
+
+    /// Finished parts of a table as (trial id, path), sorted by id; temp files are skipped.
+    fn part_files(&self, table: &str) -> Result<Vec<(String, PathBuf)>, StoreError> {
+        let dir = self.run_dir.join(table);
+        let mut parts = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_error(&dir))? {
+            let entry = entry.map_err(io_error(&dir))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Some(id) = name.strip_suffix(".parquet") {
+                parts.push((id.to_owned(), entry.path()));
+            }
+        }
+        parts.sort();
+        Ok(parts)
+    }
+
+    /// Makes sure every table folder exists.
+    fn make_table_dirs(&self) -> Result<(), StoreError> {
+        for table in TABLE_NAMES {
+            let dir = self.run_dir.join(table);
+            fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        }
+        Ok(())
+    }
+}
+
+/// What a write callback can fail with; mapped onto [`StoreError`] with the path.
+enum WriteError {
+    Io(std::io::Error),
+    Polars(polars::prelude::PolarsError),
+}
+
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        WriteError::Io(e)
+    }
+}
+
+/// Writes `path` through a hidden temp file in the same folder: write, fsync, rename, fsync
+/// the folder. Same folder so the rename is atomic (same filesystem); the pid in the temp
+/// name lets [`RunStore::open`] tell abandoned temp files from ones being written.
+fn write_atomically(path: &Path, write: impl FnOnce(&mut File) -> Result<(), WriteError>) -> Result<(), StoreError> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("part");
+    let temp =
+        dir.join(format!(".{name}{TEMP_MARKER}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let result = (|| {
+        let mut file = File::create(&temp).map_err(io_error(&temp))?;
+        write(&mut file).map_err(|e| match e {
+            WriteError::Io(source) => StoreError::Io { path: temp.clone(), source },
+            WriteError::Polars(source) => StoreError::Polars { path: temp.clone(), source },
+        })?;
+        file.sync_all().map_err(io_error(&temp))?;
+        drop(file);
+        fs::rename(&temp, path).map_err(io_error(path))?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// fsyncs a folder so a rename in it survives a power cut.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
+}
+
+/// Deletes temp files in `dir` whose writing process is gone.
+fn remove_stale_temp_files(dir: &Path) -> Result<(), StoreError> {
+    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
+        let entry = entry.map_err(io_error(dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with('.') {
+            continue;
+        }
+        let Some((_, tail)) = name.rsplit_once(TEMP_MARKER) else {
+            continue;
+        };
+        let writer = tail.split('-').next().and_then(|pid| pid.parse::<i32>().ok());
+        if writer.is_some_and(process_is_alive) {
+            continue;
+        }
+        let path = entry.path();
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::Io { path, source: e }),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a process with this pid exists (signal 0 checks without sending anything).
+fn process_is_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 performs only the existence and permission checks.
+    let status = unsafe { libc::kill(pid, 0) };
+    status == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Trial ids become file names: keep them portable and never hidden (hidden = temp).
+fn check_trial_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidTrialId { id: id.to_owned() })
+    }
+}
+
+/// Every row of a part must belong to the trial being written, or `load` would mix trials.
+fn check_rows<T: Table>(trial_id: &str, rows: &[T]) -> Result<(), StoreError> {
+    match rows.iter().find(|row| row.trial_id() != trial_id) {
+        Some(row) => Err(StoreError::ForeignRow {
+            table: T::NAME,
+            expected: trial_id.to_owned(),
+            found: row.trial_id().to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A suite name cut down to a short, path-safe slug for the run id.
+fn short_name(suite_name: &str) -> String {
+    let mut slug = String::new();
+    for c in suite_name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug: String = slug.trim_matches('-').chars().take(32).collect();
+    let slug = slug.trim_end_matches('-');
+    if slug.is_empty() {
+        "suite".to_owned()
+    } else {
+        slug.to_owned()
+    }
+}
+
+/// The last component of a path as a string (the run id of a run folder).
+fn dir_name(dir: &Path) -> String {
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// `name: dtype, …` for schema-mismatch messages.
+fn describe(schema: &polars::prelude::Schema) -> String {
+    schema.iter().map(|(name, dtype)| format!("{name}: {dtype}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Maps an I/O error onto [`StoreError::Io`] for `path`.
+fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.to_path_buf(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suite_names_become_short_slugs() {
+        assert_eq!(short_name("default"), "default");
+        assert_eq!(short_name("My Suite: CIFAR/10!"), "my-suite-cifar-10");
+        assert_eq!(short_name("***"), "suite");
+        assert_eq!(short_name(&"a".repeat(50)).len(), 32);
+    }
+
+    #[test]
+    fn trial_ids_must_be_plain_file_names() {
+        assert!(check_trial_id("t0007-resnet18-gpipe-w2").is_ok());
+        assert!(check_trial_id("").is_err());
+        assert!(check_trial_id(".hidden").is_err());
+        assert!(check_trial_id("a/b").is_err());
+    }
+}

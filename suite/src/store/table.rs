@@ -1,0 +1,83 @@
+//! The one path from typed rows to polars frames and back.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use polars::prelude::{AnyValue, DataFrame, JsonFormat, JsonReader, Schema, SerReader};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::StoreError;
+
+/// A row type stored as one table of a run, one Parquet part per trial.
+///
+/// The explicit schema is what keeps parts concatenable: a part whose optional column is
+/// null in every row still gets that column's real dtype instead of polars' `Null`.
+pub trait Table: Serialize + DeserializeOwned {
+    /// Table name, also its folder in the run (`trials`, `epochs`, `steps`, `telemetry`).
+    const NAME: &'static str;
+    /// Column names and dtypes, in field order.
+    fn schema() -> Schema;
+    /// The trial the row belongs to; the store checks every part holds only its trial.
+    fn trial_id(&self) -> &str;
+}
+
+/// Turns rows into a frame with exactly `T::schema()`.
+///
+/// Rows go through serde to JSON and back in through polars' JSON reader with the schema
+/// given, so no column is formatted by hand and any serde type works. JSON has no NaN or
+/// infinity: serde_json writes them as null, and so they are stored.
+pub fn to_frame<T: Table>(rows: &[T]) -> Result<DataFrame, StoreError> {
+    let schema = T::schema();
+    if rows.is_empty() {
+        return Ok(DataFrame::empty_with_schema(&schema));
+    }
+    let json = serde_json::to_vec(rows).map_err(|source| StoreError::Encode { table: T::NAME, source })?;
+    JsonReader::new(Cursor::new(json))
+        .with_json_format(JsonFormat::Json)
+        .with_schema(Arc::new(schema))
+        .finish()
+        .map_err(|source| StoreError::Frame { table: T::NAME, source })
+}
+
+/// Turns a frame of `T::schema()` back into rows.
+///
+/// Each cell goes through polars' `AnyValue` into a `serde_json::Value` and the rows then
+/// through serde, so floats come back bit-exact (polars' JSON writer rounds the last digit).
+pub fn from_frame<T: Table>(frame: &DataFrame) -> Result<Vec<T>, StoreError> {
+    let columns = frame.columns();
+    let mut rows = Vec::with_capacity(frame.height());
+    for i in 0..frame.height() {
+        let mut row = serde_json::Map::with_capacity(columns.len());
+        for column in columns {
+            let cell = column.get(i).map_err(|source| StoreError::Frame { table: T::NAME, source })?;
+            row.insert(column.name().to_string(), json_value::<T>(column.name(), cell)?);
+        }
+        rows.push(Value::Object(row));
+    }
+    serde_json::from_value(Value::Array(rows)).map_err(|source| StoreError::Decode { table: T::NAME, source })
+}
+
+/// One cell as JSON; the dtypes are those a [`Table`] schema may use.
+fn json_value<T: Table>(column: &str, cell: AnyValue<'_>) -> Result<Value, StoreError> {
+    Ok(match cell {
+        AnyValue::Null => Value::Null,
+        AnyValue::Boolean(b) => Value::Bool(b),
+        AnyValue::String(s) => Value::String(s.to_owned()),
+        AnyValue::StringOwned(s) => Value::String(s.to_string()),
+        AnyValue::Int64(v) => Value::from(v),
+        AnyValue::UInt64(v) => Value::from(v),
+        AnyValue::UInt32(v) => Value::from(v),
+        AnyValue::Int32(v) => Value::from(v),
+        // NaN and infinity have no JSON form; they cannot be in the store (see `to_frame`).
+        AnyValue::Float64(v) => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+        other => {
+            return Err(StoreError::UnsupportedDtype {
+                table: T::NAME,
+                column: column.to_owned(),
+                dtype: other.dtype().to_string(),
+            })
+        }
+    })
+}

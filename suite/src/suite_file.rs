@@ -1,0 +1,385 @@
+//! The YAML suite file: a matrix of networks × data sets × strategies plus the settings
+//! every trial shares. Parsed with serde so that every mistake is reported with the field
+//! path and line serde_yaml_ng knows; names are checked while parsing for the same reason.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use stratlab_datasets::DatasetSelector;
+use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind};
+
+use crate::suite_error::SuiteError;
+
+/// A suite file as written by the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteFile {
+    /// Short name, used in run folder names.
+    pub name: String,
+    /// What the suite is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Networks axis.
+    pub networks: Vec<NetworkName>,
+    /// Data sets axis: `mnist` (real files) or `mnist:synthetic`.
+    pub datasets: Vec<DatasetSelector>,
+    /// Strategies axis: a name, or a map with the strategy's parameters.
+    pub strategies: Vec<StrategyEntry>,
+    /// Per-worker batch size: one number for every data set, a map per data set, or omitted
+    /// for the thesis's sizes (SPEC §4).
+    #[serde(default)]
+    pub batch_size: Option<BatchSizes>,
+    /// How long each trial trains.
+    pub budget: Budget,
+    /// Repeats of every cell (seed `seed + repeat`).
+    #[serde(default = "one")]
+    pub repeats: usize,
+    /// Base seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// Device of every trial.
+    #[serde(default = "auto_device")]
+    pub device: DeviceChoice,
+    /// libtorch threads per trial (shared among its workers); default: all cores.
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// Test-accuracy targets per data set name, overriding the registry's defaults.
+    #[serde(default)]
+    pub targets: BTreeMap<String, f64>,
+    /// Optimizer settings.
+    #[serde(default)]
+    pub optimizer: OptimizerSettings,
+    /// Evaluation settings.
+    #[serde(default)]
+    pub eval: EvalSettings,
+    /// Steps excluded from timing at the start of every trial.
+    #[serde(default = "default_warmup")]
+    pub warmup_steps: usize,
+    /// Seconds after which a trial is killed and recorded as `timeout`.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Address-space limit of each worker process in MiB (out-of-memory becomes testable on a CPU).
+    #[serde(default)]
+    pub memory_limit_mib: Option<u64>,
+    /// Telemetry sampling interval.
+    #[serde(default = "default_interval")]
+    pub telemetry_interval_ms: u64,
+    /// Cells to drop: every field given must match.
+    #[serde(default)]
+    pub exclude: Vec<CellRule>,
+    /// Extra cells to add (network, data set and strategy required), as in CI matrices.
+    #[serde(default)]
+    pub include: Vec<IncludeCell>,
+}
+
+fn one() -> usize {
+    1
+}
+fn auto_device() -> DeviceChoice {
+    DeviceChoice::Auto
+}
+fn default_warmup() -> usize {
+    5
+}
+fn default_timeout() -> f64 {
+    1800.0
+}
+fn default_interval() -> u64 {
+    100
+}
+
+/// SGD settings shared by every trial of the suite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizerSettings {
+    /// Base learning rate.
+    pub lr: f64,
+    /// Momentum.
+    pub momentum: f64,
+    /// L2 weight decay.
+    pub weight_decay: f64,
+    /// Learning-rate schedule.
+    pub schedule: LrSchedule,
+}
+
+impl Default for OptimizerSettings {
+    fn default() -> Self {
+        OptimizerSettings { lr: 0.01, momentum: 0.9, weight_decay: 5e-4, schedule: LrSchedule::Constant }
+    }
+}
+
+/// Evaluation settings shared by every trial of the suite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalSettings {
+    /// Also evaluate every N steps (time-to-accuracy at a finer grain than epochs).
+    pub every_steps: Option<usize>,
+    /// Evaluate on at most this many test samples.
+    pub samples: Option<usize>,
+    /// Evaluation batch size.
+    pub batch_size: usize,
+}
+
+impl Default for EvalSettings {
+    fn default() -> Self {
+        EvalSettings { every_steps: None, samples: None, batch_size: 500 }
+    }
+}
+
+/// A network name, checked against the zoo while parsing so the error carries the line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NetworkName(pub String);
+
+impl TryFrom<String> for NetworkName {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        if stratlab_networks::network_names().contains(&name.as_str()) {
+            Ok(NetworkName(name))
+        } else {
+            Err(format!("unknown network `{name}`; valid: {}", stratlab_networks::network_names().join(", ")))
+        }
+    }
+}
+
+impl From<NetworkName> for String {
+    fn from(name: NetworkName) -> String {
+        name.0
+    }
+}
+
+impl fmt::Display for NetworkName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Per-worker batch sizes: one for all data sets, or one per data set name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum BatchSizes {
+    /// The same size for every data set.
+    All(usize),
+    /// A size per data set name; data sets not named use the SPEC §4 default.
+    PerDataset(BTreeMap<String, usize>),
+}
+
+impl<'de> Deserialize<'de> for BatchSizes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BatchVisitor;
+        impl<'de> Visitor<'de> for BatchVisitor {
+            type Value = BatchSizes;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a positive batch size, or a map from data set name to batch size")
+            }
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<BatchSizes, E> {
+                positive_batch(value as i64).map(BatchSizes::All).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<BatchSizes, E> {
+                positive_batch(value).map(BatchSizes::All).map_err(E::custom)
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<BatchSizes, M::Error> {
+                let mut sizes = BTreeMap::new();
+                while let Some((name, size)) = map.next_entry::<String, i64>()? {
+                    stratlab_datasets::info(&name).map_err(de::Error::custom)?;
+                    sizes.insert(name, positive_batch(size).map_err(de::Error::custom)?);
+                }
+                Ok(BatchSizes::PerDataset(sizes))
+            }
+        }
+        deserializer.deserialize_any(BatchVisitor)
+    }
+}
+
+fn positive_batch(value: i64) -> Result<usize, String> {
+    if value >= 1 {
+        Ok(value as usize)
+    } else {
+        Err(format!("batch size must be a positive integer, got {value}"))
+    }
+}
+
+/// How a pipeline's stages are split among workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// The same number of stages per worker.
+    Uniform,
+    /// Equal parameter counts.
+    Parameters,
+    /// Equal profiled forward+backward time.
+    Time,
+    /// Equal memory.
+    Size,
+    /// Stages per worker, given explicitly (e.g. `[2, 3, 2, 3]`).
+    #[serde(untagged)]
+    Explicit(Vec<usize>),
+}
+
+impl fmt::Display for Balance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Balance::Uniform => f.write_str("uniform"),
+            Balance::Parameters => f.write_str("parameters"),
+            Balance::Time => f.write_str("time"),
+            Balance::Size => f.write_str("size"),
+            Balance::Explicit(stages) => {
+                let stages: Vec<String> = stages.iter().map(|n| n.to_string()).collect();
+                write!(f, "[{}]", stages.join(","))
+            }
+        }
+    }
+}
+
+/// GPipe's activation checkpointing mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpoint {
+    /// Recompute every micro-batch's activations in the backward pass.
+    Always,
+    /// All but the last micro-batch (torchgpipe's default).
+    ExceptLast,
+    /// Keep all activations.
+    Never,
+}
+
+impl fmt::Display for Checkpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Checkpoint::Always => "always",
+            Checkpoint::ExceptLast => "except_last",
+            Checkpoint::Never => "never",
+        })
+    }
+}
+
+/// One strategy of the strategies axis with its parameter axes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrategyEntry {
+    /// Which strategy.
+    pub name: StrategyKind,
+    /// Worker counts to try.
+    pub workers: Vec<usize>,
+    /// Micro-batch counts to try (pipelines).
+    pub micro_batches: Option<Vec<usize>>,
+    /// Pipeline partitioning.
+    pub balance: Option<Balance>,
+    /// Pipeline checkpoint mode.
+    pub checkpoint: Option<Checkpoint>,
+    /// Gradient fusion bucket size in MiB (data parallel; Horovod's default is 64).
+    pub fusion_threshold_mib: Option<u64>,
+}
+
+/// The map form of a strategy entry, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrategyMap {
+    name: StrategyKind,
+    #[serde(default = "one_worker")]
+    workers: Vec<usize>,
+    #[serde(default)]
+    micro_batches: Option<Vec<usize>>,
+    #[serde(default)]
+    balance: Option<Balance>,
+    #[serde(default)]
+    checkpoint: Option<Checkpoint>,
+    #[serde(default)]
+    fusion_threshold_mib: Option<u64>,
+}
+
+fn one_worker() -> Vec<usize> {
+    vec![1]
+}
+
+impl From<StrategyMap> for StrategyEntry {
+    fn from(map: StrategyMap) -> Self {
+        StrategyEntry {
+            name: map.name,
+            workers: map.workers,
+            micro_batches: map.micro_batches,
+            balance: map.balance,
+            checkpoint: map.checkpoint,
+            fusion_threshold_mib: map.fusion_threshold_mib,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StrategyEntry {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+        impl<'de> Visitor<'de> for EntryVisitor {
+            type Value = StrategyEntry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a strategy name, or a map with `name` and the strategy's parameters")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<StrategyEntry, E> {
+                let name: StrategyKind = name.parse().map_err(E::custom)?;
+                Ok(StrategyMap { name, workers: one_worker(), micro_batches: None, balance: None, checkpoint: None, fusion_threshold_mib: None }
+                    .into())
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<StrategyEntry, M::Error> {
+                StrategyMap::deserialize(de::value::MapAccessDeserializer::new(map)).map(Into::into)
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, _seq: S) -> Result<StrategyEntry, S::Error> {
+                Err(de::Error::custom("a strategy entry is a name or a map, not a list"))
+            }
+        }
+        deserializer.deserialize_any(EntryVisitor)
+    }
+}
+
+/// A pattern over cells: every field given must match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellRule {
+    /// Network to match.
+    #[serde(default)]
+    pub network: Option<NetworkName>,
+    /// Data set to match (real and synthetic are different data sets here).
+    #[serde(default)]
+    pub dataset: Option<DatasetSelector>,
+    /// Strategy to match.
+    #[serde(default)]
+    pub strategy: Option<StrategyKind>,
+    /// Worker count to match.
+    #[serde(default)]
+    pub workers: Option<usize>,
+}
+
+/// One extra cell added by `include`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncludeCell {
+    /// Network of the cell.
+    pub network: NetworkName,
+    /// Data set of the cell.
+    pub dataset: DatasetSelector,
+    /// Strategy of the cell.
+    pub strategy: StrategyKind,
+    /// Workers (default 1).
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// Micro-batches, for pipelines.
+    #[serde(default)]
+    pub micro_batches: Option<usize>,
+    /// Per-worker batch size, overriding the suite's.
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+}
+
+impl SuiteFile {
+    /// Reads and parses `path`; errors name the file and, from serde, the field path and line.
+    pub fn load(path: &Path) -> Result<(SuiteFile, String), SuiteError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read { path: path.to_path_buf(), source })?;
+        let suite = Self::parse(&text).map_err(|message| SuiteError::Invalid { path: path.to_path_buf(), message })?;
+        Ok((suite, text))
+    }
+
+    /// Parses suite text; the error is serde's message (field path, line and column).
+    pub fn parse(text: &str) -> Result<SuiteFile, String> {
+        serde_yaml_ng::from_str(text).map_err(|error| error.to_string())
+    }
+}

@@ -1,0 +1,174 @@
+//! The worker process of a trial (`stratlab worker`, started by the runner): reads its
+//! [`TrialSpec`] as JSON on stdin, trains, and streams [`WorkerEvent`]s as JSON lines on
+//! stdout. Running each trial in processes of its own means a crash, abort or hang takes
+//! down only that trial, and the runner can kill a whole trial by its process group.
+
+use std::io::{BufRead, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stratlab_datasets::{Batch, DataError, Dataset, DatasetInfo, Source};
+use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
+use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
+
+use crate::fault::Fault;
+use crate::trial::TrialSpec;
+use crate::training::{open_data, train, TrainingData};
+
+/// One line of a worker's stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum WorkerEvent {
+    /// Data and network are ready; training starts.
+    Started {
+        /// Optimizer steps per epoch on this worker.
+        steps_per_epoch: usize,
+        /// Steps the budget allows, when known.
+        total_steps: Option<usize>,
+    },
+    /// A step finished (for progress; the full records come with `Finished`).
+    Step {
+        /// 0-based step.
+        step: usize,
+        /// Loss of the step.
+        #[serde(deserialize_with = "stratlab_strategies::record::nan_from_null")]
+        loss: f64,
+        /// Samples in the step.
+        samples: usize,
+        /// Synchronised step time.
+        step_time_s: f64,
+    },
+    /// An evaluation finished.
+    Eval(EvalRecord),
+    /// An epoch finished.
+    Epoch(EpochRecord),
+    /// Training ended with a report (completed or diverged).
+    Finished(TrainReport),
+    /// Training could not be carried out.
+    Failed {
+        /// `oom` or `crashed`.
+        outcome: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
+pub fn run_worker() -> i32 {
+    let mut text = String::new();
+    let spec: TrialSpec = match std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string()).and_then(|_| {
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }) {
+        Ok(spec) => spec,
+        Err(error) => {
+            eprintln!("stratlab worker: cannot read the trial specification on stdin: {error}");
+            return 2;
+        }
+    };
+    let fault = Fault::for_trial(&spec.trial_id);
+    let mut emitter = Emitter { fault, poisoned: Arc::new(AtomicBool::new(false)) };
+    // Panics inside libtorch calls (tch's non-`f_` methods panic on C++ exceptions, an
+    // out-of-memory among them) become a `Failed` event rather than a bare exit code.
+    std::panic::set_hook(Box::new(|info| eprintln!("stratlab worker: {info}")));
+    let outcome = catch_unwind(AssertUnwindSafe(|| run_trial(&spec, &mut emitter)));
+    let event = match outcome {
+        Ok(Ok(report)) => WorkerEvent::Finished(report),
+        Ok(Err(error)) => WorkerEvent::Failed {
+            outcome: if error.is_out_of_memory() { "oom" } else { "crashed" }.to_string(),
+            reason: error.to_string(),
+        },
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic with a non-text payload".to_string());
+            let outcome = if is_out_of_memory_message(&message) { "oom" } else { "crashed" };
+            WorkerEvent::Failed { outcome: outcome.to_string(), reason: format!("panic: {message}") }
+        }
+    };
+    emit(&event);
+    0
+}
+
+/// Whether a message from libtorch or Rust's allocator reports a failed allocation.
+pub fn is_out_of_memory_message(message: &str) -> bool {
+    ["can't allocate memory", "out of memory", "memory allocation of", "Cannot allocate memory", "std::bad_alloc"]
+        .iter()
+        .any(|pattern| message.contains(pattern))
+}
+
+fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
+    let mut data = open_data(&spec.dataset, spec.train.seed, true)?;
+    if emitter.fault == Some(Fault::Nan) {
+        data = TrainingData { train: Arc::new(PoisonedDataset { inner: data.train, poisoned: emitter.poisoned.clone() }), test: data.test };
+    }
+    train(spec.strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
+}
+
+fn emit(event: &WorkerEvent) {
+    let line = serde_json::to_string(event).expect("worker events serialise");
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe means the runner is gone; nothing useful is left to do with the line.
+    let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
+}
+
+/// Streams training progress and fires the trial's test fault, if any.
+struct Emitter {
+    fault: Option<Fault>,
+    poisoned: Arc<AtomicBool>,
+}
+
+impl TrainObserver for Emitter {
+    fn on_start(&mut self, steps_per_epoch: usize, total_steps: Option<usize>) {
+        emit(&WorkerEvent::Started { steps_per_epoch, total_steps });
+    }
+
+    fn on_step(&mut self, step: &StepRecord) {
+        emit(&WorkerEvent::Step { step: step.step, loss: step.loss, samples: step.samples, step_time_s: step.step_time_s });
+        if step.step + 1 == Fault::STEP {
+            match self.fault {
+                Some(Fault::Nan) => self.poisoned.store(true, Ordering::SeqCst),
+                Some(fault) => fault.fire(),
+                None => {}
+            }
+        }
+    }
+
+    fn on_eval(&mut self, eval: &EvalRecord) {
+        emit(&WorkerEvent::Eval(eval.clone()));
+    }
+
+    fn on_epoch(&mut self, epoch: &EpochRecord) {
+        emit(&WorkerEvent::Epoch(epoch.clone()));
+    }
+}
+
+/// Test fault `nan`: once poisoned, every training batch is NaN, so the real divergence
+/// check of the training loop is what records the outcome.
+struct PoisonedDataset {
+    inner: Arc<dyn Dataset>,
+    poisoned: Arc<AtomicBool>,
+}
+
+impl Dataset for PoisonedDataset {
+    fn info(&self) -> &'static DatasetInfo {
+        self.inner.info()
+    }
+    fn source(&self) -> Source {
+        self.inner.source()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn batch(&self, indices: &[usize]) -> Result<Batch, DataError> {
+        let batch = self.inner.batch(indices)?;
+        if self.poisoned.load(Ordering::SeqCst) {
+            Ok(Batch { images: batch.images.fill(f64::NAN), labels: batch.labels })
+        } else {
+            Ok(batch)
+        }
+    }
+}

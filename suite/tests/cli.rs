@@ -1,0 +1,64 @@
+//! The CLI on small real inputs, as a user sees it.
+
+use assert_cmd::Command;
+
+fn stratlab(args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("stratlab").unwrap().args(args).output().unwrap()
+}
+
+#[test]
+fn unknown_network_exits_2_and_lists_the_valid_names() {
+    let output = stratlab(&["inspect", "resnet81", "--dataset", "imagenet"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("resnet81") && stderr.contains("resnet50") && stderr.contains("mobilenet_v2"), "{stderr}");
+}
+
+#[test]
+fn unknown_dataset_exits_2_and_lists_the_valid_names() {
+    let output = stratlab(&["inspect", "resnet50", "--dataset", "imagenette"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("imagenette") && stderr.contains("cifar10") && stderr.contains("highres"), "{stderr}");
+}
+
+#[test]
+fn inspect_resnet50_reports_torchvision_parameters_and_flops() {
+    let output = stratlab(&["inspect", "resnet50", "--dataset", "imagenet"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("25,557,032") || stdout.contains("25557032"), "{stdout}");
+    assert!(stdout.contains("multiply-add = 2 FLOPs"), "{stdout}");
+    assert!(stdout.contains("layer4.2"), "{stdout}");
+}
+
+#[test]
+fn networks_lists_networks_variants_and_datasets() {
+    let output = stratlab(&["networks"]);
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for name in ["small-cnn", "resnet152", "vgg16_bn", "mobilenet_v2", "fashion-mnist", "highres"] {
+        assert!(stdout.contains(name), "{name} missing from:\n{stdout}");
+    }
+}
+
+#[test]
+fn train_small_cnn_on_real_mnist_reaches_98_percent_in_one_epoch() {
+    let output = stratlab(&["train", "--network", "small-cnn", "--dataset", "mnist", "--epochs", "1", "--device", "cpu", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let accuracy = report["evaluations"].as_array().unwrap().last().unwrap()["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.98, "test accuracy after one epoch: {accuracy}");
+    assert!(report["time_to_accuracy_s"].as_f64().is_some());
+    assert_eq!(report["steps"].as_array().unwrap().len(), 60_000 / 128);
+}
+
+#[test]
+fn train_with_a_missing_gpu_exits_2_naming_the_valid_devices() {
+    if tch::Cuda::is_available() {
+        return;
+    }
+    let output = stratlab(&["train", "--network", "small-cnn", "--dataset", "mnist:synthetic", "--steps", "1", "--device", "cuda:0"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("valid choices: cpu, auto"));
+}

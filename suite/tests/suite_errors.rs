@@ -1,0 +1,148 @@
+//! Malformed suite files fail with the file, the field (or line) and the valid choices,
+//! exit code 2, and nothing written.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+const VALID: &str = "\
+name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 3}
+";
+
+/// Runs `stratlab run` on `suite` and checks the failure; returns stderr.
+fn fails(suite: &str, expected: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.yaml");
+    std::fs::write(&path, suite).unwrap();
+    let results = dir.path().join("results");
+    let output = Command::cargo_bin("stratlab")
+        .unwrap()
+        .args(["run", path.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(2), "suite:\n{suite}\nstderr: {stderr}");
+    assert!(stderr.contains("broken.yaml"), "the error must name the file: {stderr}");
+    for needle in expected {
+        assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+    }
+    assert!(!results.exists() || is_empty(&results), "nothing may be written for a broken suite");
+    stderr
+}
+
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map(|mut entries| entries.next().is_none()).unwrap_or(true)
+}
+
+#[test]
+fn unknown_network_lists_the_valid_networks_with_its_line() {
+    fails(&VALID.replace("[small-cnn]", "[small-cnn, resnet81]"), &["networks", "resnet81", "resnet18", "line 2"]);
+}
+
+#[test]
+fn unknown_dataset_lists_the_valid_datasets() {
+    fails(&VALID.replace("[mnist:synthetic]", "[imagenette]"), &["datasets", "imagenette", "cifar10"]);
+}
+
+#[test]
+fn unknown_strategy_lists_the_valid_strategies() {
+    fails(&VALID.replace("[single]", "[horovod]"), &["strategies", "horovod", "valid: single"]);
+}
+
+#[test]
+fn misspelt_key_names_the_expected_keys() {
+    fails(&VALID.replace("networks:", "netwroks:"), &["netwroks", "networks"]);
+}
+
+#[test]
+fn wrong_type_names_the_field_and_line() {
+    fails(&VALID.replace("budget: {steps: 3}", "budget: {steps: three}"), &["budget.steps", "line 5"]);
+}
+
+#[test]
+fn empty_axis_is_rejected_with_the_choices() {
+    fails(&VALID.replace("[small-cnn]", "[]"), &["networks", "empty axis", "resnet50"]);
+}
+
+#[test]
+fn negative_batch_size_is_rejected() {
+    fails(&format!("{VALID}batch_size: -64\n"), &["batch_size", "positive", "-64"]);
+}
+
+#[test]
+fn more_micro_batches_than_samples_is_rejected() {
+    fails(
+        &VALID.replace("[single]", "[{name: single, micro_batches: [512]}]").replace("name: t\n", "name: t\nbatch_size: 64\n"),
+        &["strategies[0].micro_batches", "512", "64"],
+    );
+}
+
+#[test]
+fn zero_workers_are_rejected() {
+    fails(&VALID.replace("[single]", "[{name: single, workers: [0]}]"), &["strategies[0].workers", "at least 1"]);
+}
+
+#[test]
+fn budget_without_a_limit_is_rejected() {
+    fails(&VALID.replace("budget: {steps: 3}", "budget: {}"), &["budget", "epochs, steps or seconds"]);
+}
+
+#[test]
+fn unknown_device_lists_the_valid_devices() {
+    fails(&format!("{VALID}device: tpu:0\n"), &["device", "cpu, auto, cuda"]);
+}
+
+#[test]
+fn malformed_yaml_names_the_line() {
+    fails("name: t\nnetworks: [small-cnn\ndatasets: [mnist]\n", &["line"]);
+}
+
+#[test]
+fn unknown_target_dataset_and_out_of_range_target_are_rejected() {
+    fails(&format!("{VALID}targets: {{mnist: 1.5}}\n"), &["targets.mnist", "between 0 and 1"]);
+    fails(&format!("{VALID}targets: {{svhn: 0.9}}\n"), &["targets.svhn", "svhn"]);
+}
+
+#[test]
+fn parameters_that_do_not_apply_to_the_strategy_are_rejected() {
+    fails(&VALID.replace("[single]", "[{name: single, checkpoint: always}]"), &["strategies[0].checkpoint", "does not apply"]);
+}
+
+#[test]
+fn excluding_every_cell_is_rejected() {
+    fails(&format!("{VALID}exclude: [{{network: small-cnn}}]\n"), &["exclude", "every cell"]);
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_it() {
+    let output = Command::cargo_bin("stratlab").unwrap().args(["plan", "no/such/suite.yaml"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no/such/suite.yaml"));
+}
+
+#[test]
+fn the_valid_suite_plans_its_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.yaml");
+    std::fs::write(&path, format!("{VALID}repeats: 2\n")).unwrap();
+    let output = Command::cargo_bin("stratlab").unwrap().args(["plan", path.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("2 trials"), "{stdout}");
+    assert!(stdout.contains("small-cnn__mnist-synthetic__single__w1__b128__r0"), "{stdout}");
+    assert!(stdout.contains("small-cnn__mnist-synthetic__single__w1__b128__r1"), "{stdout}");
+}
+
+#[test]
+fn the_shipped_suites_parse_and_plan() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, trials) in [("default.yaml", 4), ("paper.yaml", 24), ("scaling.yaml", 9)] {
+        let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
+        assert!(output.status.success(), "{file}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("{trials} trials")), "{file}");
+    }
+}
