@@ -97,6 +97,8 @@ pub struct TrainReport {
     pub device: String,
     /// libtorch intra-op threads used.
     pub threads: usize,
+    /// Optimizer steps in one full epoch on this worker.
+    pub steps_per_epoch: usize,
     /// Every optimizer step.
     pub steps: Vec<StepRecord>,
     /// Every (possibly partial) epoch.
@@ -127,13 +129,20 @@ impl TrainReport {
         self.evaluations.last().map(|eval| eval.loss)
     }
 
-    /// Mean seconds per epoch over full epochs (a budget-cut last epoch would bias it).
+    /// Mean measured seconds per epoch over complete epochs only (a budget-cut epoch would
+    /// bias it); `None` when no epoch completed.
     pub fn seconds_per_epoch_mean(&self) -> Option<f64> {
-        let full: Vec<f64> = match self.epochs.iter().map(|e| e.steps).max() {
-            Some(most) => self.epochs.iter().filter(|e| e.steps == most).map(|e| e.epoch_time_s).collect(),
-            None => Vec::new(),
-        };
+        let full: Vec<f64> =
+            self.epochs.iter().filter(|e| e.steps == self.steps_per_epoch).map(|e| e.epoch_time_s).collect();
         crate::stats::mean(&full)
+    }
+
+    /// Seconds per epoch extrapolated from the timed steps (the thesis's method for budgets
+    /// too short for a whole epoch): steps per epoch × mean of step time plus loader wait.
+    pub fn seconds_per_epoch_estimate(&self) -> Option<f64> {
+        let per_step: Vec<f64> =
+            self.steps.iter().filter(|step| !step.warmup).map(|step| step.step_time_s + step.data_wait_s).collect();
+        crate::stats::mean(&per_step).map(|seconds| seconds * self.steps_per_epoch as f64)
     }
 
     /// Training throughput over timed steps: samples per second of pure step time.

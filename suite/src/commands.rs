@@ -160,7 +160,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         println!("  step time:          median {} (p10 {}, p90 {})", fmt(stratlab_strategies::stats::median(&step_times).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.1).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms"));
         println!("  train throughput:   {}", fmt(report.train_samples_per_s(), " samples/s"));
         println!("  eval throughput:    {}", fmt(report.val_samples_per_s(), " samples/s"));
-        println!("  seconds per epoch:  {}", fmt(report.seconds_per_epoch_mean(), " s"));
+        println!("  seconds per epoch:  {} measured, {} extrapolated from step times", fmt(report.seconds_per_epoch_mean(), " s"), fmt(report.seconds_per_epoch_estimate(), " s"));
         println!("  final accuracy:     {}", fmt(report.final_accuracy(), ""));
         println!("  final test loss:    {}", fmt(report.final_loss(), ""));
         println!("  time to {:.2}:      {}", report.target_accuracy, fmt(report.time_to_accuracy_s, " s"));

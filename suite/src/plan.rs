@@ -250,3 +250,83 @@ fn suite_field(field: &'static str) -> &'static str {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(text: &str) -> Vec<TrialSpec> {
+        let suite = SuiteFile::parse(text).unwrap();
+        plan(&suite, Path::new("test.yaml")).unwrap()
+    }
+
+    #[test]
+    fn the_matrix_is_the_product_of_its_axes_minus_exclude_plus_include_times_repeats() {
+        let trials = planned(
+            "name: t
+networks: [small-cnn, resnet18]
+datasets: [mnist, cifar10:synthetic]
+strategies: [single]
+budget: {epochs: 1}
+repeats: 2
+seed: 10
+exclude: [{network: resnet18, dataset: mnist}]
+include: [{network: vgg11, dataset: cifar10:synthetic, strategy: single, batch_size: 16}]
+",
+        );
+        // (2 × 2 − 1) cells + 1 included cell, each twice.
+        assert_eq!(trials.len(), 8);
+        assert!(!trials.iter().any(|t| t.network == "resnet18" && t.dataset.to_string() == "mnist"));
+        let vgg: Vec<&TrialSpec> = trials.iter().filter(|t| t.network == "vgg11").collect();
+        assert_eq!(vgg.len(), 2);
+        assert_eq!(vgg[0].train.batch_size, 16);
+        // Repeats get consecutive seeds; indices follow plan order; ids are unique.
+        assert_eq!(trials[0].train.seed, 10);
+        assert_eq!(trials[1].train.seed, 11);
+        assert!(trials.iter().enumerate().all(|(i, t)| t.index == i));
+        let ids: BTreeSet<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+        assert_eq!(ids.len(), trials.len());
+    }
+
+    #[test]
+    fn batch_sizes_default_to_the_thesis_table_and_can_be_overridden_per_dataset() {
+        let text = "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic, cifar10:synthetic]
+strategies: [single]
+budget: {steps: 1}
+";
+        let batches = |trials: Vec<TrialSpec>| trials.iter().map(|t| t.train.batch_size).collect::<Vec<_>>();
+        assert_eq!(batches(planned(text)), vec![128, 64]);
+        assert_eq!(batches(planned(&format!("{text}batch_size: {{cifar10: 32}}\n"))), vec![128, 32]);
+        assert_eq!(batches(planned(&format!("{text}batch_size: 8\n"))), vec![8, 8]);
+    }
+
+    #[test]
+    fn suite_settings_reach_every_trial() {
+        let trials = planned(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 5, seconds: 30}
+device: cpu
+threads: 1
+targets: {mnist: 0.9}
+optimizer: {lr: 0.1, schedule: {kind: cosine}}
+timeout_s: 42
+memory_limit_mib: 512
+",
+        );
+        let trial = &trials[0];
+        assert_eq!(trial.train.budget.steps, Some(5));
+        assert_eq!(trial.train.budget.seconds, Some(30.0));
+        assert_eq!(trial.train.threads, 1);
+        assert_eq!(trial.train.target_accuracy, 0.9);
+        assert_eq!(trial.train.lr, 0.1);
+        assert_eq!(trial.train.schedule, stratlab_strategies::LrSchedule::Cosine);
+        assert_eq!(trial.timeout_s, 42.0);
+        assert_eq!(trial.memory_limit_bytes, Some(512 << 20));
+        assert!(trial.infeasibility().is_none());
+    }
+}

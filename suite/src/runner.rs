@@ -390,6 +390,7 @@ fn record(
         steps_completed: lead.map_or(0, |report| report.steps.len() as i64),
         warmup_steps: trial.train.warmup_steps as i64,
         seconds_per_epoch_mean: lead.and_then(|report| report.seconds_per_epoch_mean()),
+        seconds_per_epoch_estimate: lead.and_then(|report| report.seconds_per_epoch_estimate()),
         step_time_median_s: stats::median(&step_times),
         step_time_p10_s: stats::quantile(&step_times, 0.1),
         step_time_p90_s: stats::quantile(&step_times, 0.9),

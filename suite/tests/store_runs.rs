@@ -39,6 +39,7 @@ fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         steps_completed: 300,
         warmup_steps: 5,
         seconds_per_epoch_mean: Some(12.5),
+        seconds_per_epoch_estimate: Some(12.25),
         step_time_median_s: Some(0.041),
         step_time_p10_s: Some(0.039),
         step_time_p90_s: Some(0.05),

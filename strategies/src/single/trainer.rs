@@ -126,7 +126,7 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
             break;
         }
     }
-    Ok(run.into_report(config, started))
+    Ok(run.into_report(config, steps_per_epoch, started))
 }
 
 /// Running sums over one epoch's steps.
@@ -240,12 +240,13 @@ impl<'a> RunState<'a> {
         Ok(())
     }
 
-    fn into_report(self, config: &TrainConfig, started: Instant) -> TrainReport {
+    fn into_report(self, config: &TrainConfig, steps_per_epoch: usize, started: Instant) -> TrainReport {
         TrainReport {
             outcome: self.outcome,
             reason: self.reason,
             device: device_label(self.device),
             threads: config.threads,
+            steps_per_epoch,
             steps: self.steps,
             epochs: self.epochs,
             evaluations: self.evaluations,

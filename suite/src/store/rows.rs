@@ -73,8 +73,11 @@ pub struct TrialRow {
     pub steps_completed: i64,
     /// Leading steps excluded from step-time statistics.
     pub warmup_steps: i64,
-    /// Mean seconds per epoch over completed epochs.
+    /// Mean measured seconds per epoch over complete epochs; `None` when none completed.
     pub seconds_per_epoch_mean: Option<f64>,
+    /// Seconds per epoch extrapolated from the timed steps (steps per epoch × mean step
+    /// time including loader wait), available even when the budget ended mid-epoch.
+    pub seconds_per_epoch_estimate: Option<f64>,
     /// Median step time after warm-up, seconds.
     pub step_time_median_s: Option<f64>,
     /// 10th percentile of step time after warm-up, seconds.
@@ -143,6 +146,7 @@ impl Table for TrialRow {
             ("steps_completed", Int64),
             ("warmup_steps", Int64),
             ("seconds_per_epoch_mean", Float64),
+            ("seconds_per_epoch_estimate", Float64),
             ("step_time_median_s", Float64),
             ("step_time_p10_s", Float64),
             ("step_time_p90_s", Float64),
