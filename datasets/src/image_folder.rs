@@ -68,7 +68,13 @@ impl ImageFolderDataset {
                 reason: format!("no images ({}) in any class folder", IMAGE_EXTENSIONS.join(", ")),
             });
         }
-        Ok(ImageFolderDataset { info, root: split_dir.to_path_buf(), classes, samples, normaliser: Normaliser::new(info) })
+        Ok(ImageFolderDataset {
+            info,
+            root: split_dir.to_path_buf(),
+            classes,
+            samples,
+            normaliser: Normaliser::new(info),
+        })
     }
 
     /// Class names, index = label.

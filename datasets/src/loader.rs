@@ -225,11 +225,8 @@ mod tests {
         let mut sorted = a.epoch_indices(3).concat();
         sorted.sort_unstable();
         assert_eq!(sorted, (0..50).collect::<Vec<_>>());
-        let unshuffled = Loader::new(
-            Arc::clone(a.dataset()),
-            LoaderConfig { shuffle: false, ..a.config().clone() },
-        )
-        .unwrap();
+        let unshuffled =
+            Loader::new(Arc::clone(a.dataset()), LoaderConfig { shuffle: false, ..a.config().clone() }).unwrap();
         assert_eq!(unshuffled.epoch_indices(0)[0], vec![0, 1, 2, 3, 4, 5, 6]);
     }
 

@@ -8,8 +8,7 @@ use crate::cifar::{cifar_dirs, cifar_file_names, load_cifar};
 use crate::fetch::{fetch, has_idx_files, is_fetchable, missing, real_dirs};
 use crate::idx::{find_idx_file, idx_file_names, load_idx};
 use crate::{
-    DataCache, DataError, Dataset, DatasetInfo, DatasetSelector, ImageFolderDataset, Source, Split,
-    SyntheticDataset,
+    DataCache, DataError, Dataset, DatasetInfo, DatasetSelector, ImageFolderDataset, Source, Split, SyntheticDataset,
 };
 
 /// Knobs of [`open`] that are not part of the data set's identity.
@@ -74,7 +73,11 @@ fn open_cifar(info: &'static DatasetInfo, split: Split, cache: &DataCache) -> Re
     Err(missing(info, cache))
 }
 
-fn open_image_folder(info: &'static DatasetInfo, split: Split, cache: &DataCache) -> Result<Arc<dyn Dataset>, DataError> {
+fn open_image_folder(
+    info: &'static DatasetInfo,
+    split: Split,
+    cache: &DataCache,
+) -> Result<Arc<dyn Dataset>, DataError> {
     let root = cache.dir(info.name);
     let train = root.join("train");
     let split_dir = match split {

@@ -171,10 +171,10 @@ pub fn dataset_names() -> &'static [&'static str] {
 
 /// Looks a data set up by name; an unknown name is an error listing the valid ones.
 pub fn info(name: &str) -> Result<&'static DatasetInfo, DataError> {
-    REGISTRY.iter().find(|i| i.name == name).ok_or_else(|| DataError::UnknownDataset {
-        name: name.to_string(),
-        valid: NAMES.join(", "),
-    })
+    REGISTRY
+        .iter()
+        .find(|i| i.name == name)
+        .ok_or_else(|| DataError::UnknownDataset { name: name.to_string(), valid: NAMES.join(", ") })
 }
 
 #[cfg(test)]

@@ -146,11 +146,8 @@ impl Dataset for SyntheticDataset {
         check_indices(self.info, indices, self.len)?;
         let size = self.info.image_bytes();
         let mut images = vec![0f32; indices.len() * size];
-        let labels: Vec<i64> = images
-            .chunks_exact_mut(size)
-            .zip(indices)
-            .map(|(slot, &i)| self.generate(i, slot) as i64)
-            .collect();
+        let labels: Vec<i64> =
+            images.chunks_exact_mut(size).zip(indices).map(|(slot, &i)| self.generate(i, slot) as i64).collect();
         self.normaliser.batch(&images, &labels)
     }
 }
@@ -202,7 +199,10 @@ mod tests {
         assert!(counts.iter().all(|&c| (850..1150).contains(&c)), "{counts:?}");
         let idx: Vec<usize> = (0..256).collect();
         let b = ds.batch(&idx).unwrap();
-        assert_eq!(Vec::<i64>::try_from(&b.labels).unwrap()[..16], (0..16).map(|k| ds.label(k) as i64).collect::<Vec<_>>());
+        assert_eq!(
+            Vec::<i64>::try_from(&b.labels).unwrap()[..16],
+            (0..16).map(|k| ds.label(k) as i64).collect::<Vec<_>>()
+        );
         let (mean, std) = (b.images.mean(tch::Kind::Float).double_value(&[]), b.images.std(true).double_value(&[]));
         assert!(mean.abs() < 0.6 && (0.5..2.0).contains(&std), "mean {mean} std {std}");
     }

@@ -5,8 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use stratlab_datasets::{
-    info, open, DataCache, DataError, Dataset, DatasetSelector, OpenOptions, Split, IDX_IMAGES_MAGIC,
-    IDX_LABELS_MAGIC,
+    info, open, DataCache, DataError, Dataset, DatasetSelector, OpenOptions, Split, IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC,
 };
 
 const NO_FETCH: OpenOptions = OpenOptions { seed: 0, allow_fetch: false };
@@ -105,10 +104,7 @@ fn label_image_count_mismatch_names_both_files() {
 fn wrong_image_size_is_rejected() {
     let (root, images, _) = mnist_cache(&idx_images(1, 32, 32, 1024), &idx_labels(&[1]));
     let err = open_mnist_train(root.path()).unwrap_err();
-    assert!(
-        matches!(err, DataError::WrongShape { rows: 28, cols: 28, found_rows: 32, found_cols: 32, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, DataError::WrongShape { rows: 28, cols: 28, found_rows: 32, found_cols: 32, .. }), "{err}");
     assert_names(&err, &images);
 }
 

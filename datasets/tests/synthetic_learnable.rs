@@ -1,8 +1,8 @@
 //! The synthetic twins must be learnable but not trivial: a small two-conv CNN trained for
 //! one short epoch beats chance clearly and stays short of perfect.
 
-use stratlab_datasets::{info, Dataset, Loader, LoaderConfig, Split, SyntheticDataset};
 use std::sync::Arc;
+use stratlab_datasets::{info, Dataset, Loader, LoaderConfig, Split, SyntheticDataset};
 use tch::nn::{self, Module, OptimizerConfig};
 
 /// conv(5×5) → pool → conv(5×5) → pool → fc: the "small CNN" of the networks table.

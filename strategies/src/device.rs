@@ -98,7 +98,9 @@ mod tests {
 
     #[test]
     fn parses_every_spelling_and_round_trips() {
-        for (text, choice) in [("cpu", DeviceChoice::Cpu), ("auto", DeviceChoice::Auto), ("cuda:3", DeviceChoice::Cuda(3))] {
+        for (text, choice) in
+            [("cpu", DeviceChoice::Cpu), ("auto", DeviceChoice::Auto), ("cuda:3", DeviceChoice::Cuda(3))]
+        {
             assert_eq!(text.parse::<DeviceChoice>().unwrap(), choice);
             assert_eq!(choice.to_string(), text);
         }

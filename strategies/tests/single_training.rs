@@ -129,7 +129,8 @@ fn synthetic_large_image_data_sets_are_learnable_by_a_linear_probe() {
         }
         let test = test_split.batch(&(0..500).collect::<Vec<_>>()).unwrap();
         let predicted = probe.forward(&features(&test.images)).argmax(-1, false);
-        let accuracy = f64::try_from(predicted.eq_tensor(&test.labels).to_kind(tch::Kind::Float).mean(tch::Kind::Float)).unwrap();
+        let accuracy =
+            f64::try_from(predicted.eq_tensor(&test.labels).to_kind(tch::Kind::Float).mean(tch::Kind::Float)).unwrap();
         assert!(accuracy > 0.01, "{dataset}: probe accuracy {accuracy} is not above chance 0.001");
     }
 }

@@ -29,7 +29,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<SuiteError>()
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
-            || matches!(cause.downcast_ref::<TrainError>(), Some(TrainError::InvalidConfig { .. } | TrainError::Device(_)))
+            || matches!(
+                cause.downcast_ref::<TrainError>(),
+                Some(TrainError::InvalidConfig { .. } | TrainError::Device(_))
+            )
     });
     if input {
         2
@@ -152,15 +155,31 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     } else {
         let fmt = |value: Option<f64>, unit: &str| value.map_or("—".to_string(), |v| format!("{v:.4}{unit}"));
         let step_times = report.timed_step_times();
-        println!("{} on {} ({}, {} threads): {:?}", args.network, dataset, report.device, report.threads, report.outcome);
+        println!(
+            "{} on {} ({}, {} threads): {:?}",
+            args.network, dataset, report.device, report.threads, report.outcome
+        );
         if let Some(reason) = &report.reason {
             println!("  reason:             {reason}");
         }
-        println!("  steps:              {} ({} warm-up, excluded from timing)", report.steps.len(), config.warmup_steps.min(report.steps.len()));
-        println!("  step time:          median {} (p10 {}, p90 {})", fmt(stratlab_strategies::stats::median(&step_times).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.1).map(|s| s * 1e3), " ms"), fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms"));
+        println!(
+            "  steps:              {} ({} warm-up, excluded from timing)",
+            report.steps.len(),
+            config.warmup_steps.min(report.steps.len())
+        );
+        println!(
+            "  step time:          median {} (p10 {}, p90 {})",
+            fmt(stratlab_strategies::stats::median(&step_times).map(|s| s * 1e3), " ms"),
+            fmt(stratlab_strategies::stats::quantile(&step_times, 0.1).map(|s| s * 1e3), " ms"),
+            fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms")
+        );
         println!("  train throughput:   {}", fmt(report.train_samples_per_s(), " samples/s"));
         println!("  eval throughput:    {}", fmt(report.val_samples_per_s(), " samples/s"));
-        println!("  seconds per epoch:  {} measured, {} extrapolated from step times", fmt(report.seconds_per_epoch_mean(), " s"), fmt(report.seconds_per_epoch_estimate(), " s"));
+        println!(
+            "  seconds per epoch:  {} measured, {} extrapolated from step times",
+            fmt(report.seconds_per_epoch_mean(), " s"),
+            fmt(report.seconds_per_epoch_estimate(), " s")
+        );
         println!("  final accuracy:     {}", fmt(report.final_accuracy(), ""));
         println!("  final test loss:    {}", fmt(report.final_loss(), ""));
         println!("  time to {:.2}:      {}", report.target_accuracy, fmt(report.time_to_accuracy_s, " s"));
@@ -212,7 +231,9 @@ fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {
                  (STRATLAB_LIBTORCH_VARIANT=cuda just setup) and libtorch_cuda linked?"
             ),
             (true, true) => eprintln!("check-cuda: libtorch sees {} CUDA device(s)", tch::Cuda::device_count()),
-            (false, _) => eprintln!("check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use"),
+            (false, _) => {
+                eprintln!("check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use")
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

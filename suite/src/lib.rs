@@ -1,16 +1,16 @@
 //! stratlab as a library: the parts of the binary that tests, benches and other tools reuse.
-pub mod telemetry;
-pub mod store;
-pub mod fingerprint;
 pub mod cli;
 pub mod commands;
 pub mod fault;
+pub mod fingerprint;
 pub mod plan;
 pub mod progress;
 pub mod runner;
 pub mod shapes;
+pub mod store;
 pub mod suite_error;
 pub mod suite_file;
+pub mod telemetry;
 pub mod training;
 pub mod trial;
 pub mod worker;

@@ -34,7 +34,8 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                         None => vec![None],
                     };
                     for micro_batches in micro_batches {
-                        let cell = Cell { network: &network.0, dataset, strategy, workers, micro_batches, batch_size: None };
+                        let cell =
+                            Cell { network: &network.0, dataset, strategy, workers, micro_batches, batch_size: None };
                         if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
                             cells.push(cell);
                         }
@@ -95,7 +96,14 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let threads = (suite.threads.unwrap_or(cores) / cell.workers).max(1);
     let strategy = cell.strategy;
-    let mut trial_id = format!("{}__{}__{}__w{}__b{}", cell.network, cell.dataset.to_string().replace(':', "-"), strategy.name, cell.workers, batch_size);
+    let mut trial_id = format!(
+        "{}__{}__{}__w{}__b{}",
+        cell.network,
+        cell.dataset.to_string().replace(':', "-"),
+        strategy.name,
+        cell.workers,
+        batch_size
+    );
     if let Some(m) = cell.micro_batches {
         trial_id += &format!("__m{m}");
     }
@@ -143,13 +151,22 @@ fn field_error(path: &Path, field: &str, message: impl Into<String>) -> SuiteErr
 fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     let err = |field: &str, message: String| Err(field_error(path, field, message));
     if suite.networks.is_empty() {
-        return err("networks", format!("empty axis; give at least one of: {}", stratlab_networks::network_names().join(", ")));
+        return err(
+            "networks",
+            format!("empty axis; give at least one of: {}", stratlab_networks::network_names().join(", ")),
+        );
     }
     if suite.datasets.is_empty() {
-        return err("datasets", format!("empty axis; give at least one of: {}", stratlab_datasets::dataset_names().join(", ")));
+        return err(
+            "datasets",
+            format!("empty axis; give at least one of: {}", stratlab_datasets::dataset_names().join(", ")),
+        );
     }
     if suite.strategies.is_empty() {
-        return err("strategies", format!("empty axis; give at least one of: {}", StrategyKind::valid_names().join(", ")));
+        return err(
+            "strategies",
+            format!("empty axis; give at least one of: {}", StrategyKind::valid_names().join(", ")),
+        );
     }
     if suite.repeats == 0 {
         return err("repeats", "must be at least 1".into());
@@ -186,7 +203,10 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
             for dataset in &suite.datasets {
                 let batch = batch_for(suite, dataset);
                 if let Some(&too_many) = counts.iter().find(|&&m| m > batch) {
-                    return err(&at("micro_batches"), format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"));
+                    return err(
+                        &at("micro_batches"),
+                        format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"),
+                    );
                 }
             }
         }
@@ -198,7 +218,10 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
                 ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some()),
             ] {
                 if given {
-                    return err(&at(field), "does not apply to strategy single (it has one worker and no pipeline)".into());
+                    return err(
+                        &at(field),
+                        "does not apply to strategy single (it has one worker and no pipeline)".into(),
+                    );
                 }
             }
         }

@@ -52,7 +52,10 @@ impl TrainProgress {
     }
 
     fn eval(&self, eval: &EvalRecord) {
-        self.println(format!("  eval after step {}: test accuracy {:.4}, loss {:.4}", eval.after_step, eval.accuracy, eval.loss));
+        self.println(format!(
+            "  eval after step {}: test accuracy {:.4}, loss {:.4}",
+            eval.after_step, eval.accuracy, eval.loss
+        ));
     }
 
     /// A line above the bar, or on stderr when the bar is hidden (not a terminal), so logs
@@ -111,7 +114,13 @@ impl MatrixProgress {
         );
         matrix.set_position(done as u64);
         let trial = RefCell::new(TrainProgress::new(Some(&multi)));
-        MatrixProgress { multi, matrix, trial, counts: RefCell::new(BTreeMap::new()), current: RefCell::new(String::new()) }
+        MatrixProgress {
+            multi,
+            matrix,
+            trial,
+            counts: RefCell::new(BTreeMap::new()),
+            current: RefCell::new(String::new()),
+        }
     }
 
     fn refresh(&self) {

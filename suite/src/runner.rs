@@ -20,8 +20,8 @@ use crate::progress::MatrixProgress;
 use crate::store::{EpochRow, RunStore, StepRow, TelemetryRow, TrialRow, UtcTime};
 use crate::suite_file::SuiteFile;
 use crate::telemetry::{choose_sampler, TelemetryRecorder, TelemetrySummary};
-use crate::trial::TrialSpec;
 use crate::training::open_data;
+use crate::trial::TrialSpec;
 use crate::worker::{is_out_of_memory_message, WorkerEvent};
 
 /// What `stratlab run` was asked to do.
@@ -248,7 +248,9 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
         .zip(statuses.iter().zip(&stderr))
         .map(|(word, (status, stderr))| match word {
             Some(end) => end,
-            None if timed_out => WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s)),
+            None if timed_out => {
+                WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s))
+            }
             None => classify_silent_exit(*status, stderr),
         })
         .collect();
@@ -342,7 +344,9 @@ fn record(
 ) -> RecordedTrial {
     let failure = ends.iter().find_map(|end| match end {
         WorkerEnd::Failed(outcome, reason) => Some((*outcome, Some(reason.clone()))),
-        WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => Some((Outcome::Diverged, report.reason.clone())),
+        WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
+            Some((Outcome::Diverged, report.reason.clone()))
+        }
         WorkerEnd::Report(_) => None,
     });
     let (outcome, reason) = failure.unwrap_or((Outcome::Ok, None));
@@ -395,7 +399,9 @@ fn record(
         step_time_p10_s: stats::quantile(&step_times, 0.1),
         step_time_p90_s: stats::quantile(&step_times, 0.9),
         // Throughput of the whole trial: every worker's samples over the lead's time.
-        train_samples_per_s: lead.and_then(|report| report.train_samples_per_s()).map(|per_worker| per_worker * reports.len() as f64),
+        train_samples_per_s: lead
+            .and_then(|report| report.train_samples_per_s())
+            .map(|per_worker| per_worker * reports.len() as f64),
         val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
         time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
         final_accuracy: lead.and_then(|report| report.final_accuracy()),

@@ -317,8 +317,15 @@ impl<'de> Deserialize<'de> for StrategyEntry {
             }
             fn visit_str<E: de::Error>(self, name: &str) -> Result<StrategyEntry, E> {
                 let name: StrategyKind = name.parse().map_err(E::custom)?;
-                Ok(StrategyMap { name, workers: one_worker(), micro_batches: None, balance: None, checkpoint: None, fusion_threshold_mib: None }
-                    .into())
+                Ok(StrategyMap {
+                    name,
+                    workers: one_worker(),
+                    micro_batches: None,
+                    balance: None,
+                    checkpoint: None,
+                    fusion_threshold_mib: None,
+                }
+                .into())
             }
             fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<StrategyEntry, M::Error> {
                 StrategyMap::deserialize(de::value::MapAccessDeserializer::new(map)).map(Into::into)
@@ -373,7 +380,8 @@ pub struct IncludeCell {
 impl SuiteFile {
     /// Reads and parses `path`; errors name the file and, from serde, the field path and line.
     pub fn load(path: &Path) -> Result<(SuiteFile, String), SuiteError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| SuiteError::Read { path: path.to_path_buf(), source })?;
         let suite = Self::parse(&text).map_err(|message| SuiteError::Invalid { path: path.to_path_buf(), message })?;
         Ok((suite, text))
     }

@@ -39,7 +39,8 @@ pub fn train(
     let spec = stratlab_networks::spec(network, &input_shape(dataset.info()?))?;
     match strategy {
         StrategyKind::Single => {
-            let context = single::TrainContext { network: &spec, train: data.train.clone(), test: data.test.clone(), config };
+            let context =
+                single::TrainContext { network: &spec, train: data.train.clone(), test: data.test.clone(), config };
             single::train(&context, observer)
         }
     }

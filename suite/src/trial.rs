@@ -73,11 +73,20 @@ impl TrialSpec {
                 return Some(format!("{micro_batches} micro-batches exceed the batch of {}", self.train.batch_size));
             }
             if self.workers > spec.stages.len() {
-                return Some(format!("{} pipeline stages requested but {} has {} stages", self.workers, self.network, spec.stages.len()));
+                return Some(format!(
+                    "{} pipeline stages requested but {} has {} stages",
+                    self.workers,
+                    self.network,
+                    spec.stages.len()
+                ));
             }
         }
         if self.global_batch() > info.train_len {
-            return Some(format!("global batch {} exceeds the {} training samples", self.global_batch(), info.train_len));
+            return Some(format!(
+                "global batch {} exceeds the {} training samples",
+                self.global_batch(),
+                info.train_len
+            ));
         }
         None
     }

@@ -14,8 +14,8 @@ use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
-use crate::trial::TrialSpec;
 use crate::training::{open_data, train, TrainingData};
+use crate::trial::TrialSpec;
 
 /// One line of a worker's stdout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,9 +58,12 @@ pub enum WorkerEvent {
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
 pub fn run_worker() -> i32 {
     let mut text = String::new();
-    let spec: TrialSpec = match std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string()).and_then(|_| {
-        serde_json::from_str(&text).map_err(|e| e.to_string())
-    }) {
+    let spec: TrialSpec = match std::io::stdin()
+        .lock()
+        .read_line(&mut text)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
         Ok(spec) => spec,
         Err(error) => {
             eprintln!("stratlab worker: cannot read the trial specification on stdin: {error}");
@@ -103,7 +106,10 @@ pub fn is_out_of_memory_message(message: &str) -> bool {
 fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
     let mut data = open_data(&spec.dataset, spec.train.seed, true)?;
     if emitter.fault == Some(Fault::Nan) {
-        data = TrainingData { train: Arc::new(PoisonedDataset { inner: data.train, poisoned: emitter.poisoned.clone() }), test: data.test };
+        data = TrainingData {
+            train: Arc::new(PoisonedDataset { inner: data.train, poisoned: emitter.poisoned.clone() }),
+            test: data.test,
+        };
     }
     train(spec.strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
 }
@@ -127,7 +133,12 @@ impl TrainObserver for Emitter {
     }
 
     fn on_step(&mut self, step: &StepRecord) {
-        emit(&WorkerEvent::Step { step: step.step, loss: step.loss, samples: step.samples, step_time_s: step.step_time_s });
+        emit(&WorkerEvent::Step {
+            step: step.step,
+            loss: step.loss,
+            samples: step.samples,
+            step_time_s: step.step_time_s,
+        });
         if step.step + 1 == Fault::STEP {
             match self.fault {
                 Some(Fault::Nan) => self.poisoned.store(true, Ordering::SeqCst),

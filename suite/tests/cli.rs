@@ -44,7 +44,18 @@ fn networks_lists_networks_variants_and_datasets() {
 
 #[test]
 fn train_small_cnn_on_real_mnist_reaches_98_percent_in_one_epoch() {
-    let output = stratlab(&["train", "--network", "small-cnn", "--dataset", "mnist", "--epochs", "1", "--device", "cpu", "--json"]);
+    let output = stratlab(&[
+        "train",
+        "--network",
+        "small-cnn",
+        "--dataset",
+        "mnist",
+        "--epochs",
+        "1",
+        "--device",
+        "cpu",
+        "--json",
+    ]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let accuracy = report["evaluations"].as_array().unwrap().last().unwrap()["accuracy"].as_f64().unwrap();
@@ -58,7 +69,17 @@ fn train_with_a_missing_gpu_exits_2_naming_the_valid_devices() {
     if tch::Cuda::is_available() {
         return;
     }
-    let output = stratlab(&["train", "--network", "small-cnn", "--dataset", "mnist:synthetic", "--steps", "1", "--device", "cuda:0"]);
+    let output = stratlab(&[
+        "train",
+        "--network",
+        "small-cnn",
+        "--dataset",
+        "mnist:synthetic",
+        "--steps",
+        "1",
+        "--device",
+        "cuda:0",
+    ]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("valid choices: cpu, auto"));
 }

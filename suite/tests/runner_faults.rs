@@ -55,11 +55,8 @@ include:
 
     let store = RunStore::open(&only_run_dir(&results)).unwrap();
     let rows: Vec<TrialRow> = store.load_rows().unwrap();
-    let by_repeat: BTreeMap<String, &TrialRow> = rows
-        .iter()
-        .filter(|row| row.dataset == "mnist")
-        .map(|row| (format!("r{}", row.repeat), row))
-        .collect();
+    let by_repeat: BTreeMap<String, &TrialRow> =
+        rows.iter().filter(|row| row.dataset == "mnist").map(|row| (format!("r{}", row.repeat), row)).collect();
     let outcome = |repeat: &str| by_repeat[repeat].outcome.as_str();
     let reason = |repeat: &str| by_repeat[repeat].reason.clone().unwrap_or_default();
     // 7 repeats of the mnist cell and of the included imagenet cell.
@@ -120,7 +117,9 @@ eval: {samples: 256, batch_size: 256}
             .ok()
             .and_then(|mut runs| runs.next())
             .and_then(|run| std::fs::read_dir(run.unwrap().path().join("trials")).ok())
-            .map(|parts| parts.filter(|p| p.as_ref().unwrap().path().extension().is_some_and(|e| e == "parquet")).count())
+            .map(|parts| {
+                parts.filter(|p| p.as_ref().unwrap().path().extension().is_some_and(|e| e == "parquet")).count()
+            })
             .unwrap_or(0)
     };
     while finished_parts(&results) == 0 {
@@ -161,10 +160,18 @@ fn resuming_with_a_changed_suite_is_refused() {
     let text = "name: r\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 3}\ndevice: cpu\nbatch_size: 16\neval: {samples: 64}\n";
     let suite = write_suite(dir.path(), text);
     let results = dir.path().join("results");
-    Command::cargo_bin("stratlab").unwrap().args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()]).assert().success();
+    Command::cargo_bin("stratlab")
+        .unwrap()
+        .args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .assert()
+        .success();
     std::fs::write(&suite, text.replace("steps: 3", "steps: 4")).unwrap();
     let run_dir = only_run_dir(&results);
-    let output = Command::cargo_bin("stratlab").unwrap().args(["run", suite.to_str().unwrap(), "--resume", run_dir.to_str().unwrap()]).output().unwrap();
+    let output = Command::cargo_bin("stratlab")
+        .unwrap()
+        .args(["run", suite.to_str().unwrap(), "--resume", run_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("differs from the suite this run started with"));
 }

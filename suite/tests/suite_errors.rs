@@ -76,7 +76,9 @@ fn negative_batch_size_is_rejected() {
 #[test]
 fn more_micro_batches_than_samples_is_rejected() {
     fails(
-        &VALID.replace("[single]", "[{name: single, micro_batches: [512]}]").replace("name: t\n", "name: t\nbatch_size: 64\n"),
+        &VALID
+            .replace("[single]", "[{name: single, micro_batches: [512]}]")
+            .replace("name: t\n", "name: t\nbatch_size: 64\n"),
         &["strategies[0].micro_batches", "512", "64"],
     );
 }
@@ -109,7 +111,10 @@ fn unknown_target_dataset_and_out_of_range_target_are_rejected() {
 
 #[test]
 fn parameters_that_do_not_apply_to_the_strategy_are_rejected() {
-    fails(&VALID.replace("[single]", "[{name: single, checkpoint: always}]"), &["strategies[0].checkpoint", "does not apply"]);
+    fails(
+        &VALID.replace("[single]", "[{name: single, checkpoint: always}]"),
+        &["strategies[0].checkpoint", "does not apply"],
+    );
 }
 
 #[test]

@@ -189,7 +189,8 @@ impl<'a> RunState<'a> {
         if self.evaluations.last().is_some_and(|last| last.after_step == self.steps.len()) {
             return Ok(self.evaluations.last().cloned().expect("checked above"));
         }
-        let result = evaluate(model, &context.test, self.config.eval_batch_size, self.config.eval_samples, self.device)?;
+        let result =
+            evaluate(model, &context.test, self.config.eval_batch_size, self.config.eval_samples, self.device)?;
         let elapsed_s = started.elapsed().as_secs_f64();
         if self.time_to_accuracy_s.is_none() && result.accuracy >= self.config.target_accuracy {
             self.time_to_accuracy_s = Some(elapsed_s);
