@@ -49,7 +49,8 @@ pub struct RunSummary {
 }
 
 /// How one trial ended, as recorded in `trials.outcome`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// Trained to the end of its budget.
     Ok,
@@ -168,7 +169,7 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
     let started = Instant::now();
     if let Some(reason) = trial.infeasibility() {
         let ends = vec![WorkerEnd::Failed(Outcome::Infeasible, reason)];
-        return Ok(record(trial, run_id, &ends, &[], started_at, started));
+        return Ok(record(trial, run_id, &ends, &[], &TelemetrySummary::from_samples(&[]), started_at, started));
     }
 
     let mut children = Vec::new();
@@ -223,8 +224,7 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
                 match event {
                     WorkerEvent::Finished(report) => last_words[rank] = Some(WorkerEnd::Report(report)),
                     WorkerEvent::Failed { outcome, reason } => {
-                        let outcome = if outcome == "oom" { Outcome::Oom } else { Outcome::Crashed };
-                        last_words[rank] = Some(WorkerEnd::Failed(outcome, reason));
+                        last_words[rank] = Some(WorkerEnd::Failed(outcome, reason))
                     }
                     _ => {}
                 }
@@ -254,14 +254,9 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
             None => classify_silent_exit(*status, stderr),
         })
         .collect();
-    let mut recorded = record(trial, run_id, &ends, &samples_to_rows(run_id, trial, &samples), started_at, started);
     let summary = TelemetrySummary::from_samples(&samples);
-    recorded.trial.utilization_mean_pct = summary.utilization_mean_pct;
-    recorded.trial.utilization_max_pct = summary.utilization_max_pct;
-    recorded.trial.memory_mean_bytes = summary.memory_mean_bytes;
-    recorded.trial.memory_max_bytes = summary.memory_max_bytes;
-    recorded.trial.energy_j = summary.energy_j;
-    Ok(recorded)
+    let telemetry = samples_to_rows(run_id, trial, &samples);
+    Ok(record(trial, run_id, &ends, &telemetry, &summary, started_at, started))
 }
 
 fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry::Sample]) -> Vec<TelemetryRow> {
@@ -339,6 +334,7 @@ fn record(
     run_id: &str,
     ends: &[WorkerEnd],
     telemetry: &[TelemetryRow],
+    summary: &TelemetrySummary,
     started_at: UtcTime,
     started: Instant,
 ) -> RecordedTrial {
@@ -406,11 +402,11 @@ fn record(
         time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
         final_accuracy: lead.and_then(|report| report.final_accuracy()),
         final_loss: lead.and_then(|report| report.final_loss()),
-        utilization_mean_pct: None,
-        utilization_max_pct: None,
-        memory_mean_bytes: None,
-        memory_max_bytes: None,
-        energy_j: None,
+        utilization_mean_pct: summary.utilization_mean_pct,
+        utilization_max_pct: summary.utilization_max_pct,
+        memory_mean_bytes: summary.memory_mean_bytes,
+        memory_max_bytes: summary.memory_max_bytes,
+        energy_j: summary.energy_j,
         wall_time_s: started.elapsed().as_secs_f64(),
         started_at: started_at.rfc3339(),
         finished_at: UtcTime::now().rfc3339(),

@@ -14,6 +14,7 @@ use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
+use crate::runner::Outcome;
 use crate::training::{open_data, train, TrainingData};
 use crate::trial::TrialSpec;
 
@@ -48,8 +49,8 @@ pub enum WorkerEvent {
     Finished(TrainReport),
     /// Training could not be carried out.
     Failed {
-        /// `oom` or `crashed`.
-        outcome: String,
+        /// `Oom` or `Crashed`.
+        outcome: Outcome,
         /// What happened.
         reason: String,
     },
@@ -79,7 +80,7 @@ pub fn run_worker() -> i32 {
     let event = match outcome {
         Ok(Ok(report)) => WorkerEvent::Finished(report),
         Ok(Err(error)) => WorkerEvent::Failed {
-            outcome: if error.is_out_of_memory() { "oom" } else { "crashed" }.to_string(),
+            outcome: if error.is_out_of_memory() { Outcome::Oom } else { Outcome::Crashed },
             reason: error.to_string(),
         },
         Err(panic) => {
@@ -88,8 +89,8 @@ pub fn run_worker() -> i32 {
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "panic with a non-text payload".to_string());
-            let outcome = if is_out_of_memory_message(&message) { "oom" } else { "crashed" };
-            WorkerEvent::Failed { outcome: outcome.to_string(), reason: format!("panic: {message}") }
+            let outcome = if is_out_of_memory_message(&message) { Outcome::Oom } else { Outcome::Crashed };
+            WorkerEvent::Failed { outcome, reason: format!("panic: {message}") }
         }
     };
     emit(&event);
