@@ -19,7 +19,7 @@ build: setup
 
 # Run every test of the workspace on the CPU.
 test: setup
-    cargo test --workspace --no-fail-fast
+    cargo test --workspace --release --no-fail-fast
 
 # Run a benchmark suite end to end (fetching data as needed) and print where its tables are.
 bench-matrix suite=default_suite: build

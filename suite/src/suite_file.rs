@@ -1,6 +1,6 @@
 //! The YAML suite file: a matrix of networks × data sets × strategies plus the settings
 //! every trial shares. Parsed with serde so that every mistake is reported with the field
-//! path and line serde_yaml_ng knows; names are checked while parsing for the same reason.
+//! path and line serde-saphyr knows; names are checked while parsing for the same reason.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -388,6 +388,6 @@ impl SuiteFile {
 
     /// Parses suite text; the error is serde's message (field path, line and column).
     pub fn parse(text: &str) -> Result<SuiteFile, String> {
-        serde_yaml_ng::from_str(text).map_err(|error| error.to_string())
+        serde_saphyr::from_str(text).map_err(|error| error.to_string())
     }
 }
