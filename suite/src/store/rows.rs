@@ -291,14 +291,21 @@ pub struct TelemetryRow {
     pub trial_id: String,
     /// Seconds since the trial's recorder started.
     pub t_s: f64,
-    /// Device name (`gpu0`, `cpu`).
+    /// Device name (`gpu0` by NVML index, `cpu`).
     pub device: String,
+    /// The board's PCI bus id (`00000000:3B:00.0`); null on the CPU.
+    pub device_id: Option<String>,
     /// Utilisation, percent 0–100.
     pub utilization_pct: f64,
-    /// Memory in use, bytes.
+    /// Memory in use, bytes: everyone's on a GPU board, the process tree's on the CPU.
     pub memory_used_bytes: u64,
+    /// GPU memory held by the trial's own processes on this board, bytes, when NVML lists them.
+    pub process_memory_bytes: Option<u64>,
     /// Power draw, watts, when reported.
     pub power_w: Option<f64>,
+    /// The board's total-energy counter, millijoules since the driver loaded, when it has one;
+    /// only differences between rows of one board mean anything.
+    pub energy_counter_mj: Option<u64>,
     /// SM clock, MHz, when reported.
     pub sm_clock_mhz: Option<u32>,
 }
@@ -311,9 +318,12 @@ impl TelemetryRow {
             trial_id: trial_id.to_owned(),
             t_s: sample.t_s,
             device: sample.device.clone(),
+            device_id: sample.device_id.clone(),
             utilization_pct: sample.utilization_pct,
             memory_used_bytes: sample.memory_used_bytes,
+            process_memory_bytes: sample.process_memory_bytes,
             power_w: sample.power_w,
+            energy_counter_mj: sample.energy_counter_mj,
             sm_clock_mhz: sample.sm_clock_mhz,
         }
     }
@@ -329,9 +339,12 @@ impl Table for TelemetryRow {
             ("trial_id", String),
             ("t_s", Float64),
             ("device", String),
+            ("device_id", String),
             ("utilization_pct", Float64),
             ("memory_used_bytes", UInt64),
+            ("process_memory_bytes", UInt64),
             ("power_w", Float64),
+            ("energy_counter_mj", UInt64),
             ("sm_clock_mhz", UInt32),
         ])
     }

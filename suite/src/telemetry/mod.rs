@@ -1,55 +1,129 @@
-//! Device telemetry sampled beside a trial: utilisation, memory, power and clocks.
+//! Device telemetry sampled beside a trial: utilisation, memory, power, energy and clocks.
 //!
 //! A [`Sampler`] reads the devices once per call; a [`TelemetryRecorder`] calls it on a
 //! background thread at a fixed interval and hands back typed [`Sample`]s, which
-//! [`TelemetrySummary`] reduces to the per-trial numbers of SPEC §7. GPUs are read through
-//! NVML; without a driver (CPU machines, CI) the same numbers come from `/proc` for the
-//! trial's process tree, so every trial carries utilisation and memory either way.
+//! [`TelemetrySummary`] reduces to the per-trial numbers of SPEC §7.
+//!
+//! GPUs are read through a [`GpuSource`]: NVML on real machines ([`NvmlSource`]), a script
+//! in tests ([`ScriptedSource`]), so the mapping from CUDA ordinals to boards
+//! ([`map_cuda_ordinals`]), the sampling ([`GpuSampler`]) and the summaries are tested on
+//! machines without a GPU. Without a driver, or when the boards cannot be identified, the
+//! same numbers come from `/proc` for the trial's process tree ([`ProcSampler`]), so every
+//! trial carries utilisation and memory either way.
 
-mod nvml_sampler;
+mod board_mapping;
+mod cuda_env;
+mod energy;
+mod gpu_sampler;
+mod gpu_source;
+mod nvml_source;
 mod proc_sampler;
+mod process_tree;
 mod recorder;
 mod sample;
 mod sampler;
+mod scripted_source;
 mod summary;
 mod telemetry_error;
 
-pub use nvml_sampler::NvmlSampler;
+pub use board_mapping::{map_cuda_ordinals, normalize_pci_bus_id, BoardMapping, GpuBoard};
+pub use cuda_env::CudaEnv;
+pub use energy::EnergySource;
+pub use gpu_sampler::GpuSampler;
+pub use gpu_source::{BoardMemory, GpuProcess, GpuSource, SourceError};
+pub use nvml_source::NvmlSource;
 pub use proc_sampler::ProcSampler;
+pub use process_tree::process_tree_pids;
 pub use recorder::TelemetryRecorder;
 pub use sample::Sample;
 pub use sampler::Sampler;
+pub use scripted_source::{BoardFrame, ScriptedBoard, ScriptedSource};
 pub use summary::TelemetrySummary;
 pub use telemetry_error::TelemetryError;
 
-use std::sync::Once;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
-/// Picks the sampler for a trial: NVML on `gpus` if the driver loads and at least one of
-/// them exists, else a [`ProcSampler`] on the process tree rooted at `root_pid`.
+/// Picks the sampler for a trial whose workers use `cuda_ordinals`: NVML on the boards
+/// those ordinals are, else a [`ProcSampler`] on the process tree rooted at `root_pid`.
 ///
-/// An empty `gpus` means a CPU trial and gives the [`ProcSampler`] directly (on a GPU node
-/// the GPUs' numbers would not describe it). When GPUs were asked for but NVML cannot serve
-/// them, the fallback is announced once per process on stderr with the reason: a silent
-/// switch would let CPU numbers pass for GPU numbers, and repeating it every trial would
-/// only be noise. To cover every worker of a trial, root the tree at the launcher (or the
+/// Ordinals are mapped with the `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` that
+/// `root_pid` was started with (read from `/proc`, this process's own values if that
+/// fails), because the runner sets variables for its workers that it does not have itself.
+/// An empty `cuda_ordinals` means a CPU trial and gives the [`ProcSampler`] directly (on a
+/// GPU node the GPUs' numbers would not describe it). See [`choose_sampler_with`] for the
+/// fallbacks. To cover every worker of a trial, root the tree at the launcher (or the
 /// runner itself) rather than at one worker. Never panics.
-pub fn choose_sampler(root_pid: u32, gpus: &[u32]) -> Box<dyn Sampler> {
-    if gpus.is_empty() {
+///
+/// Ordinals may be `usize` or the runner's older `u32`; one that does not fit a `usize`
+/// cannot be visible and gives the fallback.
+pub fn choose_sampler<O: Copy + TryInto<usize>>(root_pid: u32, cuda_ordinals: &[O]) -> Box<dyn Sampler> {
+    if cuda_ordinals.is_empty() {
         return Box::new(ProcSampler::new(root_pid));
     }
-    match NvmlSampler::new(gpus) {
-        Ok(sampler) => Box::new(sampler),
-        Err(reason) => {
-            static WARNED: Once = Once::new();
-            WARNED.call_once(|| {
-                eprintln!(
-                    "warning: GPU telemetry unavailable ({reason}); \
-                     sampling CPU and memory of the process tree from /proc instead"
-                );
-            });
-            Box::new(ProcSampler::new(root_pid))
-        }
+    // usize::MAX is past any visible list, so the mapping reports it as not visible.
+    let cuda_ordinals: Vec<usize> =
+        cuda_ordinals.iter().map(|&ordinal| ordinal.try_into().unwrap_or(usize::MAX)).collect();
+    let env = CudaEnv::of_process(root_pid).unwrap_or_else(CudaEnv::from_env);
+    match NvmlSource::init() {
+        Ok(source) => choose_sampler_with(source, root_pid, &cuda_ordinals, &env),
+        Err(reason) => fall_back(root_pid, &reason),
     }
+}
+
+/// [`choose_sampler`] over an explicit `source` and environment, for tests and for callers
+/// that know the workers' environment better than `/proc` does.
+///
+/// When the ordinals cannot be mapped (a board's identity unreadable, an ordinal past
+/// `CUDA_VISIBLE_DEVICES`, a MIG instance) the fallback to `/proc` is announced once per
+/// process on stderr with the reason: a silent switch would let CPU numbers pass for GPU
+/// numbers, and repeating it every trial would only be noise. A mapping that had to guess
+/// CUDA's device order (not `PCI_BUS_ID`, several boards) is used, with its own one-time
+/// warning, because bus order is what CUDA does for identical boards in practice.
+pub fn choose_sampler_with<S: GpuSource + 'static>(
+    source: S,
+    root_pid: u32,
+    cuda_ordinals: &[usize],
+    env: &CudaEnv,
+) -> Box<dyn Sampler> {
+    if cuda_ordinals.is_empty() {
+        return Box::new(ProcSampler::new(root_pid));
+    }
+    match map_cuda_ordinals(&source, cuda_ordinals, env) {
+        Ok(mapping) => {
+            if mapping.order_guessed {
+                warn_once("device-order", || {
+                    format!(
+                        "warning: CUDA_DEVICE_ORDER is {} for the trial's workers, not PCI_BUS_ID; assuming \
+                         CUDA numbers the GPUs in PCI bus order, so telemetry may sample the wrong boards",
+                        env.device_order.as_deref().unwrap_or("unset (FASTEST_FIRST)")
+                    )
+                });
+            }
+            Box::new(GpuSampler::new(source, mapping.boards, root_pid))
+        }
+        Err(reason) => fall_back(root_pid, &reason),
+    }
+}
+
+/// The `/proc` sampler, after warning (once per process) why GPU telemetry is unavailable.
+fn fall_back(root_pid: u32, reason: &TelemetryError) -> Box<dyn Sampler> {
+    warn_once("gpu-fallback", || {
+        format!("warning: GPU telemetry unavailable ({reason}); sampling CPU and memory of the process tree from /proc instead")
+    });
+    Box::new(ProcSampler::new(root_pid))
+}
+
+/// Prints the message for `key` on stderr the first time `key` is seen in this process;
+/// returns whether it printed. The message is only built when printed.
+fn warn_once(key: &'static str, message: impl FnOnce() -> String) -> bool {
+    static WARNED: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+    // A poisoned lock only means another thread panicked mid-insert; the set is still usable.
+    let first = WARNED.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(key);
+    if first {
+        eprintln!("{}", message());
+    }
+    first
 }
 
 #[cfg(test)]
@@ -59,19 +133,79 @@ mod tests {
     #[test]
     fn choose_sampler_falls_back_to_proc_without_a_driver() {
         // This machine has no NVIDIA driver; on a GPU node NVML wins and that is fine too.
-        let mut sampler = choose_sampler(std::process::id(), &[0]);
+        let mut sampler = choose_sampler(std::process::id(), &[0usize]);
         let samples = sampler.sample();
-        assert!(!samples.is_empty());
         if sampler.name() == "proc" {
+            assert!(!samples.is_empty());
             assert_eq!(samples[0].device, "cpu");
             assert!(samples[0].memory_used_bytes > 0);
         }
         // A second call must not panic either (and prints no second warning).
-        assert!(!choose_sampler(std::process::id(), &[0, 1]).sample().is_empty());
+        let _ = choose_sampler(std::process::id(), &[0u32, 1]).sample();
     }
 
     #[test]
     fn cpu_trials_get_the_proc_sampler_even_where_nvml_works() {
-        assert_eq!(choose_sampler(std::process::id(), &[]).name(), "proc");
+        assert_eq!(choose_sampler::<usize>(std::process::id(), &[]).name(), "proc");
+        let scripted = ScriptedSource::new(vec![ScriptedBoard::new("0000:01:00.0", "GPU-1")]);
+        assert_eq!(choose_sampler_with(scripted, std::process::id(), &[], &CudaEnv::default()).name(), "proc");
+    }
+
+    fn two_boards() -> ScriptedSource {
+        let counter = |mj: u64| BoardFrame { power_w: Some(100.0), energy_mj: Some(mj), ..BoardFrame::default() };
+        let no_counter = BoardFrame { power_w: Some(100.0), ..BoardFrame::default() };
+        ScriptedSource::new(vec![
+            ScriptedBoard::new("0000:02:00.0", "GPU-b").with_frames(vec![no_counter]),
+            ScriptedBoard::new("0000:01:00.0", "GPU-a").with_frames(vec![counter(1_000_000), counter(1_250_000)]),
+        ])
+    }
+
+    /// Two ticks one second apart through the boxed sampler, summarised.
+    fn two_ticks(sampler: &mut Box<dyn Sampler>) -> TelemetrySummary {
+        let mut samples = Vec::new();
+        for t_s in [0.0, 1.0] {
+            samples.extend(sampler.sample().into_iter().map(|sample| Sample { t_s, ..sample }));
+        }
+        TelemetrySummary::from_samples(&samples)
+    }
+
+    #[test]
+    fn a_mappable_trial_gets_the_gpu_sampler_and_counter_energy() {
+        let env = CudaEnv { visible_devices: Some("GPU-a".into()), device_order: None };
+        let mut sampler = choose_sampler_with(two_boards(), std::process::id(), &[0], &env);
+        assert_eq!(sampler.name(), "scripted");
+        assert_eq!(sampler.boards().iter().map(|b| b.nvml_index).collect::<Vec<_>>(), [1]);
+        let summary = two_ticks(&mut sampler);
+        assert_eq!(summary.device_ids, ["00000000:01:00.0"]);
+        // 1 000 000 mJ → 1 250 000 mJ is 250 J, although power says 100 W × 1 s.
+        assert_eq!((summary.energy_j, summary.energy_source), (Some(250.0), Some(EnergySource::Counter)));
+    }
+
+    #[test]
+    fn a_board_without_a_counter_makes_the_trial_integrate_power() {
+        let env = CudaEnv { visible_devices: None, device_order: Some("PCI_BUS_ID".into()) };
+        let mut sampler = choose_sampler_with(two_boards(), std::process::id(), &[0, 1], &env);
+        let summary = two_ticks(&mut sampler);
+        assert_eq!(summary.device_ids, ["00000000:01:00.0", "00000000:02:00.0"]);
+        assert_eq!((summary.energy_j, summary.energy_source), (Some(200.0), Some(EnergySource::PowerIntegration)));
+    }
+
+    #[test]
+    fn unmappable_ordinals_fall_back_to_proc() {
+        let me = std::process::id();
+        for visible in ["MIG-GPU-a/1/0", "", "GPU-zzz"] {
+            let env = CudaEnv { visible_devices: Some(visible.into()), device_order: Some("PCI_BUS_ID".into()) };
+            assert_eq!(choose_sampler_with(two_boards(), me, &[0], &env).name(), "proc", "{visible:?}");
+        }
+        let env = CudaEnv::default();
+        assert_eq!(choose_sampler_with(two_boards(), me, &[2], &env).name(), "proc");
+        let broken = ScriptedSource::new(vec![ScriptedBoard::new("bus?", "GPU-a")]);
+        assert_eq!(choose_sampler_with(broken, me, &[0], &env).name(), "proc");
+    }
+
+    #[test]
+    fn warnings_print_once_per_kind() {
+        assert!(warn_once("test-only", || "warning: test".into()));
+        assert!(!warn_once("test-only", || unreachable!("built only when printed")));
     }
 }

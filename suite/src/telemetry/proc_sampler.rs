@@ -1,16 +1,17 @@
 //! CPU and memory of a process tree, read from Linux `/proc`: the fallback without NVML.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::time::Instant;
 
+use super::process_tree::tree_stats;
 use super::{Sample, Sampler};
 
 /// Samples a process and all its descendants from `/proc`, as device `cpu`.
 ///
 /// Trials run as a launcher plus worker processes, so the tree is re-discovered every tick
-/// by following the `ppid` field of every `/proc/<pid>/stat`; workers started or ended
-/// mid-trial are picked up or dropped without error.
+/// (see [`super::process_tree_pids`]); workers started or ended mid-trial are picked up or
+/// dropped without error.
 ///
 /// - `utilization_pct` is CPU time (user + system, all threads) the tree used since the
 ///   previous tick divided by wall time and by the number of online logical cores, in
@@ -38,14 +39,6 @@ pub struct ProcSampler {
     previous_at: Instant,
 }
 
-/// What one `/proc/<pid>/stat` line tells us.
-struct ProcStat {
-    pid: u32,
-    ppid: u32,
-    /// utime + stime, in clock ticks.
-    cpu_ticks: u64,
-}
-
 impl ProcSampler {
     /// Starts watching the tree rooted at `root_pid`; the first [`Sampler::sample`] call
     /// reports utilisation since this call.
@@ -58,48 +51,13 @@ impl ProcSampler {
             previous_ticks: HashMap::new(),
             previous_at: Instant::now(),
         };
-        sampler.previous_ticks = sampler.tree().into_iter().map(|p| (p.pid, p.cpu_ticks)).collect();
+        sampler.previous_ticks = tree_stats(root_pid).into_iter().map(|p| (p.pid, p.cpu_ticks)).collect();
         sampler
     }
 
     /// The pid the tree is rooted at.
     pub fn root_pid(&self) -> u32 {
         self.root_pid
-    }
-
-    /// The root and all its live descendants, read now. Empty when the root is gone.
-    fn tree(&self) -> Vec<ProcStat> {
-        let Ok(entries) = fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        let all: Vec<ProcStat> = entries
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter_map(read_stat)
-            .collect();
-        let mut children: HashMap<u32, Vec<usize>> = HashMap::new();
-        let mut root = None;
-        for (i, stat) in all.iter().enumerate() {
-            children.entry(stat.ppid).or_default().push(i);
-            if stat.pid == self.root_pid {
-                root = Some(i);
-            }
-        }
-        let Some(root) = root else { return Vec::new() };
-        // Breadth-first from the root; `seen` guards against pid reuse making a cycle.
-        let mut seen = HashSet::from([root]);
-        let mut queue = vec![root];
-        let mut next = 0;
-        while next < queue.len() {
-            let pid = all[queue[next]].pid;
-            next += 1;
-            for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
-                if seen.insert(child) {
-                    queue.push(child);
-                }
-            }
-        }
-        let mut tree: Vec<Option<ProcStat>> = all.into_iter().map(Some).collect();
-        queue.into_iter().filter_map(|i| tree[i].take()).collect()
     }
 }
 
@@ -110,7 +68,7 @@ impl Sampler for ProcSampler {
 
     fn sample(&mut self) -> Vec<Sample> {
         let now = Instant::now();
-        let tree = self.tree();
+        let tree = tree_stats(self.root_pid);
         let wall_s = now.duration_since(self.previous_at).as_secs_f64();
         let mut used_ticks = 0u64;
         let mut memory_used_bytes = 0u64;
@@ -141,21 +99,12 @@ impl Sampler for ProcSampler {
             memory_used_bytes,
             power_w: None,
             sm_clock_mhz: None,
+            // The tree's resident memory is already the process figure; there is no board.
+            process_memory_bytes: None,
+            energy_counter_mj: None,
+            device_id: None,
         }]
     }
-}
-
-/// Parses `/proc/<pid>/stat`; `None` if the process vanished or the line is malformed.
-fn read_stat(pid: u32) -> Option<ProcStat> {
-    let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may itself contain spaces or ')', so the
-    // numeric fields start after the last ')'. After it: state(3) ppid(4) … utime(14) stime(15).
-    let rest = &line[line.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ppid = fields.get(1)?.parse().ok()?;
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(ProcStat { pid, ppid, cpu_ticks: utime + stime })
 }
 
 /// Resident pages from `/proc/<pid>/statm` (its second field).

@@ -102,9 +102,12 @@ mod tests {
             vec![Sample {
                 t_s: 0.0,
                 device: "gpu0".into(),
+                device_id: Some("00000000:3B:00.0".into()),
                 utilization_pct: 50.0,
                 memory_used_bytes: 1 << 20,
+                process_memory_bytes: Some(1 << 19),
                 power_w: Some(100.0),
+                energy_counter_mj: Some(1_000),
                 sm_clock_mhz: Some(1500),
             }]
         }
