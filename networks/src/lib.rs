@@ -2,10 +2,10 @@
 //! as an ordered list of named stages so that model-parallel and pipeline strategies can
 //! cut it between any two stages.
 //!
-//! A network is data first ([`NetworkSpec`], built from [`Op`]s), and one interpreter
-//! reads that data three ways: [`NetworkSpec::build`] makes tch modules with torchvision's
-//! parameter names, and [`NetworkSpec::analyze`] infers every stage's shape and counts
-//! its parameters and FLOPs.
+//! A network is data first ([`NetworkSpec`], built from [`Op`]s), read two ways:
+//! [`NetworkSpec::build`] makes tch modules with the parameter names of the implementation
+//! the network follows (torchvision's, or on MNIST/CIFAR kuangliu/pytorch-cifar's), and
+//! [`NetworkSpec::analyze`] infers every stage's shape and counts its parameters and FLOPs.
 //!
 //! ```no_run
 //! use stratlab_networks::{spec, InputShape};
@@ -62,6 +62,7 @@ const NETWORK_NAMES: &[&str] = &[
     "vgg16_bn",
     "vgg19_bn",
     "mobilenet_v2",
+    "mobilenet_v2_torchvision",
 ];
 
 /// The names [`spec`] accepts, for suite validation and `--help` listings.
@@ -71,6 +72,12 @@ pub fn network_names() -> &'static [&'static str] {
 
 /// The stages of network `name` for `input`, in the layout the input calls for
 /// (see [`Layout::for_input`]).
+///
+/// The thesis's six names (`resnet18`, `resnet50`, `resnet152`, `vgg11`, `vgg16`,
+/// `mobilenet_v2`) give the networks it ran on each data set: torchvision's on
+/// ImageNet-sized inputs, kuangliu/pytorch-cifar's on MNIST and CIFAR. So on small images
+/// `vggN` has batch norm (and equals `vggN_bn`), and `mobilenet_v2` is pytorch-cifar's
+/// design; `mobilenet_v2_torchvision` keeps torchvision's block rules there.
 ///
 /// Fails on an unknown name (listing the valid ones) and on an input the network cannot
 /// take, checked by running shape inference through every stage.
@@ -92,7 +99,9 @@ pub fn spec(name: &str, input: &InputShape) -> Result<NetworkSpec, NetworkError>
         layout = Layout::SmallImage;
         small_cnn::stages(input)
     } else if name == "mobilenet_v2" {
-        mobilenet_v2::stages(input, layout)
+        mobilenet_v2::stages(input, layout, mobilenet_v2::Design::PytorchCifar)
+    } else if name == "mobilenet_v2_torchvision" {
+        mobilenet_v2::stages(input, layout, mobilenet_v2::Design::Torchvision)
     } else if let Some((kind, blocks)) = depth(name, "resnet").and_then(resnet::config) {
         resnet::stages(kind, blocks, input, layout)
     } else if let Some(convs) = depth(vgg_name, "vgg").and_then(vgg::config) {

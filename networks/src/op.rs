@@ -78,7 +78,7 @@ pub enum Op {
     },
     /// `max(x, 0)`.
     ReLU,
-    /// `min(max(x, 0), 6)`, MobileNetV2's activation.
+    /// `min(max(x, 0), 6)`, torchvision MobileNetV2's activation (pytorch-cifar's uses ReLU).
     ReLU6,
     /// Max pooling with a square window, no dilation, floor rounding.
     MaxPool2d {

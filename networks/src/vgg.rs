@@ -1,6 +1,6 @@
-//! VGG-11/13/16/19, with or without batch norm: torchvision's networks for
-//! ImageNet-sized inputs, and kuangliu/pytorch-cifar's variant (conv stacks, then one
-//! fc) for MNIST and CIFAR.
+//! VGG-11/13/16/19: torchvision's networks (with or without batch norm) for
+//! ImageNet-sized inputs, and kuangliu/pytorch-cifar's `VGG` (conv + batch norm + ReLU
+//! stacks, then one fc) for MNIST and CIFAR, the network the thesis ran there.
 
 use crate::input_shape::InputShape;
 use crate::layout::Layout;
@@ -23,13 +23,18 @@ pub(crate) fn config(depth: u32) -> Option<[usize; 5]> {
 }
 
 /// Stages: one per conv(+BN)+ReLU and per pool, named `features.<index>` after the
-/// torchvision index of their first module; then the classifier.
+/// torchvision (and pytorch-cifar) index of their first module; then the classifier.
+///
+/// `batch_norm` chooses between torchvision's `vggN` and `vggN_bn` on ImageNet-sized
+/// inputs. Small images always get batch norm: pytorch-cifar's VGG has it after every
+/// conv and has no variant without, so that is the thesis's CIFAR/MNIST VGG.
 pub(crate) fn stages(
     convs_per_group: [usize; 5],
     batch_norm: bool,
     input: &InputShape,
     layout: Layout,
 ) -> Vec<StageSpec> {
+    let batch_norm = batch_norm || layout == Layout::SmallImage;
     let mut stages = Vec::new();
     let (mut channels, mut height, mut width) = (input.channels, input.height, input.width);
     let mut index = 0;
@@ -68,6 +73,8 @@ pub(crate) fn stages(
             stages.push(StageSpec::sequential("classifier.6", vec![last]));
         }
         Layout::SmallImage => {
+            // pytorch-cifar ends `features` with AvgPool2d(kernel 1, stride 1), the
+            // identity, which is left out: it has no parameters and changes no value.
             stages.push(StageSpec::sequential("flatten", vec![Op::Flatten]));
             // 512 features for square inputs, which end at 1×1.
             let fc = Op::Linear(Linear::new("classifier", channels * height * width, input.classes));

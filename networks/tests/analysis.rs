@@ -1,7 +1,7 @@
 //! Shape inference and statistics, checked against published figures and the thesis's
 //! appendix A tables; nothing here runs a network.
 
-use stratlab_networks::{network_names, spec, Analysis, InputShape, Layout, NetworkError, FLOP_CONVENTION};
+use stratlab_networks::{network_names, spec, Analysis, Block, InputShape, Layout, NetworkError, FLOP_CONVENTION};
 
 fn analysis(name: &str, input: &InputShape, batch: i64) -> Analysis {
     spec(name, input).unwrap().analyze(batch).unwrap()
@@ -96,15 +96,49 @@ fn small_image_vggs_skip_the_pool_that_would_leave_no_pixels() {
 }
 
 #[test]
-fn small_image_mobilenet_ends_at_4x4_as_in_the_thesis() {
-    // Tables A.4 and A.7: 28×28 and 32×32 inputs both reach 4×4 before the avg-pool.
+fn small_image_mobilenets_end_at_4x4_as_in_the_thesis() {
+    // Tables A.4 and A.7: 28×28 and 32×32 inputs both reach 4×4 before the avg-pool, with
+    // the stem and the 24-channel group (its last block: pytorch-cifar's `layers.2`,
+    // torchvision's `features.3`) at full resolution.
     for input in [InputShape::MNIST, InputShape::CIFAR100] {
-        let mobilenet = analysis("mobilenet_v2", &input, 1);
-        assert_eq!(shape_of(&mobilenet, "features.0"), vec![1, 32, input.height, input.width]);
-        assert_eq!(shape_of(&mobilenet, "features.3"), vec![1, 24, input.height, input.width]);
-        assert_eq!(shape_of(&mobilenet, "features.18"), vec![1, 1280, 4, 4]);
-        assert_eq!(shape_of(&mobilenet, "classifier"), vec![1, input.classes]);
+        for (name, stem, group2, head, fc) in [
+            ("mobilenet_v2", "stem", "layers.2", "head", "linear"),
+            ("mobilenet_v2_torchvision", "features.0", "features.3", "features.18", "classifier"),
+        ] {
+            let mobilenet = analysis(name, &input, 1);
+            assert_eq!(mobilenet.stages.len(), 1 + 17 + 1 + 2, "{name}");
+            assert_eq!(shape_of(&mobilenet, stem), vec![1, 32, input.height, input.width], "{name}");
+            assert_eq!(shape_of(&mobilenet, group2), vec![1, 24, input.height, input.width], "{name}");
+            assert_eq!(shape_of(&mobilenet, head), vec![1, 1280, 4, 4], "{name}");
+            assert_eq!(shape_of(&mobilenet, "avgpool"), vec![1, 1280], "{name}");
+            assert_eq!(shape_of(&mobilenet, fc), vec![1, input.classes], "{name}");
+        }
     }
+}
+
+#[test]
+fn small_image_mobilenet_v2_has_a_skip_exactly_in_its_stride_1_blocks() {
+    // pytorch-cifar adds `shortcut(x)` whenever the stride is 1 (a 1×1 conv + batch norm
+    // when the channels change), never at stride 2; torchvision only when the shape is kept.
+    let strided = [3, 6, 13];
+    let conv_shortcut = [0, 1, 10, 16];
+    let mobilenet = spec("mobilenet_v2", &InputShape::CIFAR10).unwrap();
+    for block in 0..17 {
+        let stage = &mobilenet.stages[block + 1];
+        assert_eq!(stage.name, format!("layers.{block}"));
+        match &stage.block {
+            Block::Residual { shortcut, post, .. } => {
+                assert!(!strided.contains(&block), "{}", stage.name);
+                assert_eq!(shortcut.len(), if conv_shortcut.contains(&block) { 2 } else { 0 }, "{}", stage.name);
+                assert!(post.is_empty(), "{}: no activation after the addition", stage.name);
+            }
+            Block::Sequential(_) => assert!(strided.contains(&block), "{}", stage.name),
+        }
+    }
+    let torchvision = spec("mobilenet_v2_torchvision", &InputShape::CIFAR10).unwrap();
+    let residual = |b: &Block| matches!(b, Block::Residual { .. });
+    let skips: Vec<usize> = (1..=17).filter(|&i| residual(&torchvision.stages[i].block)).collect();
+    assert_eq!(skips, [3, 5, 6, 8, 9, 10, 12, 13, 15, 16]);
 }
 
 #[test]
@@ -116,8 +150,10 @@ fn highres_variants_are_the_imagenet_networks_at_larger_activations() {
     let vgg = analysis("vgg16", &InputShape::HIGHRES, 32);
     assert_eq!(shape_of(&vgg, "features.30"), vec![32, 512, 16, 16]);
     assert_eq!(shape_of(&vgg, "avgpool"), vec![32, 512 * 7 * 7]);
-    let mobilenet = analysis("mobilenet_v2", &InputShape::HIGHRES, 32);
-    assert_eq!(shape_of(&mobilenet, "features.18"), vec![32, 1280, 16, 16]);
+    for name in ["mobilenet_v2", "mobilenet_v2_torchvision"] {
+        let mobilenet = analysis(name, &InputShape::HIGHRES, 32);
+        assert_eq!(shape_of(&mobilenet, "features.18"), vec![32, 1280, 16, 16], "{name}");
+    }
     for name in network_names().iter().filter(|n| **n != "small-cnn") {
         let highres = analysis(name, &InputShape::HIGHRES, 2);
         let imagenet = analysis(name, &InputShape::IMAGENET, 2);
@@ -129,10 +165,18 @@ fn highres_variants_are_the_imagenet_networks_at_larger_activations() {
 
 #[test]
 fn batch_norm_is_reported_where_there_is_some() {
-    for (name, expected) in
-        [("vgg16", false), ("vgg16_bn", true), ("small-cnn", false), ("resnet18", true), ("mobilenet_v2", true)]
-    {
-        assert_eq!(spec(name, &InputShape::CIFAR10).unwrap().has_batch_norm(), expected, "{name}");
+    // On CIFAR every VGG is pytorch-cifar's, which has batch norm; on ImageNet `vgg16` is
+    // torchvision's plain one.
+    for (name, input, expected) in [
+        ("vgg16", InputShape::IMAGENET, false),
+        ("vgg16_bn", InputShape::IMAGENET, true),
+        ("vgg16", InputShape::CIFAR10, true),
+        ("vgg11", InputShape::MNIST, true),
+        ("small-cnn", InputShape::CIFAR10, false),
+        ("resnet18", InputShape::CIFAR10, true),
+        ("mobilenet_v2", InputShape::CIFAR10, true),
+    ] {
+        assert_eq!(spec(name, &input).unwrap().has_batch_norm(), expected, "{name} on {input}");
     }
 }
 

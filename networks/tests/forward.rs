@@ -54,8 +54,8 @@ fn small_image_vggs_give_class_scores_and_gradients() {
 }
 
 #[test]
-fn small_image_mobilenet_and_small_cnn_give_class_scores_and_gradients() {
-    assert_small_inputs_train(|n| n == "mobilenet_v2" || n == "small-cnn");
+fn small_image_mobilenets_and_small_cnn_give_class_scores_and_gradients() {
+    assert_small_inputs_train(|n| n.starts_with("mobilenet_v2") || n == "small-cnn");
 }
 
 /// Builds each ImageNet variant once (building a VGG takes seconds of initialisation),
@@ -73,8 +73,8 @@ fn assert_imagenet_variants(names: impl Fn(&str) -> bool) {
 }
 
 #[test]
-fn imagenet_resnets_and_mobilenet_hold_torchvisions_parameters_and_give_1000_class_scores() {
-    assert_imagenet_variants(|n| n.starts_with("resnet") || n == "mobilenet_v2");
+fn imagenet_resnets_and_mobilenets_hold_torchvisions_parameters_and_give_1000_class_scores() {
+    assert_imagenet_variants(|n| n.starts_with("resnet") || n.starts_with("mobilenet_v2"));
 }
 
 #[test]
@@ -90,11 +90,13 @@ fn every_network_but_small_cnn_has_an_imagenet_variant() {
 }
 
 /// Networks with every kind of stage: residual blocks with and without downsampling,
-/// inverted residuals, conv+BN+ReLU and pool stages, fc stages.
+/// inverted residuals with identity, conv and no shortcut, conv+BN+ReLU and pool stages,
+/// fc stages.
 fn varied_networks() -> Vec<NetworkSpec> {
     [
         ("resnet18", InputShape::CIFAR10),
         ("mobilenet_v2", InputShape::MNIST),
+        ("mobilenet_v2_torchvision", InputShape::CIFAR10),
         ("vgg11_bn", InputShape::CIFAR100),
         ("small-cnn", InputShape::FASHION_MNIST),
     ]

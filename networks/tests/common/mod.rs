@@ -2,7 +2,8 @@
 
 use tch::nn::VarStore;
 
-/// torchvision 0.2x: `sum(p.numel() for p in models.<name>().parameters())`.
+/// torchvision 0.2x: `sum(p.numel() for p in models.<name>().parameters())`, one row per
+/// network name (in `network_names()` order) but `small-cnn`, which has no ImageNet variant.
 pub const TORCHVISION_PARAMETERS: &[(&str, u64)] = &[
     ("resnet18", 11_689_512),
     ("resnet34", 21_797_672),
@@ -18,6 +19,8 @@ pub const TORCHVISION_PARAMETERS: &[(&str, u64)] = &[
     ("vgg16_bn", 138_365_992),
     ("vgg19_bn", 143_678_248),
     ("mobilenet_v2", 3_504_872),
+    // On ImageNet-sized inputs both MobileNetV2 names are torchvision's network.
+    ("mobilenet_v2_torchvision", 3_504_872),
 ];
 
 /// What PyTorch's parameter count is for a built network: elements of trainable tensors.
