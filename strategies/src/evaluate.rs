@@ -69,5 +69,11 @@ pub fn evaluate(
 
 /// Accuracy of `logits` against `labels` as a count of correct predictions.
 pub fn correct_predictions(logits: &Tensor, labels: &Tensor) -> Result<i64, TrainError> {
-    Ok(i64::try_from(logits.argmax(-1, false).eq_tensor(labels).sum(Kind::Int64))?)
+    Ok(i64::try_from(correct_on_device(logits, labels))?)
+}
+
+/// The count of correct predictions as a 0-d tensor on the logits' device: reading it is
+/// left to the caller, so the training loop can batch its host synchronisations.
+pub fn correct_on_device(logits: &Tensor, labels: &Tensor) -> Tensor {
+    logits.argmax(-1, false).eq_tensor(labels).sum(Kind::Int64)
 }

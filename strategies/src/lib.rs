@@ -7,6 +7,8 @@
 
 pub mod device;
 pub mod evaluate;
+pub mod nonfinite;
+pub mod numerics;
 pub mod observer;
 pub mod record;
 pub mod schedule;
@@ -17,9 +19,10 @@ pub mod train_config;
 pub mod train_error;
 
 pub use device::DeviceChoice;
+pub use numerics::{LibtorchBuild, MatmulPrecision, Numerics};
 pub use observer::{NoObserver, TrainObserver};
 pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
 pub use schedule::LrSchedule;
 pub use strategy::StrategyKind;
-pub use train_config::{Budget, TrainConfig};
+pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
 pub use train_error::TrainError;

@@ -1,13 +1,7 @@
 //! What a training run reports: typed per-step and per-epoch records and a summary,
 //! shaped alike for every strategy so the results store needs one writer.
 
-use serde::{Deserialize, Deserializer, Serialize};
-
-/// Reads a float that JSON may carry as `null`: serde_json writes NaN and infinities as
-/// `null`, and a diverged run's losses are exactly those, so `null` reads back as NaN.
-pub fn nan_from_null<'de, D: Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
-}
+use serde::{Deserialize, Serialize};
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,13 +20,15 @@ pub struct StepRecord {
     pub epoch: usize,
     /// 0-based step, counted across epochs.
     pub step: usize,
-    /// Training loss of the batch.
-    #[serde(deserialize_with = "nan_from_null")]
+    /// Training loss of the batch (NaN or infinite when training diverged).
+    #[serde(with = "crate::nonfinite::float")]
     pub loss: f64,
     /// Forward, backward and optimizer step, device synchronised on both ends.
     pub step_time_s: f64,
     /// Time spent waiting for the loader before the step.
     pub data_wait_s: f64,
+    /// Host-to-device copy of the batch (pinned, asynchronous, then synchronised); 0 on the CPU.
+    pub h2d_s: f64,
     /// Samples in the batch.
     pub samples: usize,
     /// Learning rate used.
@@ -41,25 +37,35 @@ pub struct StepRecord {
     pub warmup: bool,
 }
 
-/// One epoch on one worker, evaluation included.
+impl StepRecord {
+    /// Loader wait + host-to-device copy + step: the step's share of the epoch's wall time.
+    pub fn wall_time_s(&self) -> f64 {
+        self.data_wait_s + self.h2d_s + self.step_time_s
+    }
+}
+
+/// One epoch on one worker: its training, and the evaluations run during it, timed apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpochRecord {
     /// 0-based epoch.
     pub epoch: usize,
     /// Mean training loss over the epoch's steps.
-    #[serde(deserialize_with = "nan_from_null")]
+    #[serde(with = "crate::nonfinite::float")]
     pub train_loss: f64,
     /// Training accuracy over the epoch's batches (as trained, not re-evaluated).
     pub train_accuracy: f64,
     /// Loss on the test split after the epoch.
-    #[serde(deserialize_with = "nan_from_null")]
+    #[serde(with = "crate::nonfinite::float")]
     pub test_loss: f64,
     /// Accuracy on the test split after the epoch.
     pub test_accuracy: f64,
-    /// Wall time of the epoch's training steps, loader waits included, evaluation excluded.
+    /// Wall time of the epoch's training: loader waits, copies and steps. Evaluations run
+    /// between steps are excluded (see `eval_time_s`).
     pub epoch_time_s: f64,
-    /// Training samples per second over the epoch.
-    pub train_samples_per_s: f64,
+    /// Seconds spent in the evaluations of this epoch (every-N-steps ones and the closing one).
+    pub eval_time_s: f64,
+    /// Training samples ÷ `epoch_time_s`: the wall-clock training rate, waits included.
+    pub wall_samples_per_s: f64,
     /// Evaluation samples per second.
     pub val_samples_per_s: f64,
     /// Wall time since training started, at the end of this epoch's evaluation.
@@ -74,7 +80,7 @@ pub struct EvalRecord {
     /// Steps trained before this evaluation.
     pub after_step: usize,
     /// Mean test loss.
-    #[serde(deserialize_with = "nan_from_null")]
+    #[serde(with = "crate::nonfinite::float")]
     pub loss: f64,
     /// Test accuracy.
     pub accuracy: f64,
@@ -97,6 +103,8 @@ pub struct TrainReport {
     pub device: String,
     /// libtorch intra-op threads used.
     pub threads: usize,
+    /// cuDNN benchmark and TF32 settings in force while training (read back from libtorch).
+    pub numerics: crate::Numerics,
     /// Optimizer steps in one full epoch on this worker.
     pub steps_per_epoch: usize,
     /// Every optimizer step.
@@ -138,17 +146,28 @@ impl TrainReport {
     }
 
     /// Seconds per epoch extrapolated from the timed steps (the thesis's method for budgets
-    /// too short for a whole epoch): steps per epoch × mean of step time plus loader wait.
+    /// too short for a whole epoch): steps per epoch × mean wall time of a step (loader
+    /// wait, copy and step).
     pub fn seconds_per_epoch_estimate(&self) -> Option<f64> {
-        let per_step: Vec<f64> =
-            self.steps.iter().filter(|step| !step.warmup).map(|step| step.step_time_s + step.data_wait_s).collect();
+        let per_step: Vec<f64> = self.steps.iter().filter(|step| !step.warmup).map(StepRecord::wall_time_s).collect();
         crate::stats::mean(&per_step).map(|seconds| seconds * self.steps_per_epoch as f64)
     }
 
-    /// Training throughput over timed steps: samples per second of pure step time.
-    pub fn train_samples_per_s(&self) -> Option<f64> {
+    /// Training throughput over timed steps: samples ÷ synchronised step time (forward,
+    /// backward, optimizer), what the device sustains when data is ready.
+    pub fn step_samples_per_s(&self) -> Option<f64> {
+        self.timed_rate(|step| step.step_time_s)
+    }
+
+    /// Training throughput over timed steps: samples ÷ wall time including loader waits and
+    /// host-to-device copies, what the whole input pipeline plus device sustains.
+    pub fn wall_samples_per_s(&self) -> Option<f64> {
+        self.timed_rate(StepRecord::wall_time_s)
+    }
+
+    fn timed_rate(&self, seconds_of: impl Fn(&StepRecord) -> f64) -> Option<f64> {
         let timed: Vec<&StepRecord> = self.steps.iter().filter(|step| !step.warmup).collect();
-        let seconds: f64 = timed.iter().map(|step| step.step_time_s + step.data_wait_s).sum();
+        let seconds: f64 = timed.iter().map(|step| seconds_of(step)).sum();
         let samples: usize = timed.iter().map(|step| step.samples).sum();
         (seconds > 0.0).then(|| samples as f64 / seconds)
     }
@@ -166,19 +185,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_diverged_loss_survives_a_json_round_trip_as_nan() {
+    fn a_diverged_loss_survives_a_json_round_trip_as_nan_not_null() {
         let step = StepRecord {
             epoch: 0,
             step: 3,
             loss: f64::NAN,
             step_time_s: 0.1,
             data_wait_s: 0.0,
+            h2d_s: 0.0,
             samples: 8,
             lr: 0.1,
             warmup: false,
         };
         let json = serde_json::to_string(&step).unwrap();
-        assert!(json.contains("\"loss\":null"), "{json}");
+        assert!(json.contains("\"loss\":\"NaN\""), "{json}");
         let back: StepRecord = serde_json::from_str(&json).unwrap();
         assert!(back.loss.is_nan());
         assert_eq!(back.step, 3);

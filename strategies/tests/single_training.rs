@@ -32,6 +32,15 @@ fn small_config(steps: usize) -> TrainConfig {
 
 fn train_small_cnn(dataset: &str, config: &TrainConfig) -> TrainReport {
     let (train_split, test_split) = open_synthetic(dataset, config.seed);
+    train_network("small-cnn", train_split, test_split, config)
+}
+
+fn train_network(
+    network: &str,
+    train_split: Arc<dyn Dataset>,
+    test_split: Arc<dyn Dataset>,
+    config: &TrainConfig,
+) -> TrainReport {
     let info = train_split.info();
     let input = InputShape {
         channels: info.channels as i64,
@@ -39,7 +48,7 @@ fn train_small_cnn(dataset: &str, config: &TrainConfig) -> TrainReport {
         width: info.width as i64,
         classes: info.classes as i64,
     };
-    let network = stratlab_networks::spec("small-cnn", &input).unwrap();
+    let network = stratlab_networks::spec(network, &input).unwrap();
     let context = TrainContext { network: &network, train: train_split, test: test_split, config };
     train(&context, &mut NoObserver).unwrap()
 }
@@ -98,6 +107,94 @@ fn exploding_loss_ends_training_as_diverged_not_as_an_error() {
     assert!(report.steps.len() < 40);
     assert!(!report.steps.last().unwrap().loss.is_finite());
     assert!(report.reason.as_deref().unwrap().contains("loss became"));
+    // Losses are read back every `metrics_every_steps`: divergence is noticed within that many.
+    let first_bad = report.steps.iter().position(|step| !step.loss.is_finite()).unwrap();
+    assert!(report.steps.len() - first_bad <= config.metrics_every_steps, "{} steps recorded", report.steps.len());
+    assert!(report.reason.as_deref().unwrap().contains(&format!("at step {first_bad}")));
+}
+
+#[test]
+fn frequent_evaluation_stays_out_of_epoch_time() {
+    // Two full epochs of 40 steps, evaluating 2000 test samples every 4 steps: evaluation
+    // takes about as long as training, so a clock that included it would be far off.
+    let (train_split, test_split) = open_synthetic("mnist", 7);
+    let train_split: Arc<dyn Dataset> = Arc::new(Prefix { inner: train_split, len: 40 * 32 });
+    let config = TrainConfig {
+        budget: Budget { epochs: Some(2), ..Budget::default() },
+        eval_every_steps: Some(4),
+        eval_samples: Some(2000),
+        ..small_config(1)
+    };
+    let report = train_network("small-cnn", train_split, test_split, &config);
+    assert_eq!(report.epochs.len(), 2);
+    for epoch in &report.epochs {
+        let steps: Vec<_> = report.steps.iter().filter(|step| step.epoch == epoch.epoch).collect();
+        assert_eq!(steps.len(), 40);
+        let waits_and_steps: f64 = steps.iter().map(|step| step.wall_time_s()).sum();
+        let evals: f64 = report
+            .evaluations
+            .iter()
+            .filter(|eval| eval.after_step > epoch.epoch * 40 && eval.after_step <= (epoch.epoch + 1) * 40)
+            .map(|eval| eval.time_s)
+            .sum();
+        assert!(evals > 0.3 * waits_and_steps, "the test needs evaluation to weigh: {evals} vs {waits_and_steps}");
+        // Bookkeeping between steps (metric reads, progress) is the only other cost.
+        let slack = 0.1 * waits_and_steps + 0.05;
+        assert!(
+            (epoch.epoch_time_s - waits_and_steps).abs() < slack,
+            "epoch {}: epoch time {} s, steps and waits {} s, evaluations {} s",
+            epoch.epoch,
+            epoch.epoch_time_s,
+            waits_and_steps,
+            evals
+        );
+        assert!((epoch.eval_time_s - evals).abs() < 1e-9, "{} vs {}", epoch.eval_time_s, evals);
+        assert!((epoch.wall_samples_per_s - 40.0 * 32.0 / epoch.epoch_time_s).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn reading_metrics_every_n_steps_records_the_same_values_as_every_step() {
+    let every_step = train_small_cnn("mnist", &TrainConfig { metrics_every_steps: 1, ..small_config(17) });
+    let every_seventh = train_small_cnn("mnist", &TrainConfig { metrics_every_steps: 7, ..small_config(17) });
+    let losses = |report: &TrainReport| report.steps.iter().map(|step| step.loss).collect::<Vec<_>>();
+    assert_eq!(losses(&every_step).len(), 17);
+    assert_eq!(losses(&every_step), losses(&every_seventh));
+    assert_eq!(every_step.epochs[0].train_loss, every_seventh.epochs[0].train_loss);
+    assert_eq!(every_step.epochs[0].train_accuracy, every_seventh.epochs[0].train_accuracy);
+    assert_eq!(every_step.final_accuracy(), every_seventh.final_accuracy());
+}
+
+#[test]
+fn the_numerics_in_force_are_reported() {
+    let numerics = stratlab_strategies::Numerics {
+        cudnn_benchmark: false,
+        matmul_precision: stratlab_strategies::MatmulPrecision::High,
+        cudnn_tf32: false,
+    };
+    let report = train_small_cnn("mnist", &TrainConfig { numerics, ..small_config(3) });
+    assert_eq!(report.numerics, numerics);
+}
+
+/// The first `len` samples of a data set: a short epoch for tests.
+struct Prefix {
+    inner: Arc<dyn Dataset>,
+    len: usize,
+}
+
+impl Dataset for Prefix {
+    fn info(&self) -> &'static stratlab_datasets::DatasetInfo {
+        self.inner.info()
+    }
+    fn source(&self) -> stratlab_datasets::Source {
+        self.inner.source()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn batch(&self, indices: &[usize]) -> Result<stratlab_datasets::Batch, stratlab_datasets::DataError> {
+        self.inner.batch(indices)
+    }
 }
 
 /// ImageNet and Highres have 1000 classes at 224 and 512 pixels: too large for the small

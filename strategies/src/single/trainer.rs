@@ -1,16 +1,22 @@
 //! The single-device training loop: SGD with momentum and weight decay, a learning-rate
 //! schedule, evaluation after every epoch (and optionally every N steps), and per-step
 //! timing with the device synchronised before each clock read.
+//!
+//! What each clock covers: `data_wait_s` the wait for the loader, `h2d_s` the copy to the
+//! device, `step_time_s` forward + backward + optimizer, ended by the step's only host
+//! synchronisation (losses and accuracies are read back every `metrics_every_steps`).
+//! Epoch time is training only: evaluations run between steps are timed on their own.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use stratlab_datasets::{Dataset, Loader, LoaderConfig};
+use stratlab_datasets::{Batch, Dataset, Loader, LoaderConfig};
 use stratlab_networks::NetworkSpec;
 use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
-use crate::evaluate::{correct_predictions, evaluate};
+use crate::evaluate::{correct_on_device, evaluate};
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::{TrainConfig, TrainError, TrainObserver};
 
@@ -36,6 +42,7 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
     config.validate()?;
     let device = config.device.resolve().map_err(TrainError::Device)?;
     tch::set_num_threads(config.threads as i32);
+    config.numerics.apply().map_err(TrainError::Device)?;
     tch::manual_seed(config.seed as i64);
 
     let store = nn::VarStore::new(device);
@@ -71,62 +78,111 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
         if config.budget.epochs.is_some_and(|epochs| epoch >= epochs) {
             break;
         }
-        let mut epoch_stats = EpochStats::default();
-        let epoch_started = Instant::now();
+        let mut clock = EpochClock::start();
         let mut wait_started = Instant::now();
         for batch in loader.epoch(epoch as u64) {
             if run.budget_spent(started) {
-                run.finish_epoch(epoch, epoch_stats, epoch_started, started, &model, context, observer)?;
+                run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
                 break 'epochs;
             }
             let batch = batch?;
-            let images = batch.images.to_device(device);
-            let labels = batch.labels.to_device(device);
+            let copy_started = Instant::now();
+            let data_wait_s = (copy_started - wait_started).as_secs_f64();
+            let samples = batch.len();
+            let (images, labels) = to_device(batch, device);
+            // Ends the copy, so it is timed on its own and the step starts with its data resident.
             synchronize(device);
             let step_started = Instant::now();
-            let data_wait_s = (step_started - wait_started).as_secs_f64();
+            let h2d_s = (step_started - copy_started).as_secs_f64();
 
-            let lr = config.schedule.rate(config.lr, epoch, run.steps.len(), total_steps);
+            let lr = config.schedule.rate(config.lr, epoch, run.steps_done, total_steps);
             optimizer.set_lr(lr);
             let logits = model.forward_t(&images, true);
             let loss = logits.cross_entropy_for_logits(&labels);
             optimizer.backward_step(&loss);
-            let loss_value = f64::try_from(&loss)?;
-            let correct = correct_predictions(&logits, &labels)?;
+            // Loss and accuracy stay on the device until the next read: no host sync here.
+            let correct = correct_on_device(&logits, &labels);
             synchronize(device);
             let step_time_s = step_started.elapsed().as_secs_f64();
 
-            let samples = batch.labels.size()[0] as usize;
-            let step = StepRecord {
-                epoch,
-                step: run.steps.len(),
-                loss: loss_value,
-                step_time_s,
-                data_wait_s,
-                samples,
-                lr,
-                warmup: run.steps.len() < config.warmup_steps,
-            };
-            observer.on_step(&step);
-            run.steps.push(step);
-            epoch_stats.add(loss_value, correct, samples);
-            if !loss_value.is_finite() {
-                run.outcome = TrainOutcome::Diverged;
-                run.reason = Some(format!("loss became {loss_value} at step {}", run.steps.len() - 1));
-                run.finish_epoch(epoch, epoch_stats, epoch_started, started, &model, context, observer)?;
-                break 'epochs;
+            run.pending.push(PendingStep {
+                record: StepRecord {
+                    epoch,
+                    step: run.steps_done,
+                    loss: f64::NAN,
+                    step_time_s,
+                    data_wait_s,
+                    h2d_s,
+                    samples,
+                    lr,
+                    warmup: run.steps_done < config.warmup_steps,
+                },
+                loss: loss.detach(),
+                correct,
+            });
+            run.steps_done += 1;
+            let evaluate_now = config.eval_every_steps.is_some_and(|every| run.steps_done % every == 0);
+            if evaluate_now || run.steps_done % config.metrics_every_steps == 0 {
+                run.read_metrics(&mut clock, observer)?;
+                if run.outcome == TrainOutcome::Diverged {
+                    run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
+                    break 'epochs;
+                }
             }
-            if config.eval_every_steps.is_some_and(|every| run.steps.len() % every == 0) {
-                run.evaluate(&model, context, started, observer)?;
+            if evaluate_now {
+                run.evaluate(&model, context, started, &mut clock, observer)?;
             }
             wait_started = Instant::now();
         }
-        run.finish_epoch(epoch, epoch_stats, epoch_started, started, &model, context, observer)?;
-        if run.budget_spent(started) {
+        run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
+        if run.outcome == TrainOutcome::Diverged || run.budget_spent(started) {
             break;
         }
     }
     Ok(run.into_report(config, steps_per_epoch, started))
+}
+
+/// Moves a host batch to `device`. On CUDA the batch is pinned first and copied without
+/// blocking: pinned memory is what lets the DMA engine run at full speed. (Overlapping the
+/// copy with the previous step would need a second CUDA stream, which tch does not expose;
+/// the caller synchronises so the copy gets its own time.)
+fn to_device(batch: Batch, device: Device) -> (Tensor, Tensor) {
+    match device {
+        Device::Cuda(_) => {
+            let copy = |tensor: &Tensor| {
+                let pinned = tensor.pin_memory(device);
+                pinned.to_device_(device, pinned.kind(), true, false)
+            };
+            (copy(&batch.images), copy(&batch.labels))
+        }
+        _ => (batch.images.to_device(device), batch.labels.to_device(device)),
+    }
+}
+
+/// A step whose loss and accuracy are still on the device.
+struct PendingStep {
+    record: StepRecord,
+    loss: Tensor,
+    correct: Tensor,
+}
+
+/// Times one epoch's training apart from the evaluations run inside it.
+struct EpochClock {
+    started: Instant,
+    eval_s: f64,
+    /// Sums over the epoch's steps, filled as metrics are read back.
+    stats: EpochStats,
+}
+
+impl EpochClock {
+    fn start() -> Self {
+        EpochClock { started: Instant::now(), eval_s: 0.0, stats: EpochStats::default() }
+    }
+
+    /// Wall time since the epoch started, minus the evaluations run during it.
+    fn training_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() - self.eval_s
+    }
 }
 
 /// Running sums over one epoch's steps.
@@ -151,6 +207,10 @@ impl EpochStats {
 struct RunState<'a> {
     config: &'a TrainConfig,
     device: tch::Device,
+    /// Steps trained so far (their records may still be pending).
+    steps_done: usize,
+    /// Steps whose metrics have not been read back from the device yet.
+    pending: Vec<PendingStep>,
     steps: Vec<StepRecord>,
     epochs: Vec<EpochRecord>,
     evaluations: Vec<EvalRecord>,
@@ -164,6 +224,8 @@ impl<'a> RunState<'a> {
         RunState {
             config,
             device,
+            steps_done: 0,
+            pending: Vec::new(),
             steps: Vec::new(),
             epochs: Vec::new(),
             evaluations: Vec::new(),
@@ -175,8 +237,33 @@ impl<'a> RunState<'a> {
 
     fn budget_spent(&self, started: Instant) -> bool {
         let budget = self.config.budget;
-        budget.steps.is_some_and(|steps| self.steps.len() >= steps)
+        budget.steps.is_some_and(|steps| self.steps_done >= steps)
             || budget.seconds.is_some_and(|seconds| started.elapsed().as_secs_f64() >= seconds)
+    }
+
+    /// Reads the pending steps' losses and accuracies back in one transfer, completes their
+    /// records and hands them to the observer. The first non-finite loss ends training as
+    /// diverged; steps already run after it are still recorded (they happened).
+    fn read_metrics(&mut self, clock: &mut EpochClock, observer: &mut dyn TrainObserver) -> Result<(), TrainError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let losses: Vec<Tensor> = pending.iter().map(|step| step.loss.reshape([1])).collect();
+        let corrects: Vec<Tensor> = pending.iter().map(|step| step.correct.reshape([1])).collect();
+        let losses = Vec::<f64>::try_from(Tensor::f_cat(&losses, 0)?.to_kind(Kind::Double).to_device(Device::Cpu))?;
+        let corrects = Vec::<i64>::try_from(Tensor::f_cat(&corrects, 0)?.to_device(Device::Cpu))?;
+        for ((step, loss), correct) in pending.into_iter().zip(losses).zip(corrects) {
+            let record = StepRecord { loss, ..step.record };
+            clock.stats.add(loss, correct, record.samples);
+            if !loss.is_finite() && self.outcome != TrainOutcome::Diverged {
+                self.outcome = TrainOutcome::Diverged;
+                self.reason = Some(format!("loss became {loss} at step {}", record.step));
+            }
+            observer.on_step(&record);
+            self.steps.push(record);
+        }
+        Ok(())
     }
 
     fn evaluate(
@@ -184,19 +271,21 @@ impl<'a> RunState<'a> {
         model: &dyn ModuleT,
         context: &TrainContext<'_>,
         started: Instant,
+        clock: &mut EpochClock,
         observer: &mut dyn TrainObserver,
     ) -> Result<EvalRecord, TrainError> {
-        if self.evaluations.last().is_some_and(|last| last.after_step == self.steps.len()) {
+        if self.evaluations.last().is_some_and(|last| last.after_step == self.steps_done) {
             return Ok(self.evaluations.last().cloned().expect("checked above"));
         }
         let result =
             evaluate(model, &context.test, self.config.eval_batch_size, self.config.eval_samples, self.device)?;
+        clock.eval_s += result.time_s;
         let elapsed_s = started.elapsed().as_secs_f64();
         if self.time_to_accuracy_s.is_none() && result.accuracy >= self.config.target_accuracy {
             self.time_to_accuracy_s = Some(elapsed_s);
         }
         let record = EvalRecord {
-            after_step: self.steps.len(),
+            after_step: self.steps_done,
             loss: result.loss,
             accuracy: result.accuracy,
             samples: result.samples,
@@ -208,22 +297,24 @@ impl<'a> RunState<'a> {
         Ok(record)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Reads the last metrics, takes the epoch's training time, evaluates and records the
+    /// epoch (once: a second call for the same epoch does nothing).
     fn finish_epoch(
         &mut self,
         epoch: usize,
-        stats: EpochStats,
-        epoch_started: Instant,
+        clock: &mut EpochClock,
         started: Instant,
         model: &dyn ModuleT,
         context: &TrainContext<'_>,
         observer: &mut dyn TrainObserver,
     ) -> Result<(), TrainError> {
+        self.read_metrics(clock, observer)?;
+        let stats = clock.stats;
         if stats.steps == 0 || self.epochs.last().is_some_and(|last| last.epoch == epoch) {
             return Ok(());
         }
-        let epoch_time_s = epoch_started.elapsed().as_secs_f64();
-        let eval = self.evaluate(model, context, started, observer)?;
+        let epoch_time_s = clock.training_s();
+        let eval = self.evaluate(model, context, started, clock, observer)?;
         let record = EpochRecord {
             epoch,
             train_loss: stats.loss_sum / stats.steps as f64,
@@ -231,7 +322,8 @@ impl<'a> RunState<'a> {
             test_loss: eval.loss,
             test_accuracy: eval.accuracy,
             epoch_time_s,
-            train_samples_per_s: stats.samples as f64 / epoch_time_s,
+            eval_time_s: clock.eval_s,
+            wall_samples_per_s: stats.samples as f64 / epoch_time_s,
             val_samples_per_s: eval.samples as f64 / eval.time_s,
             elapsed_s: started.elapsed().as_secs_f64(),
             steps: stats.steps,
@@ -247,6 +339,7 @@ impl<'a> RunState<'a> {
             reason: self.reason,
             device: device_label(self.device),
             threads: config.threads,
+            numerics: crate::Numerics::current().unwrap_or(config.numerics),
             steps_per_epoch,
             steps: self.steps,
             epochs: self.epochs,

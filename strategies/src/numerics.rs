@@ -1,0 +1,192 @@
+//! Numerical settings of libtorch that change speed on a GPU and must therefore be set
+//! explicitly and recorded with every trial: cuDNN autotuning and TF32.
+//!
+//! PyTorch's own defaults differ between matmuls (TF32 off) and convolutions (TF32 on),
+//! and cuDNN's benchmark mode is off; a lab that relied on whatever the library happened to
+//! default to could not explain why two runs differ. tch exposes only the benchmark switch,
+//! so the rest goes through a small C++ shim (`cpp/torch_context.cpp`).
+
+use std::ffi::{c_char, c_int, CString};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+extern "C" {
+    fn stratlab_set_float32_matmul_precision(precision: *const c_char) -> c_int;
+    fn stratlab_float32_matmul_precision() -> c_int;
+    fn stratlab_set_allow_tf32_cudnn(allow: c_int) -> c_int;
+    fn stratlab_allow_tf32_cudnn() -> c_int;
+    fn stratlab_benchmark_cudnn() -> c_int;
+    fn stratlab_show_config(buffer: *mut c_char, capacity: usize) -> usize;
+}
+
+/// `torch.set_float32_matmul_precision`: how float32 matrix products may be computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatmulPrecision {
+    /// Full float32 (PyTorch's default): no TF32 in cuBLAS.
+    Highest,
+    /// TF32 (or bf16×3) allowed in cuBLAS: faster on Ampere and later, ~1e-3 relative error.
+    High,
+    /// bf16 allowed.
+    Medium,
+}
+
+impl MatmulPrecision {
+    /// The name libtorch and PyTorch use.
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulPrecision::Highest => "highest",
+            MatmulPrecision::High => "high",
+            MatmulPrecision::Medium => "medium",
+        }
+    }
+}
+
+impl fmt::Display for MatmulPrecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The settings a trial trains under; recorded per trial.
+///
+/// Defaults: cuDNN benchmark **on** — trials time fixed shapes after warm-up steps, which
+/// absorb the autotuning, as MLPerf and torchvision's reference scripts do; matmul precision
+/// `highest` and cuDNN TF32 **on** — PyTorch's own defaults, so numbers compare with plain
+/// PyTorch runs. On the CPU none of them changes anything, but they are still recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Numerics {
+    /// `torch.backends.cudnn.benchmark`: let cuDNN time its algorithms per shape.
+    pub cudnn_benchmark: bool,
+    /// `torch.set_float32_matmul_precision`.
+    pub matmul_precision: MatmulPrecision,
+    /// `torch.backends.cudnn.allow_tf32`: TF32 in convolutions.
+    pub cudnn_tf32: bool,
+}
+
+impl Default for Numerics {
+    fn default() -> Self {
+        Numerics { cudnn_benchmark: true, matmul_precision: MatmulPrecision::Highest, cudnn_tf32: true }
+    }
+}
+
+impl Numerics {
+    /// Sets these values in libtorch's global context (for this process).
+    pub fn apply(&self) -> Result<(), String> {
+        tch::Cuda::cudnn_set_benchmark(self.cudnn_benchmark);
+        let precision = CString::new(self.matmul_precision.name()).expect("no NUL in a fixed name");
+        // SAFETY: the shim takes a NUL-terminated string it only reads, and catches every
+        // C++ exception.
+        if unsafe { stratlab_set_float32_matmul_precision(precision.as_ptr()) } != 0 {
+            return Err(format!("libtorch rejected matmul precision `{}`", self.matmul_precision));
+        }
+        // SAFETY: plain value in, status out; exceptions are caught in the shim.
+        if unsafe { stratlab_set_allow_tf32_cudnn(c_int::from(self.cudnn_tf32)) } != 0 {
+            return Err("libtorch rejected the cuDNN TF32 setting".into());
+        }
+        Ok(())
+    }
+
+    /// What libtorch's global context holds now (`None` when it cannot be read), so a trial
+    /// records the values in force, not the values asked for.
+    pub fn current() -> Option<Numerics> {
+        // SAFETY: the shim's getters take no arguments and catch every C++ exception.
+        let (precision, tf32, benchmark) =
+            unsafe { (stratlab_float32_matmul_precision(), stratlab_allow_tf32_cudnn(), stratlab_benchmark_cudnn()) };
+        let matmul_precision = match precision {
+            0 => MatmulPrecision::Highest,
+            1 => MatmulPrecision::High,
+            2 => MatmulPrecision::Medium,
+            _ => return None,
+        };
+        (tf32 >= 0 && benchmark >= 0).then_some(Numerics {
+            cudnn_benchmark: benchmark == 1,
+            matmul_precision,
+            cudnn_tf32: tf32 == 1,
+        })
+    }
+}
+
+/// What the linked libtorch says about its own build (`at::show_config()`): read from the
+/// library at run time, so a fingerprint cannot claim a version other than the one loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibtorchBuild {
+    /// `TORCH_VERSION` of the build settings (`2.13.0`).
+    pub torch_version: Option<String>,
+    /// `CUDA_VERSION` the library was built with (`13.0`), absent in CPU builds.
+    pub cuda_version: Option<String>,
+    /// `CUDNN_VERSION` the library was built with, absent in CPU builds.
+    pub cudnn_version: Option<String>,
+}
+
+impl LibtorchBuild {
+    /// Reads the linked library's build configuration.
+    pub fn read() -> LibtorchBuild {
+        LibtorchBuild::parse(&show_config())
+    }
+
+    /// Picks the versions out of `at::show_config()`'s `Build settings:` line
+    /// (`…, CUDA_VERSION=13.0, CUDNN_VERSION=9.10.2, …, TORCH_VERSION=2.13.0, …`).
+    pub fn parse(config: &str) -> LibtorchBuild {
+        let setting = |key: &str| {
+            config
+                .split([',', '\n'])
+                .filter_map(|item| item.trim().strip_prefix(key)?.strip_prefix('='))
+                .map(|value| value.trim().to_owned())
+                .find(|value| !value.is_empty())
+        };
+        LibtorchBuild {
+            torch_version: setting("TORCH_VERSION"),
+            cuda_version: setting("CUDA_VERSION"),
+            cudnn_version: setting("CUDNN_VERSION"),
+        }
+    }
+}
+
+/// `at::show_config()` of the linked libtorch.
+pub fn show_config() -> String {
+    let mut buffer = vec![0u8; 8192];
+    loop {
+        // SAFETY: the shim writes at most `buffer.len()` bytes, NUL included.
+        let needed = unsafe { stratlab_show_config(buffer.as_mut_ptr().cast(), buffer.len()) };
+        if needed < buffer.len() {
+            buffer.truncate(needed);
+            return String::from_utf8_lossy(&buffer).into_owned();
+        }
+        buffer.resize(needed + 1, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_through_libtorch() {
+        let wanted = Numerics { cudnn_benchmark: false, matmul_precision: MatmulPrecision::High, cudnn_tf32: false };
+        wanted.apply().unwrap();
+        assert_eq!(Numerics::current(), Some(wanted));
+        Numerics::default().apply().unwrap();
+        assert_eq!(Numerics::current(), Some(Numerics::default()));
+    }
+
+    #[test]
+    fn the_linked_library_reports_its_version() {
+        let build = LibtorchBuild::read();
+        // tch 0.26 binds libtorch 2.13 (SPEC §6); the number comes from the library itself.
+        assert!(build.torch_version.as_deref().is_some_and(|v| v.starts_with("2.13")), "{build:?}");
+    }
+
+    #[test]
+    fn build_settings_are_parsed_by_key() {
+        let config = "PyTorch built with:\n  - Build settings: BLAS_INFO=mkl, CUDA_VERSION=13.0, \
+                      CUDNN_VERSION=9.10.2, TORCH_VERSION=2.13.0, USE_CUDA=ON\n";
+        let build = LibtorchBuild::parse(config);
+        assert_eq!(build.torch_version.as_deref(), Some("2.13.0"));
+        assert_eq!(build.cuda_version.as_deref(), Some("13.0"));
+        assert_eq!(build.cudnn_version.as_deref(), Some("9.10.2"));
+        assert_eq!(LibtorchBuild::parse("Build settings: USE_CUDA=OFF").cuda_version, None);
+    }
+}
