@@ -24,3 +24,79 @@ pub fn link_libtorch() {
         }
     }
 }
+
+/// Captures at build time what identifies this build, as `env!` variables of the package:
+/// `STRATLAB_GIT_COMMIT` and `STRATLAB_GIT_DIRTY` (of the workspace checkout, empty outside
+/// git), `STRATLAB_RUSTC_VERSION` (the compiler cargo used) and `STRATLAB_TCH_VERSION` (the
+/// tch release in `Cargo.lock`, i.e. the one linked).
+///
+/// Captured when compiling, not when running: a binary copied elsewhere or run after more
+/// edits still reports the code it was built from. The script re-runs when any workspace
+/// source or the git HEAD changes, so the dirty flag follows the sources.
+pub fn embed_provenance() {
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let workspace = manifest_dir.parent().map(PathBuf::from).unwrap_or(manifest_dir);
+    for watched in ["build-support", "datasets", "networks", "strategies", "suite/src", "reports", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    for watched in [".git/HEAD", ".git/refs", ".git/packed-refs", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+    // `--no-optional-locks`: a plain `git status` may rewrite .git/index, which would make
+    // every build re-run this script.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("--no-optional-locks")
+            .args(args)
+            .current_dir(&workspace)
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
+    let dirty = match git(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(status) => (!status.is_empty()).to_string(),
+        None => String::new(),
+    };
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let rustc_version = std::process::Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let tch_version = std::fs::read_to_string(workspace.join("Cargo.lock"))
+        .ok()
+        .and_then(|lock| locked_version(&lock, "tch"))
+        .unwrap_or_default();
+    println!("cargo:rustc-env=STRATLAB_GIT_COMMIT={commit}");
+    println!("cargo:rustc-env=STRATLAB_GIT_DIRTY={dirty}");
+    println!("cargo:rustc-env=STRATLAB_RUSTC_VERSION={rustc_version}");
+    println!("cargo:rustc-env=STRATLAB_TCH_VERSION={tch_version}");
+}
+
+/// The version of package `name` in a `Cargo.lock` (the first one, if several).
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let wanted = format!("name = \"{name}\"");
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == wanted {
+            let version = lines.next()?.trim().strip_prefix("version = \"")?.strip_suffix('"')?;
+            return Some(version.to_owned());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_locked_version() {
+        let lock = "[[package]]\nname = \"tchx\"\nversion = \"9\"\n\n[[package]]\nname = \"tch\"\nversion = \"0.26.0\"\n";
+        assert_eq!(locked_version(lock, "tch").as_deref(), Some("0.26.0"));
+        assert_eq!(locked_version(lock, "polars"), None);
+    }
+}

@@ -1,6 +1,24 @@
 //! Test-only fault injection for the runner's fault-isolation tests. A fault is chosen per
 //! trial by the environment variable `STRATLAB_TEST_FAULT`, a comma-separated list of
-//! `<trial-id substring>=<fault>`; without it (every normal run) nothing here fires.
+//! `<trial-id substring>=<fault>`.
+//!
+//! Compiled only with the cargo feature `fault-injection`, which the crate's tests enable
+//! (a dev-dependency on itself): a binary built without it — `just build`, `just
+//! bench-matrix` — ignores the variable, so a stray environment can never turn a benchmark
+//! into a crash test. A build with the feature records it, and the rules in force, in every
+//! run's fingerprint.
+
+/// Whether this binary can inject faults at all.
+pub const ENABLED: bool = cfg!(feature = "fault-injection");
+
+/// The fault rules in force (the variable's value), when this build honours them.
+pub fn configured_rules() -> Option<String> {
+    if ENABLED {
+        std::env::var(Fault::VARIABLE).ok()
+    } else {
+        None
+    }
+}
 
 /// A failure the worker provokes on purpose, after [`Fault::STEP`] steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,15 +43,21 @@ impl Fault {
     /// The environment variable that selects faults.
     pub const VARIABLE: &'static str = "STRATLAB_TEST_FAULT";
 
-    /// The fault configured for `trial_id`, if any.
+    /// The fault configured for `trial_id`, if any; always `None` without the feature.
     pub fn for_trial(trial_id: &str) -> Option<Fault> {
-        let rules = std::env::var(Self::VARIABLE).ok()?;
+        let rules = configured_rules()?;
         rules.split(',').find_map(|rule| {
             let (pattern, fault) = rule.split_once('=')?;
             trial_id.contains(pattern.trim()).then(|| Fault::parse(fault.trim())).flatten()
         })
     }
 
+    #[cfg(not(feature = "fault-injection"))]
+    fn parse(_name: &str) -> Option<Fault> {
+        None
+    }
+
+    #[cfg(feature = "fault-injection")]
     fn parse(name: &str) -> Option<Fault> {
         Some(match name {
             "panic" => Fault::Panic,
@@ -46,7 +70,13 @@ impl Fault {
         })
     }
 
+    /// Provokes the fault (`Nan` is handled by the caller, which poisons the data); does
+    /// nothing in a build without the feature.
+    #[cfg(not(feature = "fault-injection"))]
+    pub fn fire(self) {}
+
     /// Provokes the fault (`Nan` is handled by the caller, which poisons the data).
+    #[cfg(feature = "fault-injection")]
     pub fn fire(self) {
         match self {
             Fault::Panic => panic!("injected test fault: panic"),

@@ -7,15 +7,17 @@
 use std::ffi::CStr;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::store::UtcTime;
 
-/// The tch crate's minor version, which pins the libtorch release it binds (SPEC §6).
-const TCH_VERSION: &str = "0.26";
+/// Built-time facts (`stratlab_build::embed_provenance`); empty when unknown.
+const GIT_COMMIT: &str = env!("STRATLAB_GIT_COMMIT");
+const GIT_DIRTY: &str = env!("STRATLAB_GIT_DIRTY");
+const RUSTC_VERSION: &str = env!("STRATLAB_RUSTC_VERSION");
+const TCH_VERSION: &str = env!("STRATLAB_TCH_VERSION");
 
 /// Where and with what a run was measured: code version, host, OS, CPU, GPUs, libraries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,10 +26,18 @@ pub struct Fingerprint {
     pub collected_at: String,
     /// stratlab's crate version.
     pub stratlab_version: String,
-    /// `git rev-parse HEAD` of the workspace, when it is a git checkout with commits.
+    /// `git rev-parse HEAD` of the checkout the binary was built from, captured at build time.
     pub git_commit: Option<String>,
-    /// Whether the checkout had uncommitted changes to tracked files (`git status`).
+    /// Whether that checkout had uncommitted changes to tracked files when it was built.
     pub git_dirty: Option<bool>,
+    /// SHA-256 of the running executable: identifies the exact binary (code, features,
+    /// compiler) that measured.
+    pub binary_sha256: Option<String>,
+    /// Whether this binary was built with the test-only `fault-injection` feature.
+    pub fault_injection_enabled: bool,
+    /// The fault rules (`STRATLAB_TEST_FAULT`) in force, in such a build: numbers from a run
+    /// with faults injected are not measurements.
+    pub active_fault: Option<String>,
     /// The suite file the run executed.
     pub suite_path: Option<PathBuf>,
     /// SHA-256 of the suite file's bytes, hex.
@@ -56,11 +66,17 @@ pub struct Fingerprint {
     pub cuda_device_count: i64,
     /// Whether libtorch can use cuDNN here.
     pub cudnn_available: bool,
-    /// libtorch release (`build-version` of the libtorch stratlab was built against).
+    /// cuDNN version libtorch loaded (`91002` for 9.10.2), when cuDNN is available.
+    pub cudnn_runtime_version: Option<i64>,
+    /// libtorch release, as the linked library reports it (`at::show_config()`).
     pub libtorch_version: Option<String>,
-    /// The tch crate's version.
+    /// CUDA version the linked libtorch was built with; `None` for a CPU build.
+    pub libtorch_cuda_version: Option<String>,
+    /// cuDNN version the linked libtorch was built with; `None` for a CPU build.
+    pub libtorch_cudnn_version: Option<String>,
+    /// The tch crate's version, from the Cargo.lock the binary was built with.
     pub tch_version: String,
-    /// `rustc --version` on this machine at run time.
+    /// `rustc --version` of the compiler that built the binary.
     pub rustc_version: Option<String>,
     /// libtorch intra-op threads of this process at collection time.
     pub torch_threads: i32,
@@ -71,11 +87,17 @@ impl Fingerprint {
     pub fn collect(suite_path: Option<&Path>) -> Fingerprint {
         let uname = Uname::read();
         let nvml = NvmlFacts::read();
+        let libtorch = stratlab_strategies::LibtorchBuild::read();
+        let cudnn_available = tch::Cuda::cudnn_is_available();
+        let fault_injection_enabled = crate::fault::ENABLED;
         Fingerprint {
             collected_at: UtcTime::now().rfc3339(),
             stratlab_version: env!("CARGO_PKG_VERSION").to_owned(),
-            git_commit: git(&["rev-parse", "HEAD"]),
-            git_dirty: git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+            git_commit: non_empty(GIT_COMMIT),
+            git_dirty: non_empty(GIT_DIRTY).map(|dirty| dirty == "true"),
+            binary_sha256: std::env::current_exe().ok().and_then(|exe| sha256_hex(&exe)),
+            fault_injection_enabled,
+            active_fault: if fault_injection_enabled { crate::fault::configured_rules() } else { None },
             suite_path: suite_path.map(Path::to_path_buf),
             suite_sha256: suite_path.and_then(sha256_hex),
             host_name: uname.as_ref().map(|u| u.node_name.clone()),
@@ -89,10 +111,17 @@ impl Fingerprint {
             cuda_driver_version: nvml.cuda_driver_version,
             cuda_available: tch::Cuda::is_available(),
             cuda_device_count: tch::Cuda::device_count(),
-            cudnn_available: tch::Cuda::cudnn_is_available(),
-            libtorch_version: libtorch_version(),
+            cudnn_available,
+            // SAFETY: a plain query of libtorch's global context; only asked when cuDNN is
+            // there, since the CPU build's hooks would report an error instead.
+            cudnn_runtime_version: cudnn_available
+                .then(|| unsafe { torch_sys::at_context_version_cudnn() })
+                .filter(|&version| version > 0),
+            libtorch_version: libtorch.torch_version,
+            libtorch_cuda_version: libtorch.cuda_version,
+            libtorch_cudnn_version: libtorch.cudnn_version,
             tch_version: TCH_VERSION.to_owned(),
-            rustc_version: command_output("rustc", &["--version"], None),
+            rustc_version: non_empty(RUSTC_VERSION),
             torch_threads: tch::get_num_threads(),
         }
     }
@@ -144,25 +173,8 @@ impl NvmlFacts {
     }
 }
 
-/// Runs `git` in the workspace this binary was built from (falling back to the current
-/// folder when that checkout is gone, e.g. an installed binary).
-fn git(args: &[&str]) -> Option<String> {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().filter(|p| p.is_dir());
-    command_output("git", args, workspace)
-}
-
-/// Trimmed stdout of a command that succeeded, else `None`.
-fn command_output(program: &str, args: &[&str], dir: Option<&Path>) -> Option<String> {
-    let mut command = Command::new(program);
-    command.args(args);
-    if let Some(dir) = dir {
-        command.current_dir(dir);
-    }
-    let output = command.output().ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+fn non_empty(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
 }
 
 /// SHA-256 of a file's bytes, lower-case hex.
@@ -207,12 +219,30 @@ fn memory_total_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// `build-version` of the libtorch named by `LIBTORCH` when stratlab was compiled (the
-/// workspace's `.cargo/config.toml` sets it), read now.
-fn libtorch_version() -> Option<String> {
-    let dir = option_env!("LIBTORCH")?;
-    let text = fs::read_to_string(Path::new(dir).join("build-version")).ok()?;
-    Some(text.trim().to_owned()).filter(|v| !v.is_empty())
+impl Fingerprint {
+    /// The fields that make measurements incomparable when they differ (host, driver, CUDA,
+    /// libtorch, the binary itself), as `(field, this run's value, other's value)`.
+    pub fn differences(&self, other: &Fingerprint) -> Vec<(&'static str, String, String)> {
+        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "—".to_owned());
+        let fields: [(&'static str, &Option<String>, &Option<String>); 7] = [
+            ("host_name", &self.host_name, &other.host_name),
+            ("nvidia_driver_version", &self.nvidia_driver_version, &other.nvidia_driver_version),
+            ("cuda_driver_version", &self.cuda_driver_version, &other.cuda_driver_version),
+            ("libtorch_version", &self.libtorch_version, &other.libtorch_version),
+            ("libtorch_cuda_version", &self.libtorch_cuda_version, &other.libtorch_cuda_version),
+            ("binary_sha256", &self.binary_sha256, &other.binary_sha256),
+            ("active_fault", &self.active_fault, &other.active_fault),
+        ];
+        let mut differences: Vec<(&'static str, String, String)> = fields
+            .into_iter()
+            .filter(|(_, mine, theirs)| mine != theirs)
+            .map(|(name, mine, theirs)| (name, show(mine), show(theirs)))
+            .collect();
+        if self.gpu_models != other.gpu_models {
+            differences.push(("gpu_models", self.gpu_models.join(", "), other.gpu_models.join(", ")));
+        }
+        differences
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +258,33 @@ mod tests {
         assert_eq!(fingerprint.stratlab_version, env!("CARGO_PKG_VERSION"));
         assert_eq!(fingerprint.suite_sha256, None);
         assert!(fingerprint.torch_threads >= 1);
+    }
+
+    #[test]
+    fn versions_come_from_the_build_and_the_linked_library() {
+        let fingerprint = Fingerprint::collect(None);
+        // Captured by build.rs from this checkout and Cargo.lock, not typed in.
+        assert!(fingerprint.git_commit.as_deref().is_some_and(|c| c.len() == 40), "{:?}", fingerprint.git_commit);
+        assert!(fingerprint.git_dirty.is_some());
+        assert!(fingerprint.tch_version.starts_with("0.26"), "{}", fingerprint.tch_version);
+        assert!(fingerprint.rustc_version.as_deref().is_some_and(|v| v.starts_with("rustc ")));
+        // From at::show_config() of the loaded libtorch.
+        assert!(fingerprint.libtorch_version.as_deref().is_some_and(|v| v.starts_with("2.13")));
+        assert_eq!(fingerprint.binary_sha256.as_ref().map(String::len), Some(64));
+    }
+
+    #[test]
+    fn differences_name_the_fields_that_make_runs_incomparable() {
+        let a = Fingerprint::collect(None);
+        let mut b = a.clone();
+        assert!(a.differences(&b).is_empty());
+        b.collected_at = "later".into();
+        b.torch_threads += 1;
+        assert!(a.differences(&b).is_empty(), "time and threads do not make runs incomparable");
+        b.host_name = Some("other-host".into());
+        b.nvidia_driver_version = Some("999.1".into());
+        let names: Vec<&str> = a.differences(&b).iter().map(|d| d.0).collect();
+        assert_eq!(names, ["host_name", "nvidia_driver_version"]);
     }
 
     #[test]
