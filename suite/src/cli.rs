@@ -55,6 +55,10 @@ pub enum Command {
         /// Where run folders are created.
         #[arg(long, default_value = "results")]
         results: PathBuf,
+        /// With --resume: add trials even if this machine's fingerprint (host, driver, CUDA,
+        /// libtorch, binary) differs from the run's; the run records that it is mixed.
+        #[arg(long, requires = "resume")]
+        allow_mixed: bool,
     },
     /// Write a run's tables as CSV or JSON.
     Export {

@@ -13,7 +13,7 @@ use crate::plan::plan;
 use crate::progress::TrainProgress;
 use crate::runner::{run_suite, RunOptions};
 use crate::shapes::input_shape;
-use crate::store::{ExportFormat, RunStore};
+use crate::store::{ExportFormat, RunStore, StoreError};
 use crate::suite_error::SuiteError;
 use crate::suite_file::SuiteFile;
 
@@ -27,6 +27,7 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     let input = error.chain().any(|cause| {
         cause.is::<InputError>()
             || cause.is::<SuiteError>()
+            || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(
@@ -49,8 +50,9 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
         Command::Train(args) => train(&args),
         Command::Plan { suite } => show_plan(&suite),
-        Command::Run { suite, resume, only, results } => {
-            let summary = run_suite(&RunOptions { suite_path: suite, results_root: results, resume, only })?;
+        Command::Run { suite, resume, only, results, allow_mixed } => {
+            let summary =
+                run_suite(&RunOptions { suite_path: suite, results_root: results, resume, only, allow_mixed })?;
             let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
             println!(
                 "{} trials planned, {} already finished, ran {}: {}",
@@ -148,7 +150,9 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     config.validate()?;
     let data = crate::training::open_data(&dataset, args.seed, true)?;
     let mut progress = TrainProgress::new(None);
-    let report = crate::training::train(StrategyKind::Single, &args.network, &dataset, &data, &config, &mut progress)?;
+    let report = train_catching_panics(|| {
+        crate::training::train(StrategyKind::Single, &args.network, &dataset, &data, &config, &mut progress)
+    })?;
     progress.finish();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -173,7 +177,8 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
             fmt(stratlab_strategies::stats::quantile(&step_times, 0.1).map(|s| s * 1e3), " ms"),
             fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms")
         );
-        println!("  train throughput:   {}", fmt(report.train_samples_per_s(), " samples/s"));
+        println!("  train throughput:   {} (÷ step time)", fmt(report.step_samples_per_s(), " samples/s"));
+        println!("                      {} (÷ wall time with loader waits and copies)", fmt(report.wall_samples_per_s(), " samples/s"));
         println!("  eval throughput:    {}", fmt(report.val_samples_per_s(), " samples/s"));
         println!(
             "  seconds per epoch:  {} measured, {} extrapolated from step times",
@@ -186,6 +191,32 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         println!("  wall time:          {:.2} s", report.wall_time_s);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs in-process training and turns a panic out of libtorch (tch's non-`f_` calls panic on
+/// C++ exceptions; an allocation failure is one) into an error, so `stratlab train` reports
+/// an out-of-memory as an error with exit code 1, not as a crash with a backtrace.
+fn train_catching_panics(
+    train: impl FnOnce() -> Result<stratlab_strategies::TrainReport, TrainError>,
+) -> anyhow::Result<stratlab_strategies::TrainReport> {
+    let previous_hook = std::panic::take_hook();
+    // The message is reported once, as the error below; the default hook would print it
+    // (and a backtrace hint) first.
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(train));
+    std::panic::set_hook(previous_hook);
+    match result {
+        Ok(Ok(report)) => Ok(report),
+        Ok(Err(error)) if error.is_out_of_memory() => Err(anyhow::anyhow!("out of memory: {error}")),
+        Ok(Err(error)) => Err(error.into()),
+        Err(panic) => {
+            let message = crate::worker::panic_message(&*panic);
+            if crate::worker::is_out_of_memory_message(&message) {
+                bail!("out of memory while training: {message}")
+            }
+            bail!("training failed: {message}")
+        }
+    }
 }
 
 fn show_plan(path: &std::path::Path) -> anyhow::Result<ExitCode> {

@@ -3,6 +3,7 @@ pub mod cli;
 pub mod commands;
 pub mod fault;
 pub mod fingerprint;
+pub mod memory_guard;
 pub mod plan;
 pub mod progress;
 pub mod runner;

@@ -136,6 +136,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             device: suite.device,
             threads,
             prefetch: 4,
+            metrics_every_steps: suite.metrics_every_steps,
+            numerics: suite.numerics,
         },
         timeout_s: suite.timeout_s,
         memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),
@@ -171,8 +173,8 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     if suite.repeats == 0 {
         return err("repeats", "must be at least 1".into());
     }
-    if !(suite.timeout_s > 0.0) {
-        return err("timeout_s", format!("must be positive, got {}", suite.timeout_s));
+    if !(suite.timeout_s.is_finite() && suite.timeout_s > 0.0) {
+        return err("timeout_s", format!("must be a finite positive number of seconds, got {}", suite.timeout_s));
     }
     if suite.telemetry_interval_ms == 0 {
         return err("telemetry_interval_ms", "must be at least 1".into());
@@ -254,6 +256,9 @@ fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
         momentum: suite.optimizer.momentum,
         weight_decay: suite.optimizer.weight_decay,
         eval_batch_size: suite.eval.batch_size,
+        eval_every_steps: suite.eval.every_steps,
+        eval_samples: suite.eval.samples,
+        metrics_every_steps: suite.metrics_every_steps,
         ..TrainConfig::default()
     };
     config.validate().map_err(|error| match error {
@@ -270,6 +275,8 @@ fn suite_field(field: &'static str) -> &'static str {
         "momentum" => "optimizer.momentum",
         "weight_decay" => "optimizer.weight_decay",
         "eval_batch_size" => "eval.batch_size",
+        "eval_every_steps" => "eval.every_steps",
+        "eval_samples" => "eval.samples",
         other => other,
     }
 }

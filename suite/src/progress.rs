@@ -87,7 +87,7 @@ impl TrainObserver for TrainProgress {
     fn on_epoch(&mut self, epoch: &EpochRecord) {
         self.println(format!(
             "  epoch {}: {:.1} s, {:.0} samples/s, train loss {:.4}, test accuracy {:.4}",
-            epoch.epoch, epoch.epoch_time_s, epoch.train_samples_per_s, epoch.train_loss, epoch.test_accuracy
+            epoch.epoch, epoch.epoch_time_s, epoch.wall_samples_per_s, epoch.train_loss, epoch.test_accuracy
         ));
     }
 }

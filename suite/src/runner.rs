@@ -10,10 +10,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use stratlab_datasets::Source;
-use stratlab_strategies::{stats, TrainOutcome, TrainReport};
+use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
 
+use crate::commands::InputError;
 use crate::fingerprint::Fingerprint;
 use crate::plan::plan;
 use crate::progress::MatrixProgress;
@@ -22,6 +23,7 @@ use crate::suite_file::SuiteFile;
 use crate::telemetry::{choose_sampler, TelemetryRecorder, TelemetrySummary};
 use crate::training::open_data;
 use crate::trial::TrialSpec;
+use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::worker::{is_out_of_memory_message, WorkerEvent};
 
 /// What `stratlab run` was asked to do.
@@ -34,6 +36,8 @@ pub struct RunOptions {
     pub resume: Option<PathBuf>,
     /// Only trials whose id contains one of these substrings.
     pub only: Vec<String>,
+    /// Resume even when this machine's fingerprint differs from the run's (recorded).
+    pub allow_mixed: bool,
 }
 
 /// What a run did, for the closing summary.
@@ -81,29 +85,37 @@ impl Outcome {
 }
 
 /// Runs (or resumes) a suite and returns where its tables are.
+///
+/// Everything that can reject the input — the suite, `--only`, the devices, the data, a
+/// resumed run's suite and fingerprint — is checked before a run folder is created or
+/// touched, so a run that cannot start leaves nothing behind.
 pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     let (suite, _text) = SuiteFile::load(&options.suite_path)?;
     let mut trials = plan(&suite, &options.suite_path)?;
     if !options.only.is_empty() {
         trials.retain(|trial| options.only.iter().any(|pattern| trial.trial_id.contains(pattern.as_str())));
         if trials.is_empty() {
-            bail!("--only {} matches none of the suite's trials", options.only.join(","));
+            return Err(InputError(format!(
+                "--only {} matches none of the {} trials of {} (`stratlab plan` lists their ids)",
+                options.only.join(","),
+                plan(&suite, &options.suite_path)?.len(),
+                options.suite_path.display()
+            ))
+            .into());
         }
     }
+    resolve_devices(&mut trials)?;
+    prepare_real_data(&trials)?;
+    let fingerprint = Fingerprint::collect(Some(&options.suite_path));
     let store = match &options.resume {
         Some(run_dir) => {
             let store = RunStore::open(run_dir)?;
             check_same_suite(&store, &options.suite_path)?;
+            check_same_environment(&store, &fingerprint, options.allow_mixed)?;
             store
         }
-        None => RunStore::create(
-            &options.results_root,
-            &suite.name,
-            &options.suite_path,
-            &Fingerprint::collect(Some(&options.suite_path)),
-        )?,
+        None => RunStore::create(&options.results_root, &suite.name, &options.suite_path, &fingerprint)?,
     };
-    prepare_real_data(&trials)?;
 
     let finished = store.finished_trial_ids()?;
     let already_done = trials.iter().filter(|trial| finished.contains(&trial.trial_id)).count();
@@ -111,7 +123,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     let mut outcomes = BTreeMap::new();
     for trial in trials.iter().filter(|trial| !finished.contains(&trial.trial_id)) {
         progress.start_trial(&trial.label());
-        let recorded = run_trial(trial, store.run_id(), &progress)?;
+        let recorded = run_trial(trial, store.run_id(), &fingerprint, &progress)?;
         store.write_trial(&recorded.trial, &recorded.epochs, &recorded.steps, &recorded.telemetry)?;
         *outcomes.entry(recorded.trial.outcome.clone()).or_insert(0) += 1;
         progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
@@ -126,11 +138,50 @@ fn check_same_suite(store: &RunStore, suite_path: &Path) -> anyhow::Result<()> {
     let stored_text = std::fs::read(&stored).with_context(|| format!("reading {}", stored.display()))?;
     let given_text = std::fs::read(suite_path).with_context(|| format!("reading {}", suite_path.display()))?;
     if stored_text != given_text {
-        bail!(
+        return Err(InputError(format!(
             "{} differs from the suite this run started with ({}); resume with the same suite file",
             suite_path.display(),
             stored.display()
-        );
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// A resumed run must be measured in the same environment, or its trials would not be
+/// comparable; `--allow-mixed` overrides that and the run records it.
+fn check_same_environment(store: &RunStore, now: &Fingerprint, allow_mixed: bool) -> anyhow::Result<()> {
+    let recorded = store.fingerprint()?;
+    let differences = recorded.differences(now);
+    if differences.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> =
+        differences.iter().map(|(field, then, now)| format!("{field}: {then} → {now}")).collect();
+    if !allow_mixed {
+        return Err(InputError(format!(
+            "{} was measured in another environment ({}); its trials would not be comparable. \
+             Rerun from scratch, or pass --allow-mixed to add trials anyway (the run records it)",
+            store.run_dir().display(),
+            listed.join("; ")
+        ))
+        .into());
+    }
+    eprintln!("warning: resuming a run measured elsewhere (--allow-mixed): {}", listed.join("; "));
+    store.record_mixed_resume(now, &listed)?;
+    Ok(())
+}
+
+/// Replaces `device: auto` with the device each trial will really use, so the worker, the
+/// telemetry and the trial's row all name the same one; a CUDA device that is not there
+/// is an input error before anything runs.
+fn resolve_devices(trials: &mut [TrialSpec]) -> anyhow::Result<()> {
+    for trial in trials {
+        let device = trial.train.device.resolve().map_err(InputError)?;
+        trial.train.device = match device {
+            tch::Device::Cuda(index) => DeviceChoice::Cuda(index),
+            _ => DeviceChoice::Cpu,
+        };
     }
     Ok(())
 }
@@ -164,19 +215,28 @@ enum WorkerEnd {
 }
 
 /// Runs one trial and builds its rows; only I/O failures of the runner itself are errors.
-fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyhow::Result<RecordedTrial> {
+fn run_trial(
+    trial: &TrialSpec,
+    run_id: &str,
+    fingerprint: &Fingerprint,
+    progress: &MatrixProgress,
+) -> anyhow::Result<RecordedTrial> {
     let started_at = UtcTime::now();
     let started = Instant::now();
     if let Some(reason) = trial.infeasibility() {
         let ends = vec![WorkerEnd::Failed(Outcome::Infeasible, reason)];
-        return Ok(record(trial, run_id, &ends, &[], &TelemetrySummary::from_samples(&[]), started_at, started));
+        let summary = TelemetrySummary::from_samples(&[]);
+        let identity = Identity::of(trial, fingerprint, &summary, &[]);
+        return Ok(record(trial, run_id, &identity, &ends, &[], &summary, started_at, started));
     }
 
     let mut children = Vec::new();
     let (events, receiver) = mpsc::channel::<(usize, WorkerEvent)>();
     let mut stderr_tails = Vec::new();
+    let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
+    let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
     for rank in 0..trial.workers {
-        let mut child = spawn_worker(trial, rank)?;
+        let mut child = spawn_worker(trial, rank, memory_limit)?;
         let mut stdin = child.stdin.take().context("worker stdin")?;
         writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
         drop(stdin);
@@ -202,19 +262,26 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
     }
     drop(events);
 
-    let gpus: Vec<u32> = match trial.train.device {
-        stratlab_strategies::DeviceChoice::Cuda(index) => vec![index as u32],
+    // `auto` was resolved before the run started, so this is the device the worker uses.
+    let cuda_ordinals: Vec<usize> = match trial.train.device {
+        DeviceChoice::Cuda(index) => vec![index],
         _ => Vec::new(),
     };
     // The lead worker's process tree: exact for the one-worker strategies that exist so far.
     // Multi-worker strategies must sample every worker (e.g. the runner's own tree).
-    let recorder = TelemetryRecorder::start(
-        choose_sampler(children[0].id(), &gpus),
-        Duration::from_millis(trial.telemetry_interval_ms),
-    );
+    let sampler = choose_sampler(children[0].id(), &cuda_ordinals);
+    let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
+    let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
     let deadline = started + Duration::from_secs_f64(trial.timeout_s);
     let mut last_words: Vec<Option<WorkerEnd>> = (0..trial.workers).map(|_| None).collect();
     let mut timed_out = false;
+    let mut guard = match memory_limit {
+        MemoryLimit::Resident(bytes) => {
+            Some(ResidentGuard::new(bytes, &children.iter().map(Child::id).collect::<Vec<_>>()))
+        }
+        _ => None,
+    };
+    let mut over_memory: Option<String> = None;
     loop {
         match receiver.recv_timeout(Duration::from_millis(100)) {
             Ok((rank, event)) => {
@@ -232,10 +299,18 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        if !timed_out && Instant::now() >= deadline {
+        if !timed_out && over_memory.is_none() && Instant::now() >= deadline {
             timed_out = true;
             for child in &children {
                 kill_group(child);
+            }
+        }
+        if over_memory.is_none() {
+            over_memory = guard.as_mut().and_then(ResidentGuard::check);
+            if over_memory.is_some() {
+                for child in &children {
+                    kill_group(child);
+                }
             }
         }
     }
@@ -248,6 +323,7 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
         .zip(statuses.iter().zip(&stderr))
         .map(|(word, (status, stderr))| match word {
             Some(end) => end,
+            None if over_memory.is_some() => WorkerEnd::Failed(Outcome::Oom, over_memory.clone().unwrap_or_default()),
             None if timed_out => {
                 WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s))
             }
@@ -256,7 +332,8 @@ fn run_trial(trial: &TrialSpec, run_id: &str, progress: &MatrixProgress) -> anyh
         .collect();
     let summary = TelemetrySummary::from_samples(&samples);
     let telemetry = samples_to_rows(run_id, trial, &samples);
-    Ok(record(trial, run_id, &ends, &telemetry, &summary, started_at, started))
+    let identity = Identity::of(trial, fingerprint, &summary, &board_names);
+    Ok(record(trial, run_id, &identity, &ends, &telemetry, &summary, started_at, started))
 }
 
 fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry::Sample]) -> Vec<TelemetryRow> {
@@ -265,10 +342,13 @@ fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry:
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
 /// it started), dying with the runner (so a killed runner leaves no orphans that keep
-/// training), under the trial's memory limit.
-fn spawn_worker(trial: &TrialSpec, rank: usize) -> anyhow::Result<Child> {
+/// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]).
+fn spawn_worker(trial: &TrialSpec, rank: usize, memory_limit: MemoryLimit) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    let memory_limit = trial.memory_limit_bytes;
+    let address_space_limit = match memory_limit {
+        MemoryLimit::AddressSpace(bytes) => Some(bytes),
+        _ => None,
+    };
     let mut command = Command::new(exe);
     command
         .arg("worker")
@@ -276,6 +356,9 @@ fn spawn_worker(trial: &TrialSpec, rank: usize) -> anyhow::Result<Child> {
         .env("LOCAL_RANK", rank.to_string())
         .env("WORLD_SIZE", trial.workers.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
+        // CUDA numbers devices fastest-first unless told otherwise; NVML numbers them by PCI
+        // bus. Bus order in both is what lets telemetry sample the boards a worker uses.
+        .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -284,7 +367,7 @@ fn spawn_worker(trial: &TrialSpec, rank: usize) -> anyhow::Result<Child> {
         command.pre_exec(move || {
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if let Some(bytes) = memory_limit {
+            if let Some(bytes) = address_space_limit {
                 let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
                 if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -328,10 +411,42 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
+/// Where a trial ran: every row carries it, so trials of a mixed run stay tellable apart.
+struct Identity {
+    host_name: Option<String>,
+    device_name: Option<String>,
+    device_ids: Option<String>,
+}
+
+impl Identity {
+    /// `board_names` are the GPU boards telemetry sampled (empty without NVML).
+    fn of(trial: &TrialSpec, fingerprint: &Fingerprint, summary: &TelemetrySummary, board_names: &[String]) -> Identity {
+        let device_name = match trial.train.device {
+            DeviceChoice::Cuda(index) => {
+                let mut names = board_names.to_vec();
+                names.dedup();
+                match names.is_empty() {
+                    false => Some(names.join(", ")),
+                    // No NVML: say which ordinal, not a guess at the board.
+                    true => Some(format!("CUDA device {index} (board unknown without NVML)")),
+                }
+            }
+            _ => fingerprint.cpu_model.clone(),
+        };
+        Identity {
+            host_name: fingerprint.host_name.clone(),
+            device_name,
+            device_ids: (!summary.device_ids.is_empty()).then(|| summary.device_ids.join(",")),
+        }
+    }
+}
+
 /// Builds the trial's rows from its workers' ends; the first failing worker decides the outcome.
+#[allow(clippy::too_many_arguments)]
 fn record(
     trial: &TrialSpec,
     run_id: &str,
+    identity: &Identity,
     ends: &[WorkerEnd],
     telemetry: &[TelemetryRow],
     summary: &TelemetrySummary,
@@ -356,6 +471,12 @@ fn record(
         .collect();
     let lead = reports.first().map(|(_, report)| *report);
     let step_times = lead.map(|report| report.timed_step_times()).unwrap_or_default();
+    let timed_median = |of: fn(&StepRecord) -> f64| {
+        lead.and_then(|report| {
+            stats::median(&report.steps.iter().filter(|step| !step.warmup).map(of).collect::<Vec<_>>())
+        })
+    };
+    let numerics = lead.map(|report| report.numerics);
     let budget = trial.train.budget;
     let row = TrialRow {
         run_id: run_id.to_string(),
@@ -382,7 +503,14 @@ fn record(
         repeat: trial.repeat as i64,
         seed: trial.train.seed as i64,
         device: lead.map(|report| report.device.clone()).unwrap_or_else(|| trial.train.device.to_string()),
+        device_name: identity.device_name.clone(),
+        device_ids: identity.device_ids.clone(),
+        host_name: identity.host_name.clone(),
         threads: trial.train.threads as i64,
+        cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),
+        matmul_precision: numerics.map(|n| n.matmul_precision.to_string()),
+        cudnn_tf32: numerics.map(|n| n.cudnn_tf32),
+        metrics_every_steps: trial.train.metrics_every_steps as i64,
         target_accuracy: trial.train.target_accuracy,
         outcome: outcome.name().to_string(),
         reason,
@@ -394,19 +522,28 @@ fn record(
         step_time_median_s: stats::median(&step_times),
         step_time_p10_s: stats::quantile(&step_times, 0.1),
         step_time_p90_s: stats::quantile(&step_times, 0.9),
+        data_wait_median_s: timed_median(|step| step.data_wait_s),
+        h2d_median_s: timed_median(|step| step.h2d_s),
         // Throughput of the whole trial: every worker's samples over the lead's time.
-        train_samples_per_s: lead
-            .and_then(|report| report.train_samples_per_s())
+        step_samples_per_s: lead
+            .and_then(|report| report.step_samples_per_s())
+            .map(|per_worker| per_worker * reports.len() as f64),
+        wall_samples_per_s: lead
+            .and_then(|report| report.wall_samples_per_s())
             .map(|per_worker| per_worker * reports.len() as f64),
         val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
         time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
         final_accuracy: lead.and_then(|report| report.final_accuracy()),
         final_loss: lead.and_then(|report| report.final_loss()),
+        eval_time_s: lead.map(|report| report.evaluations.iter().map(|eval| eval.time_s).sum()),
         utilization_mean_pct: summary.utilization_mean_pct,
         utilization_max_pct: summary.utilization_max_pct,
         memory_mean_bytes: summary.memory_mean_bytes,
         memory_max_bytes: summary.memory_max_bytes,
+        process_memory_mean_bytes: summary.process_memory_mean_bytes,
+        process_memory_max_bytes: summary.process_memory_max_bytes,
         energy_j: summary.energy_j,
+        energy_source: summary.energy_source.map(|source| source.as_str().to_owned()),
         wall_time_s: started.elapsed().as_secs_f64(),
         started_at: started_at.rfc3339(),
         finished_at: UtcTime::now().rfc3339(),
@@ -424,7 +561,8 @@ fn record(
             test_loss: Some(epoch.test_loss),
             test_accuracy: Some(epoch.test_accuracy),
             epoch_time_s: epoch.epoch_time_s,
-            train_samples_per_s: Some(epoch.train_samples_per_s),
+            eval_time_s: epoch.eval_time_s,
+            wall_samples_per_s: Some(epoch.wall_samples_per_s),
             val_samples_per_s: Some(epoch.val_samples_per_s),
             elapsed_s: epoch.elapsed_s,
         }));
@@ -437,6 +575,7 @@ fn record(
             loss: Some(step.loss),
             step_time_s: step.step_time_s,
             data_wait_s: step.data_wait_s,
+            h2d_s: step.h2d_s,
             samples: step.samples as i64,
             lr: step.lr,
             warmup: step.warmup,

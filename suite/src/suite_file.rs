@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind};
+use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, StrategyKind, DEFAULT_METRICS_EVERY_STEPS};
 
 use crate::suite_error::SuiteError;
 
@@ -58,6 +58,14 @@ pub struct SuiteFile {
     /// Steps excluded from timing at the start of every trial.
     #[serde(default = "default_warmup")]
     pub warmup_steps: usize,
+    /// Read training losses and accuracies back from the device every N steps (default 5);
+    /// between reads a step holds no host synchronisation but the one that ends it.
+    #[serde(default = "default_metrics_every")]
+    pub metrics_every_steps: usize,
+    /// cuDNN benchmark mode and TF32 (defaults: benchmark on, matmul `highest`, cuDNN TF32
+    /// on); recorded with every trial.
+    #[serde(default)]
+    pub numerics: Numerics,
     /// Seconds after which a trial is killed and recorded as `timeout`.
     #[serde(default = "default_timeout")]
     pub timeout_s: f64,
@@ -83,6 +91,9 @@ fn auto_device() -> DeviceChoice {
 }
 fn default_warmup() -> usize {
     5
+}
+fn default_metrics_every() -> usize {
+    DEFAULT_METRICS_EVERY_STEPS
 }
 fn default_timeout() -> f64 {
     1800.0
@@ -386,8 +397,27 @@ impl SuiteFile {
         Ok((suite, text))
     }
 
-    /// Parses suite text; the error is serde's message (field path, line and column).
+    /// Parses suite text; the error names the field path (`budget.steps`), the line and
+    /// column, and shows the offending line.
     pub fn parse(text: &str) -> Result<SuiteFile, String> {
-        serde_saphyr::from_str(text).map_err(|error| error.to_string())
+        serde_saphyr::from_str::<WithFieldPath>(text).map(|parsed| parsed.0).map_err(|error| error.to_string())
+    }
+}
+
+/// Deserialises a [`SuiteFile`] through `serde_path_to_error`, so an error also names the
+/// field path; the YAML parser around it adds the line, column and a snippet.
+struct WithFieldPath(SuiteFile);
+
+impl<'de> Deserialize<'de> for WithFieldPath {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        serde_path_to_error::deserialize(deserializer).map(WithFieldPath).map_err(|error| {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            if path == "." {
+                inner
+            } else {
+                de::Error::custom(format!("{path}: {inner}"))
+            }
+        })
     }
 }

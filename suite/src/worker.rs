@@ -33,8 +33,8 @@ pub enum WorkerEvent {
     Step {
         /// 0-based step.
         step: usize,
-        /// Loss of the step.
-        #[serde(deserialize_with = "stratlab_strategies::record::nan_from_null")]
+        /// Loss of the step (NaN or infinite once training diverged).
+        #[serde(with = "stratlab_strategies::nonfinite::float")]
         loss: f64,
         /// Samples in the step.
         samples: usize,
@@ -84,17 +84,22 @@ pub fn run_worker() -> i32 {
             reason: error.to_string(),
         },
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic with a non-text payload".to_string());
+            let message = panic_message(&*panic);
             let outcome = if is_out_of_memory_message(&message) { Outcome::Oom } else { Outcome::Crashed };
             WorkerEvent::Failed { outcome, reason: format!("panic: {message}") }
         }
     };
     emit(&event);
     0
+}
+
+/// The text of a panic's payload.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic with a non-text payload".to_string())
 }
 
 /// Whether a message from libtorch or Rust's allocator reports a failed allocation.

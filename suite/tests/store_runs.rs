@@ -31,7 +31,14 @@ fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         repeat: 0,
         seed: 42,
         device: "cpu".into(),
+        device_name: Some("AMD EPYC 7B13".into()),
+        device_ids: None,
+        host_name: Some("node-a".into()),
         threads: 1,
+        cudnn_benchmark: Some(true),
+        matmul_precision: Some("highest".into()),
+        cudnn_tf32: Some(true),
+        metrics_every_steps: 5,
         target_accuracy: 0.8,
         outcome: "ok".into(),
         reason: None,
@@ -43,16 +50,23 @@ fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         step_time_median_s: Some(0.041),
         step_time_p10_s: Some(0.039),
         step_time_p90_s: Some(0.05),
-        train_samples_per_s: Some(1500.25),
+        data_wait_median_s: Some(1e-4),
+        h2d_median_s: Some(0.0),
+        step_samples_per_s: Some(1560.5),
+        wall_samples_per_s: Some(1500.25),
         val_samples_per_s: Some(4000.0),
         time_to_accuracy_s: None,
         final_accuracy: Some(0.61),
         final_loss: Some(1.07),
+        eval_time_s: Some(3.5),
         utilization_mean_pct: Some(48.5),
         utilization_max_pct: Some(99.0),
         memory_mean_bytes: Some(1.5e9),
         memory_max_bytes: Some(2_000_000_000),
+        process_memory_mean_bytes: None,
+        process_memory_max_bytes: None,
         energy_j: None,
+        energy_source: None,
         wall_time_s: 40.2,
         started_at: "2026-11-22T21:45:01Z".into(),
         finished_at: "2026-11-22T21:45:41Z".into(),
@@ -72,7 +86,8 @@ fn epochs(run_id: &str, trial_id: &str, n: i64) -> Vec<EpochRow> {
             test_loss: (epoch == n - 1).then_some(1.07),
             test_accuracy: (epoch == n - 1).then_some(0.61),
             epoch_time_s: 12.5,
-            train_samples_per_s: Some(1500.0),
+            eval_time_s: 1.25,
+            wall_samples_per_s: Some(1500.0),
             val_samples_per_s: None,
             elapsed_s: 12.5 * (epoch + 1) as f64,
         })
@@ -90,6 +105,7 @@ fn steps(run_id: &str, trial_id: &str, n: i64) -> Vec<StepRow> {
             loss: if step % 2 == 0 { Some(2.5 - step as f64 * 0.01) } else { None },
             step_time_s: 0.04 + step as f64 * 1e-4,
             data_wait_s: 1e-4,
+            h2d_s: 2e-5,
             samples: 32,
             lr: 0.01,
             warmup: step < 5,
@@ -108,6 +124,9 @@ fn telemetry(run_id: &str, trial_id: &str, n: usize, with_power: bool) -> Vec<Te
             memory_used_bytes: 3_000_000_000 + i as u64,
             power_w: with_power.then_some(250.5),
             sm_clock_mhz: with_power.then_some(1800),
+            device_id: Some("00000000:3B:00.0".into()),
+            process_memory_bytes: with_power.then_some(2_500_000_000),
+            energy_counter_mj: with_power.then_some(1_000_000 + i as u64 * 25_000),
         })
         .collect()
 }
@@ -174,6 +193,32 @@ fn rows_round_trip_through_parquet_with_nulls_kept_and_dtypes_stable() {
     assert_eq!(frame.column("sm_clock_mhz").expect("clock").dtype(), &DataType::UInt32);
     assert_eq!(frame.column("memory_used_bytes").expect("memory").dtype(), &DataType::UInt64);
     assert_eq!(reopened.load("steps").expect("steps").column("warmup").expect("warmup").dtype(), &DataType::Boolean);
+}
+
+#[test]
+fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = new_store(dir.path());
+    let run = store.run_id().to_owned();
+    let mut row = trial(&run, "d", 0);
+    row.outcome = "diverged".into();
+    row.final_loss = Some(f64::NAN);
+    let mut step_rows = steps(&run, "d", 4);
+    step_rows[1].loss = Some(f64::INFINITY);
+    step_rows[2].loss = Some(f64::NAN);
+    step_rows[3].loss = None; // not measured on this worker
+    store.write_trial(&row, &[], &step_rows, &[]).expect("write");
+
+    let frame = RunStore::open(store.run_dir()).expect("open").load("steps").expect("steps");
+    let losses: Vec<Option<f64>> = frame.column("loss").expect("loss").f64().expect("f64").to_vec();
+    assert_eq!(losses[0], Some(2.5));
+    assert_eq!(losses[1], Some(f64::INFINITY));
+    assert!(losses[2].is_some_and(f64::is_nan), "NaN must be stored as NaN: {losses:?}");
+    assert_eq!(losses[3], None, "a missing loss stays null");
+    let back: Vec<StepRow> = store.load_rows().expect("typed rows");
+    assert!(back[2].loss.is_some_and(f64::is_nan) && back[3].loss.is_none());
+    let trials: Vec<TrialRow> = store.load_rows().expect("trials");
+    assert!(trials[0].final_loss.is_some_and(f64::is_nan));
 }
 
 #[test]

@@ -123,6 +123,29 @@ fn excluding_every_cell_is_rejected() {
 }
 
 #[test]
+fn evaluation_every_zero_steps_is_rejected() {
+    fails(&format!("{VALID}eval: {{every_steps: 0}}\n"), &["eval.every_steps", "at least 1"]);
+}
+
+#[test]
+fn reading_metrics_every_zero_steps_is_rejected() {
+    fails(&format!("{VALID}metrics_every_steps: 0\n"), &["metrics_every_steps", "at least 1"]);
+}
+
+#[test]
+fn infinite_negative_or_nan_durations_are_rejected() {
+    for bad in [".inf", "-5", ".nan"] {
+        fails(&format!("{VALID}timeout_s: {bad}\n"), &["timeout_s", "finite positive"]);
+    }
+    fails(&VALID.replace("budget: {steps: 3}", "budget: {seconds: .inf}"), &["budget.seconds", "finite positive"]);
+}
+
+#[test]
+fn unknown_numerics_setting_lists_the_valid_precisions() {
+    fails(&format!("{VALID}numerics: {{matmul_precision: fastest}}\n"), &["matmul_precision", "highest"]);
+}
+
+#[test]
 fn a_missing_file_is_an_error_naming_it() {
     let output = Command::cargo_bin("stratlab").unwrap().args(["plan", "no/such/suite.yaml"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));

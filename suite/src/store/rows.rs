@@ -57,10 +57,25 @@ pub struct TrialRow {
     pub repeat: i64,
     /// Random seed.
     pub seed: i64,
-    /// Device kind the workers ran on (`cpu`, `cuda`).
+    /// Device the workers ran on (`cpu`, `cuda:0`), after `auto` was resolved.
     pub device: String,
+    /// Model of that device: the CPU model, or the GPU board name(s) from NVML.
+    pub device_name: Option<String>,
+    /// Identity of the board(s) sampled: PCI bus ids from NVML (`00000000:3B:00.0`), comma
+    /// separated; `None` on the CPU.
+    pub device_ids: Option<String>,
+    /// Host the trial ran on (`uname -n`).
+    pub host_name: Option<String>,
     /// Intra-op threads per worker.
     pub threads: i64,
+    /// `torch.backends.cudnn.benchmark` in force during the trial.
+    pub cudnn_benchmark: Option<bool>,
+    /// float32 matmul precision in force (`highest`, `high`, `medium`).
+    pub matmul_precision: Option<String>,
+    /// `torch.backends.cudnn.allow_tf32` in force.
+    pub cudnn_tf32: Option<bool>,
+    /// Losses and accuracies were read back from the device every this many steps.
+    pub metrics_every_steps: i64,
     /// Test accuracy that counts as "reached" for time-to-accuracy, 0–1.
     pub target_accuracy: f64,
     /// How the trial ended (`ok`, `oom`, `crashed`, `diverged`, `timeout`, …).
@@ -84,16 +99,28 @@ pub struct TrialRow {
     pub step_time_p10_s: Option<f64>,
     /// 90th percentile of step time after warm-up, seconds.
     pub step_time_p90_s: Option<f64>,
-    /// Training throughput over all workers, samples per second.
-    pub train_samples_per_s: Option<f64>,
+    /// Median loader wait before a step after warm-up, seconds.
+    pub data_wait_median_s: Option<f64>,
+    /// Median host-to-device copy of a batch after warm-up, seconds (0 on the CPU).
+    pub h2d_median_s: Option<f64>,
+    /// Training throughput over all workers: global samples ÷ synchronised step time
+    /// (forward, backward, optimizer) of the timed steps.
+    pub step_samples_per_s: Option<f64>,
+    /// Training throughput over all workers: global samples ÷ wall time of the timed steps
+    /// including loader waits and copies.
+    pub wall_samples_per_s: Option<f64>,
     /// Validation throughput, samples per second.
     pub val_samples_per_s: Option<f64>,
     /// Wall seconds until test accuracy first reached `target_accuracy`; `None` if never.
     pub time_to_accuracy_s: Option<f64>,
     /// Test accuracy after the last epoch, 0–1.
     pub final_accuracy: Option<f64>,
-    /// Test loss after the last epoch.
+    /// Test loss after the last epoch (NaN or infinity when training diverged; null when
+    /// never evaluated).
+    #[serde(with = "stratlab_strategies::nonfinite::option")]
     pub final_loss: Option<f64>,
+    /// Seconds spent evaluating, kept out of epoch times and throughput.
+    pub eval_time_s: Option<f64>,
     /// Mean device utilisation over the trial, percent (see `telemetry::TelemetrySummary`).
     pub utilization_mean_pct: Option<f64>,
     /// Peak device utilisation, percent.
@@ -102,8 +129,16 @@ pub struct TrialRow {
     pub memory_mean_bytes: Option<f64>,
     /// Peak device memory in use, bytes.
     pub memory_max_bytes: Option<u64>,
+    /// Mean GPU memory held by the trial's own processes (NVML's process list), bytes;
+    /// `None` on the CPU, where `memory_*` already describes the trial's processes.
+    pub process_memory_mean_bytes: Option<f64>,
+    /// Peak GPU memory held by the trial's own processes, bytes.
+    pub process_memory_max_bytes: Option<u64>,
     /// Energy drawn by the trial's devices, joules; `None` without power readings.
     pub energy_j: Option<f64>,
+    /// How `energy_j` was obtained: `counter` (the boards' energy counters) or
+    /// `power-integration` (sampled power integrated over time).
+    pub energy_source: Option<String>,
     /// Wall time of the whole trial including setup, seconds.
     pub wall_time_s: f64,
     /// When the trial started, RFC 3339 UTC.
@@ -138,7 +173,14 @@ impl Table for TrialRow {
             ("repeat", Int64),
             ("seed", Int64),
             ("device", String),
+            ("device_name", String),
+            ("device_ids", String),
+            ("host_name", String),
             ("threads", Int64),
+            ("cudnn_benchmark", Boolean),
+            ("matmul_precision", String),
+            ("cudnn_tf32", Boolean),
+            ("metrics_every_steps", Int64),
             ("target_accuracy", Float64),
             ("outcome", String),
             ("reason", String),
@@ -150,16 +192,23 @@ impl Table for TrialRow {
             ("step_time_median_s", Float64),
             ("step_time_p10_s", Float64),
             ("step_time_p90_s", Float64),
-            ("train_samples_per_s", Float64),
+            ("data_wait_median_s", Float64),
+            ("h2d_median_s", Float64),
+            ("step_samples_per_s", Float64),
+            ("wall_samples_per_s", Float64),
             ("val_samples_per_s", Float64),
             ("time_to_accuracy_s", Float64),
             ("final_accuracy", Float64),
             ("final_loss", Float64),
+            ("eval_time_s", Float64),
             ("utilization_mean_pct", Float64),
             ("utilization_max_pct", Float64),
             ("memory_mean_bytes", Float64),
             ("memory_max_bytes", UInt64),
+            ("process_memory_mean_bytes", Float64),
+            ("process_memory_max_bytes", UInt64),
             ("energy_j", Float64),
+            ("energy_source", String),
             ("wall_time_s", Float64),
             ("started_at", String),
             ("finished_at", String),
@@ -186,17 +235,22 @@ pub struct EpochRow {
     /// Epoch number, from 0.
     pub epoch: i64,
     /// Mean training loss over the epoch.
+    #[serde(with = "stratlab_strategies::nonfinite::option")]
     pub train_loss: Option<f64>,
     /// Training accuracy over the epoch, 0–1.
     pub train_accuracy: Option<f64>,
     /// Test loss after the epoch.
+    #[serde(with = "stratlab_strategies::nonfinite::option")]
     pub test_loss: Option<f64>,
     /// Test accuracy after the epoch, 0–1.
     pub test_accuracy: Option<f64>,
-    /// Wall time of the epoch's training part, seconds.
+    /// Wall time of the epoch's training (loader waits, copies, steps), evaluation
+    /// excluded, seconds.
     pub epoch_time_s: f64,
-    /// Training throughput of the epoch, samples per second.
-    pub train_samples_per_s: Option<f64>,
+    /// Seconds of the evaluations run during the epoch and closing it.
+    pub eval_time_s: f64,
+    /// Training samples ÷ `epoch_time_s`.
+    pub wall_samples_per_s: Option<f64>,
     /// Validation throughput after the epoch, samples per second.
     pub val_samples_per_s: Option<f64>,
     /// Seconds since the trial's training started, at the end of this epoch (for time-to-accuracy curves).
@@ -218,7 +272,8 @@ impl Table for EpochRow {
             ("test_loss", Float64),
             ("test_accuracy", Float64),
             ("epoch_time_s", Float64),
-            ("train_samples_per_s", Float64),
+            ("eval_time_s", Float64),
+            ("wall_samples_per_s", Float64),
             ("val_samples_per_s", Float64),
             ("elapsed_s", Float64),
         ])
@@ -242,13 +297,16 @@ pub struct StepRow {
     pub epoch: i64,
     /// Step number within the trial, from 0.
     pub step: i64,
-    /// Training loss of the step, where this worker computes it. Stored as JSON on the way
-    /// to Parquet, so a NaN or infinite loss (divergence) is stored as null.
+    /// Training loss of the step, where this worker computes it: NaN or infinity when
+    /// training diverged, null where this worker computes no loss.
+    #[serde(with = "stratlab_strategies::nonfinite::option")]
     pub loss: Option<f64>,
-    /// Wall time of the step, seconds (device synchronised before both clock reads).
+    /// Forward + backward + optimizer, seconds (device synchronised before both clock reads).
     pub step_time_s: f64,
     /// Time spent waiting for the data loader before the step, seconds.
     pub data_wait_s: f64,
+    /// Host-to-device copy of the batch before the step, seconds.
+    pub h2d_s: f64,
     /// Samples this worker processed in the step.
     pub samples: i64,
     /// Learning rate of the step.
@@ -271,6 +329,7 @@ impl Table for StepRow {
             ("loss", Float64),
             ("step_time_s", Float64),
             ("data_wait_s", Float64),
+            ("h2d_s", Float64),
             ("samples", Int64),
             ("lr", Float64),
             ("warmup", Boolean),

@@ -20,6 +20,8 @@ pub const TABLE_NAMES: [&str; 4] = [TrialRow::NAME, EpochRow::NAME, StepRow::NAM
 const FINGERPRINT_FILE: &str = "fingerprint.json";
 /// Name of the copy of the suite file in a run folder.
 const SUITE_FILE: &str = "suite.yaml";
+/// Folder of the records of resumes from a different environment.
+const RESUMES_DIR: &str = "resumes";
 /// Marker inside temp file names: `.<final name>.tmp-<pid>-<n>`.
 const TEMP_MARKER: &str = ".tmp-";
 
@@ -99,6 +101,38 @@ impl RunStore {
         let path = self.run_dir.join(FINGERPRINT_FILE);
         let bytes = fs::read(&path).map_err(io_error(&path))?;
         serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+    }
+
+    /// Records that trials were added from an environment whose fingerprint differs from the
+    /// run's (`--allow-mixed`): `resumes/<UTC time>.json` holds that fingerprint and the
+    /// differing fields, so a report can tell the run is mixed and from where.
+    pub fn record_mixed_resume(&self, fingerprint: &Fingerprint, differences: &[String]) -> Result<(), StoreError> {
+        let dir = self.run_dir.join(RESUMES_DIR);
+        fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let path = dir.join(format!("{}.json", UtcTime::now().compact()));
+        let record = serde_json::json!({
+            "allow_mixed": true,
+            "differences": differences,
+            "fingerprint": fingerprint,
+        });
+        let json =
+            serde_json::to_vec_pretty(&record).map_err(|source| StoreError::Json { path: path.clone(), source })?;
+        write_atomically(&path, |file| file.write_all(&json).map_err(Into::into))
+    }
+
+    /// The mixed-environment resumes recorded in this run (their files), oldest first.
+    pub fn mixed_resumes(&self) -> Result<Vec<PathBuf>, StoreError> {
+        let dir = self.run_dir.join(RESUMES_DIR);
+        if !dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+            .map_err(io_error(&dir))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        files.sort();
+        Ok(files)
     }
 
     /// Records one finished trial: its epoch, step and telemetry parts, then its trial row.

@@ -3,10 +3,12 @@
 use std::io::Cursor;
 use std::sync::Arc;
 
-use polars::prelude::{AnyValue, DataFrame, JsonFormat, JsonReader, Schema, SerReader};
+use polars::prelude::{AnyValue, Column, DataFrame, DataType, JsonFormat, JsonReader, Schema, SerReader};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+
+use stratlab_strategies::nonfinite;
 
 use super::StoreError;
 
@@ -27,18 +29,54 @@ pub trait Table: Serialize + DeserializeOwned {
 ///
 /// Rows go through serde to JSON and back in through polars' JSON reader with the schema
 /// given, so no column is formatted by hand and any serde type works. JSON has no NaN or
-/// infinity: serde_json writes them as null, and so they are stored.
+/// infinity, so fields that can hold them serialise them as text (`stratlab_strategies::
+/// nonfinite`); those cells are read as null and then set to their value in the frame, so
+/// a diverged loss is stored as NaN or infinity, distinct from a missing value (null).
 pub fn to_frame<T: Table>(rows: &[T]) -> Result<DataFrame, StoreError> {
     let schema = T::schema();
     if rows.is_empty() {
         return Ok(DataFrame::empty_with_schema(&schema));
     }
-    let json = serde_json::to_vec(rows).map_err(|source| StoreError::Encode { table: T::NAME, source })?;
-    JsonReader::new(Cursor::new(json))
+    let encode = |source| StoreError::Encode { table: T::NAME, source };
+    let mut values = match serde_json::to_value(rows).map_err(encode)? {
+        Value::Array(values) => values,
+        _ => unreachable!("a slice serialises as an array"),
+    };
+    let float_columns: Vec<&str> =
+        schema.iter().filter(|(_, dtype)| **dtype == DataType::Float64).map(|(name, _)| name.as_str()).collect();
+    // (column, row, value) of every non-finite cell.
+    let mut non_finite: Vec<(&str, usize, f64)> = Vec::new();
+    for (index, row) in values.iter_mut().enumerate() {
+        let Value::Object(fields) = row else { continue };
+        for &column in &float_columns {
+            if let Some(Value::String(text)) = fields.get(column) {
+                if let Some(value) = nonfinite::parse_text(text) {
+                    non_finite.push((column, index, value));
+                    fields.insert(column.to_owned(), Value::Null);
+                }
+            }
+        }
+    }
+    let json = serde_json::to_vec(&values).map_err(encode)?;
+    let mut frame = JsonReader::new(Cursor::new(json))
         .with_json_format(JsonFormat::Json)
-        .with_schema(Arc::new(schema))
+        .with_schema(Arc::new(schema.clone()))
         .finish()
-        .map_err(|source| StoreError::Frame { table: T::NAME, source })
+        .map_err(|source| StoreError::Frame { table: T::NAME, source })?;
+    for &column in &float_columns {
+        let cells: Vec<(usize, f64)> =
+            non_finite.iter().filter(|(name, ..)| *name == column).map(|&(_, row, value)| (row, value)).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let frame_error = |source| StoreError::Frame { table: T::NAME, source };
+        let mut patched: Vec<Option<f64>> = frame.column(column).map_err(frame_error)?.f64().map_err(frame_error)?.to_vec();
+        for (row, value) in cells {
+            patched[row] = Some(value);
+        }
+        frame.replace(column, Column::new(column.into(), patched)).map_err(frame_error)?;
+    }
+    Ok(frame)
 }
 
 /// Turns a frame of `T::schema()` back into rows.
@@ -70,8 +108,12 @@ fn json_value<T: Table>(column: &str, cell: AnyValue<'_>) -> Result<Value, Store
         AnyValue::UInt64(v) => Value::from(v),
         AnyValue::UInt32(v) => Value::from(v),
         AnyValue::Int32(v) => Value::from(v),
-        // NaN and infinity have no JSON form; they cannot be in the store (see `to_frame`).
-        AnyValue::Float64(v) => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+        // NaN and infinity have no JSON number form: they go back as the text the row's
+        // non-finite-aware fields read (see `to_frame`).
+        AnyValue::Float64(v) => match serde_json::Number::from_f64(v) {
+            Some(number) => Value::Number(number),
+            None => Value::String(nonfinite::text_of(v).unwrap_or("NaN").to_owned()),
+        },
         other => {
             return Err(StoreError::UnsupportedDtype {
                 table: T::NAME,
