@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn finds_a_locked_version() {
-        let lock = "[[package]]\nname = \"tchx\"\nversion = \"9\"\n\n[[package]]\nname = \"tch\"\nversion = \"0.26.0\"\n";
+        let lock =
+            "[[package]]\nname = \"tchx\"\nversion = \"9\"\n\n[[package]]\nname = \"tch\"\nversion = \"0.26.0\"\n";
         assert_eq!(locked_version(lock, "tch").as_deref(), Some("0.26.0"));
         assert_eq!(locked_version(lock, "polars"), None);
     }

@@ -142,7 +142,10 @@ impl TrainConfig {
         }
         if let Some(seconds) = budget.seconds {
             if !(seconds.is_finite() && seconds > 0.0) {
-                return invalid("budget.seconds", &format!("must be a finite positive number of seconds, got {seconds}"));
+                return invalid(
+                    "budget.seconds",
+                    &format!("must be a finite positive number of seconds, got {seconds}"),
+                );
             }
         }
         Ok(())

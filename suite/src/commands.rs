@@ -178,7 +178,10 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
             fmt(stratlab_strategies::stats::quantile(&step_times, 0.9).map(|s| s * 1e3), " ms")
         );
         println!("  train throughput:   {} (÷ step time)", fmt(report.step_samples_per_s(), " samples/s"));
-        println!("                      {} (÷ wall time with loader waits and copies)", fmt(report.wall_samples_per_s(), " samples/s"));
+        println!(
+            "                      {} (÷ wall time with loader waits and copies)",
+            fmt(report.wall_samples_per_s(), " samples/s")
+        );
         println!("  eval throughput:    {}", fmt(report.val_samples_per_s(), " samples/s"));
         println!(
             "  seconds per epoch:  {} measured, {} extrapolated from step times",

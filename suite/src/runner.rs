@@ -16,6 +16,7 @@ use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainRe
 
 use crate::commands::InputError;
 use crate::fingerprint::Fingerprint;
+use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::plan::plan;
 use crate::progress::MatrixProgress;
 use crate::store::{EpochRow, RunStore, StepRow, TelemetryRow, TrialRow, UtcTime};
@@ -23,7 +24,6 @@ use crate::suite_file::SuiteFile;
 use crate::telemetry::{choose_sampler, TelemetryRecorder, TelemetrySummary};
 use crate::training::open_data;
 use crate::trial::TrialSpec;
-use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::worker::{is_out_of_memory_message, WorkerEvent};
 
 /// What `stratlab run` was asked to do.
@@ -156,8 +156,7 @@ fn check_same_environment(store: &RunStore, now: &Fingerprint, allow_mixed: bool
     if differences.is_empty() {
         return Ok(());
     }
-    let listed: Vec<String> =
-        differences.iter().map(|(field, then, now)| format!("{field}: {then} → {now}")).collect();
+    let listed: Vec<String> = differences.iter().map(|(field, then, now)| format!("{field}: {then} → {now}")).collect();
     if !allow_mixed {
         return Err(InputError(format!(
             "{} was measured in another environment ({}); its trials would not be comparable. \
@@ -420,7 +419,12 @@ struct Identity {
 
 impl Identity {
     /// `board_names` are the GPU boards telemetry sampled (empty without NVML).
-    fn of(trial: &TrialSpec, fingerprint: &Fingerprint, summary: &TelemetrySummary, board_names: &[String]) -> Identity {
+    fn of(
+        trial: &TrialSpec,
+        fingerprint: &Fingerprint,
+        summary: &TelemetrySummary,
+        board_names: &[String],
+    ) -> Identity {
         let device_name = match trial.train.device {
             DeviceChoice::Cuda(index) => {
                 let mut names = board_names.to_vec();

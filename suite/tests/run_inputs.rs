@@ -170,9 +170,8 @@ fn train_reports_out_of_memory_as_an_error_not_a_panic() {
 fn a_release_binary_ignores_the_fault_variable() {
     // `just test` builds the release binary without the test-only feature first and names it
     // here; this test binary's own `stratlab` is built with fault injection.
-    let binary = std::env::var_os("STRATLAB_RELEASE_BINARY").expect(
-        "STRATLAB_RELEASE_BINARY must name a stratlab built without `fault-injection` (`just test` sets it)",
-    );
+    let binary = std::env::var_os("STRATLAB_RELEASE_BINARY")
+        .expect("STRATLAB_RELEASE_BINARY must name a stratlab built without `fault-injection` (`just test` sets it)");
     let env = std::process::Command::new(&binary).arg("env").output().unwrap();
     let fingerprint: Fingerprint = serde_json::from_slice(&env.stdout).unwrap();
     assert!(!fingerprint.fault_injection_enabled, "{binary:?} was built with fault injection");
@@ -195,7 +194,8 @@ fn a_release_binary_ignores_the_fault_variable() {
 
 #[test]
 fn a_fault_injection_build_records_the_active_fault_in_the_fingerprint() {
-    let output = Command::cargo_bin("stratlab").unwrap().arg("env").env("STRATLAB_TEST_FAULT", "r3=hang").output().unwrap();
+    let output =
+        Command::cargo_bin("stratlab").unwrap().arg("env").env("STRATLAB_TEST_FAULT", "r3=hang").output().unwrap();
     let fingerprint: Fingerprint = serde_json::from_slice(&output.stdout).unwrap();
     assert!(fingerprint.fault_injection_enabled);
     assert_eq!(fingerprint.active_fault.as_deref(), Some("r3=hang"));

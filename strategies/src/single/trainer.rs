@@ -121,8 +121,8 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
                 correct,
             });
             run.steps_done += 1;
-            let evaluate_now = config.eval_every_steps.is_some_and(|every| run.steps_done % every == 0);
-            if evaluate_now || run.steps_done % config.metrics_every_steps == 0 {
+            let evaluate_now = config.eval_every_steps.is_some_and(|every| run.steps_done.is_multiple_of(every));
+            if evaluate_now || run.steps_done.is_multiple_of(config.metrics_every_steps) {
                 run.read_metrics(&mut clock, observer)?;
                 if run.outcome == TrainOutcome::Diverged {
                     run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;

@@ -70,7 +70,8 @@ pub fn to_frame<T: Table>(rows: &[T]) -> Result<DataFrame, StoreError> {
             continue;
         }
         let frame_error = |source| StoreError::Frame { table: T::NAME, source };
-        let mut patched: Vec<Option<f64>> = frame.column(column).map_err(frame_error)?.f64().map_err(frame_error)?.to_vec();
+        let mut patched: Vec<Option<f64>> =
+            frame.column(column).map_err(frame_error)?.f64().map_err(frame_error)?.to_vec();
         for (row, value) in cells {
             patched[row] = Some(value);
         }
