@@ -128,6 +128,31 @@ fn resuming_in_another_environment_is_refused_unless_allow_mixed_which_is_record
 }
 
 #[test]
+fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = TINY.replace("device: cpu", "device: auto").replace("steps: 3", "steps: 8");
+    let suite = write(dir.path(), "auto.yaml", &format!("{text}warmup_steps: 2\n"));
+    let output = run(dir.path(), &suite, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
+    let rows: Vec<stratlab::store::TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    let row = &rows[0];
+    let here = Fingerprint::collect(None);
+    let expected_device = if tch::Cuda::is_available() { "cuda:0" } else { "cpu" };
+    assert_eq!(row.device, expected_device, "auto must be recorded as the device used");
+    assert_eq!(row.host_name, here.host_name);
+    if expected_device == "cpu" {
+        assert_eq!(row.device_name, here.cpu_model);
+        assert_eq!(row.device_ids, None);
+    }
+    assert_eq!(row.cudnn_benchmark, Some(true));
+    assert_eq!(row.matmul_precision.as_deref(), Some("highest"));
+    assert_eq!(row.cudnn_tf32, Some(true));
+    assert_eq!(row.metrics_every_steps, 5);
+    assert!(row.step_samples_per_s.unwrap() >= row.wall_samples_per_s.unwrap());
+}
+
+#[test]
 fn train_reports_out_of_memory_as_an_error_not_a_panic() {
     // ResNet-18 on 512 ImageNet-sized images needs ~12 GB of activations: far over 6 GiB of
     // address space, which libtorch itself fits in.
