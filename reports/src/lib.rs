@@ -1,1 +1,34 @@
-//! Figures and tables rendered from stored runs (the reports issue fills this crate).
+//! Paper-style figures from a run's prepared numbers (SPEC §8): speedup bars and scaling
+//! lines (thesis figs. 3.1, 3.2), throughput and epoch time, time-to-accuracy and loss
+//! curves, device utilisation and memory (seed 000 figs. 7–18), and pipeline timelines
+//! (thesis figs. 2.5, 6.1, 7.2).
+//!
+//! Each figure kind is one function in its own file, taking small named structs and a
+//! [`FigureTarget`], writing SVG and PNG, and returning the paths written. Failed trials are
+//! drawn as failed (a hatched grey stub or an × with the reason), never left out.
+
+#![warn(missing_docs)]
+
+mod draw;
+mod figure_target;
+mod figures;
+mod format;
+mod outcome;
+mod png_backend;
+mod render;
+mod report_error;
+mod stat;
+mod style;
+
+pub use figure_target::FigureTarget;
+pub use figures::device_usage::{device_usage, DeviceUsageBar};
+pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
+pub use figures::pipeline_timeline::{pipeline_timeline, EventKind, Timeline, TimelineEvent};
+pub use figures::scaling::{speedup_scaling, ScalingPoint};
+pub use figures::speedup_bars::{speedup_bars, SpeedupBar};
+pub use figures::throughput::{throughput, ThroughputBar};
+pub use figures::time_to_accuracy::{time_to_accuracy, AccuracyCurve, AccuracyPoint, TimeToAccuracy};
+pub use format::Format;
+pub use outcome::{Failure, Outcome};
+pub use report_error::ReportError;
+pub use stat::Stat;

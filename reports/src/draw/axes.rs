@@ -1,0 +1,145 @@
+//! Panel grids, tick formatting and hand-placed category labels. plotters places ticks where
+//! its own algorithm likes; categories (data sets, networks, workers) need a label exactly
+//! under their bars or rows.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::render::DrawError;
+use crate::style::{font, TICK_PX};
+
+/// Splits `area` into `count` panels, rows × columns chosen to keep panels near the
+/// canvas's aspect ratio (1 → 1×1, 2 → 1×2, 3 → 1×3, 4 → 2×2, 6 → 2×3, 9 → 3×3).
+pub(crate) fn panel_grid<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    count: usize,
+) -> Vec<DrawingArea<DB, Shift>> {
+    let count = count.max(1);
+    let (rows, cols) = match count {
+        1..=3 => (1, count),
+        4 => (2, 2),
+        5..=6 => (2, 3),
+        7..=9 => (3, 3),
+        _ => (count.div_ceil(4), 4),
+    };
+    area.split_evenly((rows, cols)).into_iter().take(count).collect()
+}
+
+/// A tick label with no trailing zeros: 0, 0.5, 2, 12000.
+pub(crate) fn fmt_tick(value: &f64) -> String {
+    let text = if value.abs() >= 100.0 { format!("{value:.0}") } else { format!("{value:.2}") };
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
+}
+
+/// How category labels under an x axis are laid out.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CategoryLabels {
+    /// Height of the label area below the plot, in pixels.
+    pub area_px: u32,
+    /// Whether labels run vertically because they are wider than their slot.
+    pub rotated: bool,
+}
+
+/// Sizes the label area for `labels`, each given `slot_px` of width; `desc_px` is added for
+/// an axis description below them.
+pub(crate) fn category_labels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    labels: &[String],
+    slot_px: f64,
+    desc_px: u32,
+) -> Result<CategoryLabels, DrawError> {
+    let style = font(TICK_PX);
+    let mut widest = 0u32;
+    for label in labels {
+        widest = widest.max(area.estimate_text_size(label, &style)?.0);
+    }
+    let rotated = f64::from(widest) > slot_px * 0.95;
+    let label_px = if rotated { widest + 14 } else { TICK_PX as u32 + 14 };
+    Ok(CategoryLabels { area_px: label_px + desc_px, rotated })
+}
+
+/// Draws `labels` at absolute x pixel positions just below `top_px`, on `screen` (an area
+/// in screen coordinates).
+pub(crate) fn draw_x_categories<DB: DrawingBackend>(
+    screen: &DrawingArea<DB, Shift>,
+    labels: &[(i32, String)],
+    top_px: i32,
+    rotated: bool,
+) -> Result<(), DrawError> {
+    let style = font(TICK_PX);
+    for (x, label) in labels {
+        if rotated {
+            // Reads bottom to top, ending just under the axis.
+            let vertical = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Right, VPos::Center));
+            screen.draw(&Text::new(label.clone(), (*x, top_px + 8), vertical))?;
+        } else {
+            screen.draw(&Text::new(label.clone(), (*x, top_px + 8), style.pos(Pos::new(HPos::Center, VPos::Top))))?;
+        }
+    }
+    Ok(())
+}
+
+/// Draws `labels` right-aligned at absolute y pixel positions just left of `right_px`.
+pub(crate) fn draw_y_categories<DB: DrawingBackend>(
+    screen: &DrawingArea<DB, Shift>,
+    labels: &[(i32, String)],
+    right_px: i32,
+) -> Result<(), DrawError> {
+    let style = font(TICK_PX).pos(Pos::new(HPos::Right, VPos::Center));
+    for (y, label) in labels {
+        screen.draw(&Text::new(label.clone(), (right_px - 8, *y), style.clone()))?;
+    }
+    Ok(())
+}
+
+/// Width of a y label area that fits tick labels up to `max_value` and the axis description.
+pub(crate) fn y_label_area_px<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    max_value: f64,
+) -> Result<u32, DrawError> {
+    let (tick_w, _) = area.estimate_text_size(&fmt_tick(&max_value), &font(TICK_PX))?;
+    Ok(tick_w.max(20) + 50)
+}
+
+/// A readable unit for durations up to `max_s`: the divisor to apply to seconds and its
+/// name (ms below 1 s, minutes above 10 min, hours above 10 h).
+pub(crate) fn time_unit(max_s: f64) -> (f64, &'static str) {
+    if max_s < 1.0 {
+        (1e-3, "ms")
+    } else if max_s <= 600.0 {
+        (1.0, "s")
+    } else if max_s <= 36_000.0 {
+        (60.0, "min")
+    } else {
+        (3600.0, "h")
+    }
+}
+
+/// A rounded-up axis end with head-room above `max` (labels sit above bars).
+pub(crate) fn axis_top(max: f64) -> f64 {
+    if max.is_finite() && max > 0.0 {
+        max * 1.15
+    } else {
+        1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_drop_trailing_zeros() {
+        assert_eq!(fmt_tick(&0.0), "0");
+        assert_eq!(fmt_tick(&0.5), "0.5");
+        assert_eq!(fmt_tick(&2.0), "2");
+        assert_eq!(fmt_tick(&12000.0), "12000");
+        assert_eq!(fmt_tick(&0.25), "0.25");
+    }
+}

@@ -1,0 +1,102 @@
+//! One panel of curves over time or epochs (accuracy, loss): a line per run in its
+//! strategy's colour, an optional dashed target, a highlighted point where the target is
+//! first reached, and an × with the reason where a failed run stopped.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::draw::axes::{fmt_tick, y_label_area_px};
+use crate::draw::bars::Reference;
+use crate::render::DrawError;
+use crate::style::{font, AXIS_PX, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
+
+/// One run's curve, already in plot units.
+#[derive(Debug, Clone)]
+pub(crate) struct Curve {
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+    /// Where and why the run stopped early; drawn as an × at the last point (or the origin).
+    pub failure: Option<String>,
+    /// A point to ring and annotate (the first evaluation at or above the target).
+    pub highlight: Option<((f64, f64), String)>,
+}
+
+/// Axes and content of a curve panel.
+#[derive(Debug, Clone)]
+pub(crate) struct CurvePanel {
+    pub x_desc: String,
+    pub y_desc: String,
+    pub x_max: f64,
+    pub y_min: f64,
+    pub y_max: f64,
+    pub curves: Vec<Curve>,
+    pub reference: Option<Reference>,
+}
+
+/// Draws `panel` filling `area`.
+pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &CurvePanel,
+) -> Result<(), DrawError> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(24)
+        .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
+        .y_label_area_size(y_label_area_px(area, panel.y_max)?)
+        .build_cartesian_2d(0f64..panel.x_max, panel.y_min..panel.y_max)?;
+    chart
+        .configure_mesh()
+        .x_labels(10)
+        .y_labels(10)
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(INK)
+        .label_style(font(TICK_PX))
+        .axis_desc_style(font(AXIS_PX))
+        .x_desc(panel.x_desc.as_str())
+        .y_desc(panel.y_desc.as_str())
+        .x_label_formatter(&fmt_tick)
+        .y_label_formatter(&fmt_tick)
+        .draw()?;
+    let screen = area.use_screen_coord();
+
+    if let Some(reference) = &panel.reference {
+        chart.draw_series(DashedLineSeries::new(
+            vec![(0.0, reference.y), (panel.x_max, reference.y)],
+            10,
+            6,
+            REFERENCE.stroke_width(2),
+        ))?;
+        // At the left end, under the line: early in training curves sit low, so it is free.
+        let (x, y) = chart.backend_coord(&(0.0, reference.y));
+        let style = font(NOTE_PX).color(&REFERENCE).pos(Pos::new(HPos::Left, VPos::Top));
+        screen.draw(&Text::new(reference.label.clone(), (x + 8, y + 5), style))?;
+    }
+
+    for curve in &panel.curves {
+        chart.draw_series(LineSeries::new(curve.points.iter().copied(), curve.color.stroke_width(3)))?;
+        // Points mark the actual evaluations; the line between them is interpolation.
+        if curve.points.len() <= 60 {
+            for point in &curve.points {
+                screen.draw(&Circle::new(chart.backend_coord(point), 4, curve.color.filled()))?;
+            }
+        }
+        if let Some((point, label)) = &curve.highlight {
+            let (px, py) = chart.backend_coord(point);
+            let (_, axis_py) = chart.backend_coord(&(point.0, panel.y_min));
+            screen.draw(&PathElement::new(vec![(px, py), (px, axis_py)], curve.color.stroke_width(1)))?;
+            screen.draw(&Circle::new((px, py), 9, curve.color.stroke_width(3)))?;
+            let style = font(NOTE_PX).color(&INK).pos(Pos::new(HPos::Left, VPos::Top));
+            screen.draw(&Text::new(label.clone(), (px + 6, py + 12), style))?;
+        }
+        if let Some(reason) = &curve.failure {
+            let at = curve.points.last().copied().unwrap_or((0.0, panel.y_min));
+            let (px, py) = chart.backend_coord(&at);
+            screen.draw(&Cross::new((px, py), 9, curve.color.stroke_width(4)))?;
+            let style = font(NOTE_PX).color(&curve.color).pos(Pos::new(HPos::Left, VPos::Bottom));
+            screen.draw(&Text::new(reason.clone(), (px + 10, py - 8), style))?;
+        }
+    }
+    Ok(())
+}

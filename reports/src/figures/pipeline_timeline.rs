@@ -1,0 +1,296 @@
+//! Thesis figs. 2.5, 6.1 and 7.2: a pipeline's execution timeline, a row per worker, time
+//! along x, forward (light) and backward (dark, hatched) blocks coloured by micro-batch, so
+//! the fill-and-drain bubbles show as white gaps; each row ends with its idle share.
+
+use std::path::PathBuf;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::draw::axes::{draw_y_categories, fmt_tick, time_unit};
+use crate::draw::hatch::hatch_rect;
+use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
+use crate::draw::title::with_title;
+use crate::render::{render, DrawError, Figure};
+use crate::style::{category_color, font, is_light, shade, tint, AXIS_PX, GRID, INK, TICK_PX};
+use crate::{FigureTarget, ReportError};
+
+const FIGURE: &str = "pipeline_timeline";
+/// How many micro-batch colours exist before they repeat (Tol's muted scheme).
+const MICRO_BATCH_COLOURS: u32 = 9;
+
+/// What a worker was doing during an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Forward pass of a micro-batch through this worker's stage.
+    Forward,
+    /// Backward pass of a micro-batch.
+    Backward,
+    /// Gradient all-reduce between replicas.
+    AllReduce,
+    /// Activations or gradients sent to / received from a neighbouring stage.
+    SendRecv,
+    /// Optimizer step.
+    Optimizer,
+    /// Waiting for the data loader; counted as idle.
+    DataWait,
+}
+
+/// One interval of one worker's time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimelineEvent {
+    /// Worker index, 0-based; worker 0 is the top row.
+    pub worker: u32,
+    /// What the worker did.
+    pub kind: EventKind,
+    /// The micro-batch it belongs to, for forward and backward passes.
+    pub micro_batch: Option<u32>,
+    /// Start, seconds on any clock shared by all workers.
+    pub start_s: f64,
+    /// End, seconds on the same clock.
+    pub end_s: f64,
+}
+
+/// One training step (or a few) of a pipeline, as recorded or as scheduled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// Figure title, e.g. "GPipe, 2 workers, 4 micro-batches".
+    pub title: String,
+    /// Number of workers; a worker without events is drawn as an all-idle row.
+    pub workers: u32,
+    /// The events, in any order.
+    pub events: Vec<TimelineEvent>,
+}
+
+impl Timeline {
+    /// Earliest start and latest end over all events; `None` without events.
+    pub fn span_s(&self) -> Option<(f64, f64)> {
+        let start = self.events.iter().map(|e| e.start_s).reduce(f64::min)?;
+        let end = self.events.iter().map(|e| e.end_s).reduce(f64::max)?;
+        Some((start, end))
+    }
+
+    /// The share of the timeline's span in which `worker` runs nothing (waiting for data
+    /// counts as idle): the measured pipeline bubble plus any other stall.
+    pub fn idle_share(&self, worker: u32) -> f64 {
+        let Some((start, end)) = self.span_s() else { return 1.0 };
+        if end <= start {
+            return 0.0;
+        }
+        let mut busy: Vec<(f64, f64)> = self
+            .events
+            .iter()
+            .filter(|e| e.worker == worker && e.kind != EventKind::DataWait)
+            .map(|e| (e.start_s, e.end_s))
+            .collect();
+        busy.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // Union of intervals, so overlapping events (compute and communication) count once.
+        let mut covered = 0.0;
+        let mut current: Option<(f64, f64)> = None;
+        for (s, e) in busy {
+            current = match current {
+                Some((cs, ce)) if s <= ce => Some((cs, ce.max(e))),
+                Some((cs, ce)) => {
+                    covered += ce - cs;
+                    Some((s, e))
+                }
+                None => Some((s, e)),
+            };
+        }
+        if let Some((cs, ce)) = current {
+            covered += ce - cs;
+        }
+        1.0 - covered / (end - start)
+    }
+}
+
+/// Draws `timeline` into `target`; returns the files.
+pub fn pipeline_timeline(timeline: &Timeline, target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+    if timeline.events.is_empty() {
+        return Err(ReportError::Empty { figure: FIGURE });
+    }
+    let invalid = |field: String, value: String, why| ReportError::InvalidInput { figure: FIGURE, field, value, why };
+    if timeline.workers == 0 {
+        return Err(invalid("workers".into(), "0".into(), "a timeline has at least one worker"));
+    }
+    for (i, e) in timeline.events.iter().enumerate() {
+        if e.worker >= timeline.workers {
+            return Err(invalid(
+                format!("events[{i}].worker"),
+                e.worker.to_string(),
+                "worker index must be below `workers`",
+            ));
+        }
+        if !(e.start_s.is_finite() && e.end_s.is_finite() && e.start_s <= e.end_s) {
+            return Err(invalid(
+                format!("events[{i}].end_s"),
+                format!("{} (start {})", e.end_s, e.start_s),
+                "start and end must be finite with start <= end",
+            ));
+        }
+    }
+    render(&TimelineFigure { timeline }, target)
+}
+
+struct TimelineFigure<'a> {
+    timeline: &'a Timeline,
+}
+
+/// Fill, outline, hatch and label of an event block.
+fn block_look(event: &TimelineEvent) -> (RGBColor, RGBColor, Option<RGBColor>, String) {
+    let neutral = RGBColor(120, 120, 120);
+    let mb_color = event.micro_batch.map(|m| category_color(m as usize)).unwrap_or(neutral);
+    let mb = event.micro_batch.map(|m| m.to_string()).unwrap_or_default();
+    match event.kind {
+        EventKind::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("F{mb}")),
+        EventKind::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("B{mb}")),
+        EventKind::AllReduce => (RGBColor(100, 100, 100), INK, None, "AR".into()),
+        EventKind::SendRecv => (RGBColor(185, 185, 185), RGBColor(120, 120, 120), None, "S/R".into()),
+        EventKind::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
+        EventKind::DataWait => (RGBColor(242, 242, 242), RGBColor(170, 170, 170), None, "wait".into()),
+    }
+}
+
+impl Figure for TimelineFigure<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
+        let t = self.timeline;
+        let (t0, t1) = t.span_s().unwrap_or((0.0, 1.0));
+        let (divisor, unit) = time_unit(t1 - t0);
+        let x_max = ((t1 - t0) / divisor).max(1e-9);
+        let rows = t.workers;
+
+        let body = with_title(
+            root,
+            &t.title,
+            Some("light: forward, dark hatched: backward, colour: micro-batch; white gaps: idle"),
+        )?;
+        let plot = with_legend_below(&body, &legend(t))?;
+
+        let (label_w, _) = plot.estimate_text_size(&format!("worker {}", rows - 1), &font(TICK_PX))?;
+        let (idle_w, _) = plot.estimate_text_size("idle 100 %", &font(TICK_PX))?;
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(10)
+            .margin_right(idle_w as i32 + 24)
+            .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
+            .y_label_area_size(label_w + 20)
+            .build_cartesian_2d(0f64..x_max, 0f64..f64::from(rows))?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(0)
+            .x_labels(12)
+            .bold_line_style(GRID)
+            .light_line_style(TRANSPARENT)
+            .axis_style(INK)
+            .label_style(font(TICK_PX))
+            .axis_desc_style(font(AXIS_PX))
+            .x_desc(format!("time ({unit})"))
+            .x_label_formatter(&fmt_tick)
+            .draw()?;
+        let screen = plot.use_screen_coord();
+        // Worker 0 on top, as in the thesis.
+        let row_of = |worker: u32| f64::from(rows - 1 - worker);
+
+        for event in &t.events {
+            let (fill, outline, hatch, label) = block_look(event);
+            let row = row_of(event.worker);
+            let x0 = (event.start_s - t0) / divisor;
+            let x1 = (event.end_s - t0) / divisor;
+            let corners = [(x0, row + 0.14), (x1, row + 0.86)];
+            chart.draw_series(std::iter::once(Rectangle::new(corners, fill.filled())))?;
+            let p0 = chart.backend_coord(&corners[0]);
+            let p1 = chart.backend_coord(&corners[1]);
+            if let Some(hatch) = hatch {
+                hatch_rect(&screen, p0, p1, hatch, 8)?;
+            }
+            chart.draw_series(std::iter::once(Rectangle::new(corners, outline.stroke_width(1))))?;
+            let style = font(TICK_PX).color(if is_light(fill) { &INK } else { &WHITE });
+            let (text_w, _) = screen.estimate_text_size(&label, &style)?;
+            if (p1.0 - p0.0).abs() > text_w as i32 + 6 {
+                let centre = ((p0.0 + p1.0) / 2, (p0.1 + p1.1) / 2);
+                screen.draw(&Text::new(label, centre, style.pos(Pos::new(HPos::Center, VPos::Center))))?;
+            }
+        }
+
+        let (right_px, _) = chart.backend_coord(&(x_max, 0.0));
+        let (left_px, _) = chart.backend_coord(&(0.0, 0.0));
+        let mut names = Vec::new();
+        for worker in 0..rows {
+            let y_px = chart.backend_coord(&(0.0, row_of(worker) + 0.5)).1;
+            names.push((y_px, format!("worker {worker}")));
+            let idle = format!("idle {:.0} %", t.idle_share(worker) * 100.0);
+            let style = font(TICK_PX).pos(Pos::new(HPos::Left, VPos::Center));
+            screen.draw(&Text::new(idle, (right_px + 10, y_px), style))?;
+        }
+        draw_y_categories(&screen, &names, left_px)?;
+        Ok(())
+    }
+}
+
+/// Micro-batch colours (once each, they cycle), the pass encodings and the other kinds present.
+fn legend(t: &Timeline) -> Vec<LegendEntry> {
+    let mut entries = Vec::new();
+    let max_mb = t.events.iter().filter_map(|e| e.micro_batch).max();
+    if let Some(max_mb) = max_mb {
+        for m in 0..=max_mb.min(MICRO_BATCH_COLOURS - 1) {
+            let label = if max_mb >= MICRO_BATCH_COLOURS {
+                let repeats: Vec<String> =
+                    (m..=max_mb).step_by(MICRO_BATCH_COLOURS as usize).take(3).map(|k| k.to_string()).collect();
+                let more = if (m..=max_mb).step_by(MICRO_BATCH_COLOURS as usize).count() > 3 { ", …" } else { "" };
+                format!("micro-batch {}{more}", repeats.join(", "))
+            } else {
+                format!("micro-batch {m}")
+            };
+            entries.push(LegendEntry::new(Swatch::Fill(category_color(m as usize)), label));
+        }
+    }
+    let grey = RGBColor(120, 120, 120);
+    let has = |kind: EventKind| t.events.iter().any(|e| e.kind == kind);
+    if has(EventKind::Forward) {
+        entries.push(LegendEntry::new(Swatch::Fill(tint(grey, 0.5)), "forward (F)"));
+    }
+    if has(EventKind::Backward) {
+        entries.push(LegendEntry::new(Swatch::Hatched { fill: grey, hatch: tint(grey, 0.45) }, "backward (B)"));
+    }
+    for kind in [EventKind::AllReduce, EventKind::SendRecv, EventKind::Optimizer, EventKind::DataWait] {
+        if has(kind) {
+            let probe = TimelineEvent { worker: 0, kind, micro_batch: None, start_s: 0.0, end_s: 0.0 };
+            let (fill, _, _, short) = block_look(&probe);
+            let name = match kind {
+                EventKind::AllReduce => "all-reduce",
+                EventKind::SendRecv => "send/receive",
+                EventKind::Optimizer => "optimizer step",
+                _ => "data wait (idle)",
+            };
+            entries.push(LegendEntry::new(Swatch::Fill(fill), format!("{name} ({short})")));
+        }
+    }
+    entries.push(LegendEntry::new(Swatch::Empty, "idle"));
+    entries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(worker: u32, kind: EventKind, start_s: f64, end_s: f64) -> TimelineEvent {
+        TimelineEvent { worker, kind, micro_batch: Some(0), start_s, end_s }
+    }
+
+    #[test]
+    fn idle_share_counts_overlaps_once_and_data_wait_as_idle() {
+        let t = Timeline {
+            title: String::new(),
+            workers: 2,
+            events: vec![
+                event(0, EventKind::Forward, 0.0, 4.0),
+                event(0, EventKind::SendRecv, 3.0, 5.0),
+                event(0, EventKind::DataWait, 5.0, 8.0),
+                event(1, EventKind::Backward, 2.0, 10.0),
+            ],
+        };
+        assert!((t.idle_share(0) - 0.5).abs() < 1e-12);
+        assert!((t.idle_share(1) - 0.2).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,200 @@
+//! Thesis fig. 3.2: speedup against worker count, a panel per network (and data set), a
+//! line per strategy, with the ideal speedup = W as a dashed diagonal.
+
+use std::path::PathBuf;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, panel_grid, y_label_area_px};
+use crate::draw::bars::any_repeats;
+use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
+use crate::draw::title::with_title;
+use crate::figures::{check_outcome, strategies_in_order, unique_in_order};
+use crate::render::{render, DrawError, Figure};
+use crate::style::{font, strategy_color, AXIS_PX, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
+use crate::{FigureTarget, Outcome, ReportError, Stat};
+
+const FIGURE: &str = "speedup_scaling";
+
+/// One point: a strategy's speedup over `single` on one network and data set at W workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalingPoint {
+    /// Strategy name; one line each, in its colour.
+    pub strategy: String,
+    /// Network name; one panel per network and data set.
+    pub network: String,
+    /// Data set name.
+    pub dataset: String,
+    /// Worker count W (x axis).
+    pub workers: u32,
+    /// Speedup over `single` (×), or why the trial failed.
+    pub speedup: Outcome,
+}
+
+/// Draws speedup against W into `target`; returns the files.
+pub fn speedup_scaling(points: &[ScalingPoint], target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+    if points.is_empty() {
+        return Err(ReportError::Empty { figure: FIGURE });
+    }
+    for (i, point) in points.iter().enumerate() {
+        if point.workers == 0 {
+            return Err(ReportError::InvalidInput {
+                figure: FIGURE,
+                field: format!("points[{i}].workers"),
+                value: "0".into(),
+                why: "a trial has at least one worker",
+            });
+        }
+        check_outcome(FIGURE, format!("points[{i}].speedup"), &point.speedup)?;
+    }
+    render(&Scaling { points }, target)
+}
+
+struct Scaling<'a> {
+    points: &'a [ScalingPoint],
+}
+
+impl Figure for Scaling<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
+        let strategies = strategies_in_order(self.points.iter().map(|p| p.strategy.as_str()));
+        let mut cases: Vec<(String, String)> = Vec::new();
+        for p in self.points {
+            let case = (p.network.clone(), p.dataset.clone());
+            if !cases.contains(&case) {
+                cases.push(case);
+            }
+        }
+        let one_dataset = unique_in_order(self.points.iter().map(|p| p.dataset.as_str())).len() == 1;
+        let outcomes = self.points.iter().map(|p| &p.speedup);
+        let stats = || outcomes.clone().filter_map(Outcome::stat);
+        let mut title = "Speedup over a single device against worker count".to_string();
+        if one_dataset {
+            title.push_str(&format!(" — {}", cases[0].1));
+        }
+        let note = if any_repeats(outcomes.clone()) {
+            "points: median over repeats, whiskers: min–max; hollow points: single runs (n=1)"
+        } else {
+            "every point is a single run (n = 1): no spread measured"
+        };
+        let body = with_title(root, &title, Some(note))?;
+
+        let mut legend: Vec<LegendEntry> =
+            strategies.iter().map(|s| LegendEntry::new(Swatch::LineDot(strategy_color(s)), s.clone())).collect();
+        legend.push(LegendEntry::new(Swatch::Line { color: REFERENCE, dashed: true }, "ideal (speedup = W)"));
+        if stats().any(|s| s.n == 1) && stats().any(|s| s.n > 1) {
+            legend.push(LegendEntry::new(Swatch::HollowDot(INK), "single run (n=1)"));
+        }
+        if outcomes.clone().any(|o| matches!(o, Outcome::Failed(_))) {
+            legend.push(LegendEntry::new(Swatch::Cross(INK), "failed trial (reason beside ×)"));
+        }
+        let plot = with_legend_below(&body, &legend)?;
+
+        // Shared axes across panels, so slopes compare.
+        let max_w = self.points.iter().map(|p| p.workers).max().unwrap_or(1);
+        let y_max = axis_top(stats().map(|s| s.max).fold(f64::from(max_w), f64::max));
+        let x_max = f64::from(max_w) * 1.08;
+        let ticks = {
+            let mut w: Vec<u32> = self.points.iter().map(|p| p.workers).collect();
+            w.push(1);
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        for ((network, dataset), area) in cases.iter().zip(panel_grid(&plot, cases.len())) {
+            let caption = if one_dataset { network.clone() } else { format!("{network} / {dataset}") };
+            let in_case: Vec<&ScalingPoint> =
+                self.points.iter().filter(|p| &p.network == network && &p.dataset == dataset).collect();
+            draw_panel(&area, &caption, &strategies, &in_case, &ticks, x_max, y_max)?;
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    caption: &str,
+    strategies: &[String],
+    points: &[&ScalingPoint],
+    ticks: &[u32],
+    x_max: f64,
+    y_max: f64,
+) -> Result<(), DrawError> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, font(AXIS_PX))
+        .margin(8)
+        .margin_right(18)
+        .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
+        .y_label_area_size(y_label_area_px(area, y_max)?)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_labels(8)
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(INK)
+        .label_style(font(TICK_PX))
+        .axis_desc_style(font(AXIS_PX))
+        .y_desc("speedup over single (×)")
+        .x_desc("workers W")
+        .y_label_formatter(&fmt_tick)
+        .draw()?;
+    for &w in ticks {
+        chart.draw_series(std::iter::once(PathElement::new(vec![(f64::from(w), 0.0), (f64::from(w), y_max)], GRID)))?;
+    }
+    let ideal_end = x_max.min(y_max);
+    chart.draw_series(DashedLineSeries::new(
+        vec![(1.0, 1.0), (ideal_end, ideal_end)],
+        10,
+        6,
+        REFERENCE.stroke_width(2),
+    ))?;
+
+    let screen = area.use_screen_coord();
+    // Failures at the same W stack their labels instead of overprinting.
+    let mut failures_at: Vec<(u32, i32)> = Vec::new();
+    for strategy in strategies {
+        let color = strategy_color(strategy);
+        let mut mine: Vec<&ScalingPoint> = points.iter().copied().filter(|p| &p.strategy == strategy).collect();
+        mine.sort_by_key(|p| p.workers);
+        let measured: Vec<(f64, Stat)> =
+            mine.iter().filter_map(|p| p.speedup.stat().map(|s| (f64::from(p.workers), *s))).collect();
+        chart.draw_series(LineSeries::new(measured.iter().map(|(w, s)| (*w, s.median)), color.stroke_width(3)))?;
+        for (w, s) in &measured {
+            if s.n > 1 && s.max > s.min {
+                let style = color.stroke_width(2);
+                chart.draw_series(std::iter::once(PathElement::new(vec![(*w, s.min), (*w, s.max)], style)))?;
+                for y in [s.min, s.max] {
+                    let (px, py) = chart.backend_coord(&(*w, y));
+                    screen.draw(&PathElement::new(vec![(px - 6, py), (px + 6, py)], style))?;
+                }
+            }
+            let filled = s.n > 1;
+            let centre = chart.backend_coord(&(*w, s.median));
+            screen.draw(&Circle::new(centre, 6, WHITE.filled()))?;
+            screen.draw(&Circle::new(centre, 6, if filled { color.filled() } else { color.stroke_width(2) }))?;
+        }
+        for p in mine.iter().filter(|p| matches!(p.speedup, Outcome::Failed(_))) {
+            let Outcome::Failed(failure) = &p.speedup else { continue };
+            let stacked = failures_at.iter().filter(|(w, _)| *w == p.workers).count() as i32;
+            failures_at.push((p.workers, stacked));
+            let (px, py) = chart.backend_coord(&(f64::from(p.workers), 0.0));
+            // On the axis itself: a failure has no value, so it must not read as a small one.
+            let y = py - stacked * (NOTE_PX as i32 + 8);
+            screen.draw(&Cross::new((px, y), 7, color.stroke_width(3)))?;
+            // Raised off the axis line so the axis does not strike through the reason.
+            let style = font(NOTE_PX).color(&color).pos(Pos::new(HPos::Right, VPos::Bottom));
+            screen.draw(&Text::new(failure.label().to_string(), (px - 10, y - 2), style))?;
+        }
+    }
+
+    let top_px = chart.backend_coord(&(0.0, 0.0)).1;
+    let labels: Vec<(i32, String)> =
+        ticks.iter().map(|&w| (chart.backend_coord(&(f64::from(w), 0.0)).0, w.to_string())).collect();
+    draw_x_categories(&screen, &labels, top_px, false)?;
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! The one error type of the crate: every failure names the figure, and the file or field at
+//! fault, so a broken report says what to fix.
+
+use std::path::PathBuf;
+
+/// Why a figure could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The input held nothing to draw (an empty run still yields a figure elsewhere; an empty
+    /// slice here is a caller bug).
+    #[error("{figure}: no data to plot")]
+    Empty {
+        /// The figure kind, e.g. `"speedup_bars"`.
+        figure: &'static str,
+    },
+    /// A field of the prepared data is out of range (negative time, NaN, mixed worker counts).
+    #[error("{figure}: {field} = {value}: {why}")]
+    InvalidInput {
+        /// The figure kind.
+        figure: &'static str,
+        /// The offending field, e.g. `"events[3].end_s"`.
+        field: String,
+        /// The value found.
+        value: String,
+        /// What was expected instead.
+        why: &'static str,
+    },
+    /// The bundled font could not be registered with plotters (a corrupt font file).
+    #[error("registering the bundled font DejaVu Sans with plotters failed")]
+    Font,
+    /// plotters failed while drawing (layout, text or backend error).
+    #[error("drawing {path}: {message}")]
+    Draw {
+        /// The file being drawn.
+        path: PathBuf,
+        /// plotters' message.
+        message: String,
+    },
+    /// Creating the output folder or writing a file failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The folder or file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Encoding the rendered pixels as PNG failed.
+    #[error("encoding PNG {path}: {source}")]
+    Png {
+        /// The PNG file.
+        path: PathBuf,
+        /// The encoder's error.
+        source: image::ImageError,
+    },
+}
