@@ -1,13 +1,18 @@
 //! The batch loader: a seeded per-epoch permutation shared by all ranks, sharded so that
 //! workers see disjoint samples, with batches prepared on a background thread so data
-//! loading overlaps the training step instead of adding to it.
+//! loading overlaps the training step instead of adding to it. That thread hands the samples
+//! of each batch to the loader's pool (`threads` workers), so JPEG decoding and synthetic
+//! generation keep up with a fast device; batches still come out in order, identical for
+//! every pool size.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, Receiver};
+use rayon::ThreadPool;
 
+use crate::pool::{build_pool, enter};
 use crate::rng::SplitMix64;
 use crate::{Batch, DataError, Dataset};
 
@@ -28,12 +33,25 @@ pub struct LoaderConfig {
     pub world_size: usize,
     /// Batches prepared ahead of the consumer (the channel's capacity).
     pub prefetch: usize,
+    /// Threads that decode or generate the samples of each batch, at least 1 (then the
+    /// background thread does it alone). A trial gives it its share of the cores.
+    pub threads: usize,
 }
 
 impl LoaderConfig {
-    /// A single-worker, shuffling configuration with seed 0 and two batches of prefetch.
+    /// A single-worker, shuffling configuration with seed 0, two batches of prefetch and
+    /// one loader thread.
     pub fn new(batch_size: usize) -> Self {
-        LoaderConfig { batch_size, shuffle: true, seed: 0, drop_last: false, rank: 0, world_size: 1, prefetch: 2 }
+        LoaderConfig {
+            batch_size,
+            shuffle: true,
+            seed: 0,
+            drop_last: false,
+            rank: 0,
+            world_size: 1,
+            prefetch: 2,
+            threads: 1,
+        }
     }
 }
 
@@ -41,6 +59,8 @@ impl LoaderConfig {
 pub struct Loader {
     dataset: Arc<dyn Dataset>,
     config: LoaderConfig,
+    /// Started once and shared by every epoch's background thread; `None` for one thread.
+    pool: Option<Arc<ThreadPool>>,
 }
 
 impl std::fmt::Debug for Loader {
@@ -54,10 +74,14 @@ impl std::fmt::Debug for Loader {
 }
 
 impl Loader {
-    /// Checks the configuration (batch size ≥ 1, world size ≥ 1, rank < world size).
+    /// Checks the configuration (batch size ≥ 1, threads ≥ 1, world size ≥ 1, rank < world
+    /// size) and starts the pool of `threads` workers.
     pub fn new(dataset: Arc<dyn Dataset>, config: LoaderConfig) -> Result<Self, DataError> {
         if config.batch_size == 0 {
             return Err(DataError::Config("batch_size must be at least 1".into()));
+        }
+        if config.threads == 0 {
+            return Err(DataError::Config("threads must be at least 1".into()));
         }
         if config.world_size == 0 || config.rank >= config.world_size {
             return Err(DataError::Config(format!(
@@ -65,7 +89,8 @@ impl Loader {
                 config.rank, config.world_size
             )));
         }
-        Ok(Loader { dataset, config })
+        let pool = build_pool(config.rank, config.threads)?;
+        Ok(Loader { dataset, config, pool })
     }
 
     /// The configuration this loader was built with.
@@ -109,8 +134,9 @@ impl Loader {
     }
 
     /// This rank's batches of `epoch`, built on a background thread at most `prefetch`
-    /// batches ahead. Iteration stops after the first error. Dropping the iterator stops the
-    /// thread after the batch it is building.
+    /// batches ahead, each batch's samples spread over the loader's pool. Iteration stops
+    /// after the first error. Dropping the iterator stops the thread after the batch it is
+    /// building.
     pub fn epoch(&self, epoch: u64) -> EpochIter {
         let batches = self.epoch_indices(epoch);
         let remaining = batches.len();
@@ -118,7 +144,10 @@ impl Loader {
         let stop = Arc::new(AtomicBool::new(false));
         let dataset = Arc::clone(&self.dataset);
         let thread_stop = Arc::clone(&stop);
+        let pool = self.pool.clone();
         let spawned = std::thread::Builder::new().name(format!("loader-{}", self.config.rank)).spawn(move || {
+            // `Dataset::batch` finds the pool here; the tensors are still made on this thread.
+            enter(pool);
             for indices in batches {
                 if thread_stop.load(Ordering::Relaxed) {
                     break;
@@ -271,6 +300,9 @@ mod tests {
         let ds: Arc<dyn Dataset> = Arc::new(SyntheticDataset::with_len(info("mnist").unwrap(), Split::Train, 0, 4));
         let bad_rank = LoaderConfig { rank: 2, world_size: 2, ..LoaderConfig::new(2) };
         assert!(matches!(Loader::new(Arc::clone(&ds), bad_rank), Err(DataError::Config(_))));
-        assert!(matches!(Loader::new(ds, LoaderConfig::new(0)), Err(DataError::Config(_))));
+        assert!(matches!(Loader::new(Arc::clone(&ds), LoaderConfig::new(0)), Err(DataError::Config(_))));
+        let no_threads = LoaderConfig { threads: 0, ..LoaderConfig::new(2) };
+        let err = Loader::new(ds, no_threads).unwrap_err();
+        assert!(matches!(&err, DataError::Config(m) if m.contains("threads")), "{err}");
     }
 }

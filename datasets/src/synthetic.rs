@@ -6,9 +6,9 @@
 //! generated on demand from (seed, split, index): nothing is materialised (highres alone
 //! would be 47 GB), and any thread can produce any batch reproducibly.
 
-use crate::batch::{check_indices, Normaliser};
+use crate::batch::{check_sample, Normaliser};
 use crate::rng::SplitMix64;
-use crate::{Batch, DataError, Dataset, DatasetInfo, Source, Split};
+use crate::{build_batch, Batch, DataError, Dataset, DatasetInfo, Source, Split};
 
 /// Side of the per-class template grid.
 const GRID: usize = 8;
@@ -143,12 +143,12 @@ impl Dataset for SyntheticDataset {
     }
 
     fn batch(&self, indices: &[usize]) -> Result<Batch, DataError> {
-        check_indices(self.info, indices, self.len)?;
-        let size = self.info.image_bytes();
-        let mut images = vec![0f32; indices.len() * size];
-        let labels: Vec<i64> =
-            images.chunks_exact_mut(size).zip(indices).map(|(slot, &i)| self.generate(i, slot) as i64).collect();
-        self.normaliser.batch(&images, &labels)
+        build_batch(self, indices)
+    }
+
+    fn sample_into(&self, index: usize, out: &mut [f32]) -> Result<i64, DataError> {
+        check_sample(self.info, index, self.len, out)?;
+        Ok(self.generate(index, out) as i64)
     }
 }
 

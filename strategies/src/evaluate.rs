@@ -34,7 +34,16 @@ pub fn evaluate(
     let started = Instant::now();
     let loader = Loader::new(
         test.clone(),
-        LoaderConfig { batch_size, shuffle: false, seed: 0, drop_last: false, rank: 0, world_size: 1, prefetch: 2 },
+        LoaderConfig {
+            batch_size,
+            shuffle: false,
+            seed: 0,
+            drop_last: false,
+            rank: 0,
+            world_size: 1,
+            prefetch: 2,
+            threads: 1,
+        },
     )?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut loss_sum = 0.0;

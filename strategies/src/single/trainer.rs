@@ -60,6 +60,8 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
             rank: 0,
             world_size: 1,
             prefetch: config.prefetch,
+            // The trial's share of the cores, as for libtorch: decoding keeps pace with the step.
+            threads: config.threads,
         },
     )?;
     let steps_per_epoch = loader.batches_per_epoch();
