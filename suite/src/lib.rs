@@ -14,4 +14,5 @@ pub mod suite_file;
 pub mod telemetry;
 pub mod training;
 pub mod trial;
+pub mod trial_rows;
 pub mod worker;

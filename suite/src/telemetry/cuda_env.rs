@@ -22,6 +22,12 @@ impl CudaEnv {
     /// The order under which CUDA's numbering equals PCI bus order.
     pub const PCI_BUS_ID: &'static str = "PCI_BUS_ID";
 
+    /// What the runner's workers see: this process's `CUDA_VISIBLE_DEVICES` (inherited)
+    /// and `CUDA_DEVICE_ORDER=PCI_BUS_ID`, which the runner sets for every worker.
+    pub fn for_workers() -> CudaEnv {
+        CudaEnv { device_order: Some(CudaEnv::PCI_BUS_ID.to_owned()), ..CudaEnv::from_env() }
+    }
+
     /// This process's values.
     pub fn from_env() -> CudaEnv {
         // A value that is not UTF-8 cannot name a board; it counts as unset.
@@ -69,7 +75,15 @@ mod tests {
             .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
             .spawn()
             .expect("sleep must spawn");
-        let env = CudaEnv::of_process(child.id());
+        // Until the child has exec'd, its environ is still a copy of ours: wait for the new one.
+        let mut env = None;
+        for _ in 0..200 {
+            env = CudaEnv::of_process(child.id());
+            if env.as_ref().is_some_and(|env| env.visible_devices.is_some()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let _ = child.kill();
         let _ = child.wait();
         let env = env.expect("a child's environ is readable");

@@ -47,26 +47,20 @@ use std::sync::Mutex;
 /// Picks the sampler for a trial whose workers use `cuda_ordinals`: NVML on the boards
 /// those ordinals are, else a [`ProcSampler`] on the process tree rooted at `root_pid`.
 ///
-/// Ordinals are mapped with the `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` that
-/// `root_pid` was started with (read from `/proc`, this process's own values if that
-/// fails), because the runner sets variables for its workers that it does not have itself.
+/// Ordinals are mapped with `env`, the `CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` the
+/// workers were started with ([`CudaEnv::for_workers`] for the runner's own workers). It is
+/// passed in rather than read from `/proc/<pid>/environ`, because right after a spawn that
+/// file can still show the parent's environment: the child has not exec'd yet.
 /// An empty `cuda_ordinals` means a CPU trial and gives the [`ProcSampler`] directly (on a
 /// GPU node the GPUs' numbers would not describe it). See [`choose_sampler_with`] for the
 /// fallbacks. To cover every worker of a trial, root the tree at the launcher (or the
 /// runner itself) rather than at one worker. Never panics.
-///
-/// Ordinals may be `usize` or the runner's older `u32`; one that does not fit a `usize`
-/// cannot be visible and gives the fallback.
-pub fn choose_sampler<O: Copy + TryInto<usize>>(root_pid: u32, cuda_ordinals: &[O]) -> Box<dyn Sampler> {
+pub fn choose_sampler(root_pid: u32, cuda_ordinals: &[usize], env: &CudaEnv) -> Box<dyn Sampler> {
     if cuda_ordinals.is_empty() {
         return Box::new(ProcSampler::new(root_pid));
     }
-    // usize::MAX is past any visible list, so the mapping reports it as not visible.
-    let cuda_ordinals: Vec<usize> =
-        cuda_ordinals.iter().map(|&ordinal| ordinal.try_into().unwrap_or(usize::MAX)).collect();
-    let env = CudaEnv::of_process(root_pid).unwrap_or_else(CudaEnv::from_env);
     match NvmlSource::init() {
-        Ok(source) => choose_sampler_with(source, root_pid, &cuda_ordinals, &env),
+        Ok(source) => choose_sampler_with(source, root_pid, cuda_ordinals, env),
         Err(reason) => fall_back(root_pid, &reason),
     }
 }
@@ -133,7 +127,7 @@ mod tests {
     #[test]
     fn choose_sampler_falls_back_to_proc_without_a_driver() {
         // This machine has no NVIDIA driver; on a GPU node NVML wins and that is fine too.
-        let mut sampler = choose_sampler(std::process::id(), &[0usize]);
+        let mut sampler = choose_sampler(std::process::id(), &[0], &CudaEnv::from_env());
         let samples = sampler.sample();
         if sampler.name() == "proc" {
             assert!(!samples.is_empty());
@@ -141,12 +135,12 @@ mod tests {
             assert!(samples[0].memory_used_bytes > 0);
         }
         // A second call must not panic either (and prints no second warning).
-        let _ = choose_sampler(std::process::id(), &[0u32, 1]).sample();
+        let _ = choose_sampler(std::process::id(), &[0, 1], &CudaEnv::from_env()).sample();
     }
 
     #[test]
     fn cpu_trials_get_the_proc_sampler_even_where_nvml_works() {
-        assert_eq!(choose_sampler::<usize>(std::process::id(), &[]).name(), "proc");
+        assert_eq!(choose_sampler(std::process::id(), &[], &CudaEnv::from_env()).name(), "proc");
         let scripted = ScriptedSource::new(vec![ScriptedBoard::new("0000:01:00.0", "GPU-1")]);
         assert_eq!(choose_sampler_with(scripted, std::process::id(), &[], &CudaEnv::default()).name(), "proc");
     }
