@@ -34,16 +34,8 @@ pub fn evaluate(
     let started = Instant::now();
     let loader = Loader::new(
         test.clone(),
-        LoaderConfig {
-            batch_size,
-            shuffle: false,
-            seed: 0,
-            drop_last: false,
-            rank: 0,
-            world_size: 1,
-            prefetch: 2,
-            threads: 1,
-        },
+        // File order, one rank, one loader thread: `LoaderConfig::new`'s defaults, unshuffled.
+        LoaderConfig { shuffle: false, ..LoaderConfig::new(batch_size) },
     )?;
     let limit = limit.unwrap_or(usize::MAX);
     let mut loss_sum = 0.0;
