@@ -7,7 +7,8 @@
 
 pub mod device;
 pub mod evaluate;
-pub mod nonfinite;
+/// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).
+pub use stratlab_results::nonfinite;
 pub mod numerics;
 pub mod observer;
 pub mod record;

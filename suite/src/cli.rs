@@ -42,7 +42,7 @@ pub enum Command {
         /// The suite file.
         suite: PathBuf,
     },
-    /// Run every trial of a suite, recording results under the results folder.
+    /// Run every trial of a suite, recording its tables in a new folder of the store.
     Run {
         /// The suite file.
         suite: PathBuf,
@@ -53,8 +53,8 @@ pub enum Command {
         #[arg(long)]
         only: Vec<String>,
         /// Where run folders are created.
-        #[arg(long, default_value = "results")]
-        results: PathBuf,
+        #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
+        store: PathBuf,
         /// With --resume: add trials even if this machine's fingerprint (host, driver, CUDA,
         /// libtorch, binary) differs from the run's; the run records that it is mixed.
         #[arg(long, requires = "resume")]

@@ -8,14 +8,13 @@ use stratlab_networks::NetworkError;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind, TrainConfig, TrainError};
 
 use crate::cli::{Command, DataCommand, ExportFormatArg, ScheduleArg, TrainArgs};
-use crate::fingerprint::Fingerprint;
 use crate::plan::plan;
 use crate::progress::TrainProgress;
 use crate::runner::{run_suite, RunOptions};
 use crate::shapes::input_shape;
-use crate::store::{ExportFormat, RunStore, StoreError};
 use crate::suite_error::SuiteError;
 use crate::suite_file::SuiteFile;
+use stratlab_results::{ExportFormat, RunStore, StoreError};
 
 /// Input the user can fix: an unknown name, a malformed file, an impossible setting.
 #[derive(Debug, thiserror::Error)]
@@ -50,9 +49,8 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
         Command::Train(args) => train(&args),
         Command::Plan { suite } => show_plan(&suite),
-        Command::Run { suite, resume, only, results, allow_mixed } => {
-            let summary =
-                run_suite(&RunOptions { suite_path: suite, results_root: results, resume, only, allow_mixed })?;
+        Command::Run { suite, resume, only, store, allow_mixed } => {
+            let summary = run_suite(&RunOptions { suite_path: suite, store_dir: store, resume, only, allow_mixed })?;
             let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
             println!(
                 "{} trials planned, {} already finished, ran {}: {}",
@@ -213,8 +211,8 @@ fn train_catching_panics(
         Ok(Err(error)) if error.is_out_of_memory() => Err(anyhow::anyhow!("out of memory: {error}")),
         Ok(Err(error)) => Err(error.into()),
         Err(panic) => {
-            let message = crate::worker::panic_message(&*panic);
-            if crate::worker::is_out_of_memory_message(&message) {
+            let message = crate::protocol::panic_message(&*panic);
+            if crate::protocol::is_out_of_memory_message(&message) {
                 bail!("out of memory while training: {message}")
             }
             bail!("training failed: {message}")
@@ -250,7 +248,7 @@ fn export(run: &std::path::Path, format: ExportFormatArg, out: Option<std::path:
 }
 
 fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {
-    let fingerprint = Fingerprint::collect(None);
+    let fingerprint = crate::fingerprint::collect(None);
     println!("{}", serde_json::to_string_pretty(&fingerprint).context("serialising the fingerprint")?);
     if check_cuda {
         let gpu_listed = std::process::Command::new("nvidia-smi")

@@ -1,17 +1,14 @@
-//! The environment a run was measured in, stored as `fingerprint.json` in every run.
+//! Probes this machine for the run's [`Fingerprint`] (the type lives in `stratlab-results`).
 //!
-//! Numbers from two runs are only comparable when the code, libraries and hardware match,
-//! and a report has to be able to say when they do not. Every probe is best effort: a
-//! missing tool, file or driver leaves its field `None` and never stops a run.
+//! Every probe is best effort: a missing tool, file or driver leaves its field `None` and
+//! never stops a run.
 
 use std::ffi::CStr;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-use crate::store::UtcTime;
+use stratlab_results::{Fingerprint, UtcTime};
 
 /// Built-time facts (`stratlab_build::embed_provenance`); empty when unknown.
 const GIT_COMMIT: &str = env!("STRATLAB_GIT_COMMIT");
@@ -19,111 +16,46 @@ const GIT_DIRTY: &str = env!("STRATLAB_GIT_DIRTY");
 const RUSTC_VERSION: &str = env!("STRATLAB_RUSTC_VERSION");
 const TCH_VERSION: &str = env!("STRATLAB_TCH_VERSION");
 
-/// Where and with what a run was measured: code version, host, OS, CPU, GPUs, libraries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Fingerprint {
-    /// When the fingerprint was taken, RFC 3339 UTC.
-    pub collected_at: String,
-    /// stratlab's crate version.
-    pub stratlab_version: String,
-    /// `git rev-parse HEAD` of the checkout the binary was built from, captured at build time.
-    pub git_commit: Option<String>,
-    /// Whether that checkout had uncommitted changes to tracked files when it was built.
-    pub git_dirty: Option<bool>,
-    /// SHA-256 of the running executable: identifies the exact binary (code, features,
-    /// compiler) that measured.
-    pub binary_sha256: Option<String>,
-    /// Whether this binary was built with the test-only `fault-injection` feature.
-    pub fault_injection_enabled: bool,
-    /// The fault rules (`STRATLAB_TEST_FAULT`) in force, in such a build: numbers from a run
-    /// with faults injected are not measurements.
-    pub active_fault: Option<String>,
-    /// The suite file the run executed.
-    pub suite_path: Option<PathBuf>,
-    /// SHA-256 of the suite file's bytes, hex.
-    pub suite_sha256: Option<String>,
-    /// Host name (`uname -n`).
-    pub host_name: Option<String>,
-    /// Operating system (`PRETTY_NAME` of `/etc/os-release`).
-    pub os: Option<String>,
-    /// Kernel release (`uname -r`).
-    pub kernel: Option<String>,
-    /// CPU model (`model name` of `/proc/cpuinfo`).
-    pub cpu_model: Option<String>,
-    /// Online logical cores.
-    pub logical_cores: usize,
-    /// Installed memory (`MemTotal` of `/proc/meminfo`), bytes.
-    pub memory_total_bytes: Option<u64>,
-    /// GPU model names in NVML order; empty without NVML.
-    pub gpu_models: Vec<String>,
-    /// NVIDIA driver version, via NVML.
-    pub nvidia_driver_version: Option<String>,
-    /// Highest CUDA version the driver supports (`12.4`), via NVML.
-    pub cuda_driver_version: Option<String>,
-    /// Whether libtorch can use CUDA here.
-    pub cuda_available: bool,
-    /// CUDA devices libtorch sees.
-    pub cuda_device_count: i64,
-    /// Whether libtorch can use cuDNN here.
-    pub cudnn_available: bool,
-    /// cuDNN version libtorch loaded (`91002` for 9.10.2), when cuDNN is available.
-    pub cudnn_runtime_version: Option<i64>,
-    /// libtorch release, as the linked library reports it (`at::show_config()`).
-    pub libtorch_version: Option<String>,
-    /// CUDA version the linked libtorch was built with; `None` for a CPU build.
-    pub libtorch_cuda_version: Option<String>,
-    /// cuDNN version the linked libtorch was built with; `None` for a CPU build.
-    pub libtorch_cudnn_version: Option<String>,
-    /// The tch crate's version, from the Cargo.lock the binary was built with.
-    pub tch_version: String,
-    /// `rustc --version` of the compiler that built the binary.
-    pub rustc_version: Option<String>,
-    /// libtorch intra-op threads of this process at collection time.
-    pub torch_threads: i32,
-}
-
-impl Fingerprint {
-    /// Probes this machine now. Never panics; anything not found is `None`.
-    pub fn collect(suite_path: Option<&Path>) -> Fingerprint {
-        let uname = Uname::read();
-        let nvml = NvmlFacts::read();
-        let libtorch = stratlab_strategies::LibtorchBuild::read();
-        let cudnn_available = tch::Cuda::cudnn_is_available();
-        let fault_injection_enabled = crate::fault::ENABLED;
-        Fingerprint {
-            collected_at: UtcTime::now().rfc3339(),
-            stratlab_version: env!("CARGO_PKG_VERSION").to_owned(),
-            git_commit: non_empty(GIT_COMMIT),
-            git_dirty: non_empty(GIT_DIRTY).map(|dirty| dirty == "true"),
-            binary_sha256: std::env::current_exe().ok().and_then(|exe| sha256_hex(&exe)),
-            fault_injection_enabled,
-            active_fault: if fault_injection_enabled { crate::fault::configured_rules() } else { None },
-            suite_path: suite_path.map(Path::to_path_buf),
-            suite_sha256: suite_path.and_then(sha256_hex),
-            host_name: uname.as_ref().map(|u| u.node_name.clone()),
-            os: os_pretty_name(),
-            kernel: uname.map(|u| u.release),
-            cpu_model: cpu_model(),
-            logical_cores: logical_cores(),
-            memory_total_bytes: memory_total_bytes(),
-            gpu_models: nvml.gpu_models,
-            nvidia_driver_version: nvml.driver_version,
-            cuda_driver_version: nvml.cuda_driver_version,
-            cuda_available: tch::Cuda::is_available(),
-            cuda_device_count: tch::Cuda::device_count(),
-            cudnn_available,
-            // SAFETY: a plain query of libtorch's global context; only asked when cuDNN is
-            // there, since the CPU build's hooks would report an error instead.
-            cudnn_runtime_version: cudnn_available
-                .then(|| unsafe { torch_sys::at_context_version_cudnn() })
-                .filter(|&version| version > 0),
-            libtorch_version: libtorch.torch_version,
-            libtorch_cuda_version: libtorch.cuda_version,
-            libtorch_cudnn_version: libtorch.cudnn_version,
-            tch_version: TCH_VERSION.to_owned(),
-            rustc_version: non_empty(RUSTC_VERSION),
-            torch_threads: tch::get_num_threads(),
-        }
+/// Probes this machine now. Never panics; anything not found is `None`.
+pub fn collect(suite_path: Option<&Path>) -> Fingerprint {
+    let uname = Uname::read();
+    let nvml = NvmlFacts::read();
+    let libtorch = stratlab_strategies::LibtorchBuild::read();
+    let cudnn_available = tch::Cuda::cudnn_is_available();
+    let fault_injection_enabled = crate::fault::ENABLED;
+    Fingerprint {
+        collected_at: UtcTime::now().rfc3339(),
+        stratlab_version: env!("CARGO_PKG_VERSION").to_owned(),
+        git_commit: non_empty(GIT_COMMIT),
+        git_dirty: non_empty(GIT_DIRTY).map(|dirty| dirty == "true"),
+        binary_sha256: std::env::current_exe().ok().and_then(|exe| sha256_hex(&exe)),
+        fault_injection_enabled,
+        active_fault: if fault_injection_enabled { crate::fault::configured_rules() } else { None },
+        suite_path: suite_path.map(Path::to_path_buf),
+        suite_sha256: suite_path.and_then(sha256_hex),
+        host_name: uname.as_ref().map(|u| u.node_name.clone()),
+        os: os_pretty_name(),
+        kernel: uname.map(|u| u.release),
+        cpu_model: cpu_model(),
+        logical_cores: logical_cores(),
+        memory_total_bytes: memory_total_bytes(),
+        gpu_models: nvml.gpu_models,
+        nvidia_driver_version: nvml.driver_version,
+        cuda_driver_version: nvml.cuda_driver_version,
+        cuda_available: tch::Cuda::is_available(),
+        cuda_device_count: tch::Cuda::device_count(),
+        cudnn_available,
+        // SAFETY: a plain query of libtorch's global context; only asked when cuDNN is
+        // there, since the CPU build's hooks would report an error instead.
+        cudnn_runtime_version: cudnn_available
+            .then(|| unsafe { torch_sys::at_context_version_cudnn() })
+            .filter(|&version| version > 0),
+        libtorch_version: libtorch.torch_version,
+        libtorch_cuda_version: libtorch.cuda_version,
+        libtorch_cudnn_version: libtorch.cudnn_version,
+        tch_version: TCH_VERSION.to_owned(),
+        rustc_version: non_empty(RUSTC_VERSION),
+        torch_threads: tch::get_num_threads(),
     }
 }
 
@@ -219,39 +151,13 @@ fn memory_total_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-impl Fingerprint {
-    /// The fields that make measurements incomparable when they differ (host, driver, CUDA,
-    /// libtorch, the binary itself), as `(field, this run's value, other's value)`.
-    pub fn differences(&self, other: &Fingerprint) -> Vec<(&'static str, String, String)> {
-        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "—".to_owned());
-        let fields: [(&'static str, &Option<String>, &Option<String>); 7] = [
-            ("host_name", &self.host_name, &other.host_name),
-            ("nvidia_driver_version", &self.nvidia_driver_version, &other.nvidia_driver_version),
-            ("cuda_driver_version", &self.cuda_driver_version, &other.cuda_driver_version),
-            ("libtorch_version", &self.libtorch_version, &other.libtorch_version),
-            ("libtorch_cuda_version", &self.libtorch_cuda_version, &other.libtorch_cuda_version),
-            ("binary_sha256", &self.binary_sha256, &other.binary_sha256),
-            ("active_fault", &self.active_fault, &other.active_fault),
-        ];
-        let mut differences: Vec<(&'static str, String, String)> = fields
-            .into_iter()
-            .filter(|(_, mine, theirs)| mine != theirs)
-            .map(|(name, mine, theirs)| (name, show(mine), show(theirs)))
-            .collect();
-        if self.gpu_models != other.gpu_models {
-            differences.push(("gpu_models", self.gpu_models.join(", "), other.gpu_models.join(", ")));
-        }
-        differences
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn collects_this_machine_without_panicking() {
-        let fingerprint = Fingerprint::collect(None);
+        let fingerprint = collect(None);
         assert!(fingerprint.logical_cores >= 1);
         assert!(fingerprint.kernel.as_deref().is_some_and(|k| !k.is_empty()));
         assert!(fingerprint.memory_total_bytes.is_some_and(|m| m > 0));
@@ -262,7 +168,7 @@ mod tests {
 
     #[test]
     fn versions_come_from_the_build_and_the_linked_library() {
-        let fingerprint = Fingerprint::collect(None);
+        let fingerprint = collect(None);
         // Captured by build.rs from this checkout and Cargo.lock, not typed in.
         assert!(fingerprint.git_commit.as_deref().is_some_and(|c| c.len() == 40), "{:?}", fingerprint.git_commit);
         assert!(fingerprint.git_dirty.is_some());
@@ -274,38 +180,16 @@ mod tests {
     }
 
     #[test]
-    fn differences_name_the_fields_that_make_runs_incomparable() {
-        let a = Fingerprint::collect(None);
-        let mut b = a.clone();
-        assert!(a.differences(&b).is_empty());
-        b.collected_at = "later".into();
-        b.torch_threads += 1;
-        assert!(a.differences(&b).is_empty(), "time and threads do not make runs incomparable");
-        b.host_name = Some("other-host".into());
-        b.nvidia_driver_version = Some("999.1".into());
-        let names: Vec<&str> = a.differences(&b).iter().map(|d| d.0).collect();
-        assert_eq!(names, ["host_name", "nvidia_driver_version"]);
-    }
-
-    #[test]
     fn hashes_the_suite_file() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("suite.yaml");
         fs::write(&path, b"abc").expect("write suite");
-        let fingerprint = Fingerprint::collect(Some(&path));
+        let fingerprint = collect(Some(&path));
         // `printf abc | sha256sum`
         assert_eq!(
             fingerprint.suite_sha256.as_deref(),
             Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         );
         assert_eq!(fingerprint.suite_path.as_deref(), Some(path.as_path()));
-    }
-
-    #[test]
-    fn round_trips_through_json() {
-        let fingerprint = Fingerprint::collect(None);
-        let json = serde_json::to_string(&fingerprint).expect("serialise");
-        let back: Fingerprint = serde_json::from_str(&json).expect("parse");
-        assert_eq!(back, fingerprint);
     }
 }

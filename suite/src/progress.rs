@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::TrainObserver;
 
-use crate::worker::WorkerEvent;
+use crate::protocol::WorkerEvent;
 
 /// Progress of one training run: steps, samples/s and loss.
 pub struct TrainProgress {

@@ -15,24 +15,24 @@ use stratlab_datasets::Source;
 use stratlab_strategies::DeviceChoice;
 
 use crate::commands::InputError;
-use crate::fingerprint::Fingerprint;
 use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::plan::plan;
 use crate::progress::MatrixProgress;
-use crate::store::{RunStore, TelemetryRow, UtcTime};
+use crate::protocol::{failure_outcome, WorkerEvent};
 use crate::suite_file::SuiteFile;
 use crate::telemetry::{choose_sampler, CudaEnv, TelemetryRecorder, TelemetrySummary};
 use crate::training::open_data;
 use crate::trial::TrialSpec;
+use crate::trial_rows::telemetry_row;
 use crate::trial_rows::{record, Identity, RecordedTrial, WorkerEnd};
-use crate::worker::{is_out_of_memory_message, WorkerEvent};
+use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, UtcTime};
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
     /// The suite file.
     pub suite_path: PathBuf,
     /// Where run folders are created.
-    pub results_root: PathBuf,
+    pub store_dir: PathBuf,
     /// An existing run folder to complete instead of starting a new run.
     pub resume: Option<PathBuf>,
     /// Only trials whose id contains one of these substrings.
@@ -51,38 +51,6 @@ pub struct RunSummary {
     pub already_done: usize,
     /// Outcomes of the trials run now.
     pub outcomes: BTreeMap<String, usize>,
-}
-
-/// How one trial ended, as recorded in `trials.outcome`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// Trained to the end of its budget.
-    Ok,
-    /// Ran out of memory.
-    Oom,
-    /// A worker panicked, aborted, was killed or exited with an error.
-    Crashed,
-    /// Killed by the runner after the suite's `timeout_s`.
-    Timeout,
-    /// The loss became NaN or infinite.
-    Diverged,
-    /// Not started: the configuration cannot run (e.g. more stages than the network has).
-    Infeasible,
-}
-
-impl Outcome {
-    /// The name stored in the results.
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Oom => "oom",
-            Outcome::Crashed => "crashed",
-            Outcome::Timeout => "timeout",
-            Outcome::Diverged => "diverged",
-            Outcome::Infeasible => "infeasible",
-        }
-    }
 }
 
 /// Runs (or resumes) a suite and returns where its tables are.
@@ -107,7 +75,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     }
     resolve_devices(&mut trials)?;
     prepare_real_data(&trials)?;
-    let fingerprint = Fingerprint::collect(Some(&options.suite_path));
+    let fingerprint = crate::fingerprint::collect(Some(&options.suite_path));
     let store = match &options.resume {
         Some(run_dir) => {
             let store = RunStore::open(run_dir)?;
@@ -115,7 +83,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
             check_same_environment(&store, &fingerprint, options.allow_mixed)?;
             store
         }
-        None => RunStore::create(&options.results_root, &suite.name, &options.suite_path, &fingerprint)?,
+        None => RunStore::create(&options.store_dir, &suite.name, &options.suite_path, &fingerprint)?,
     };
 
     let finished = store.finished_trial_ids()?;
@@ -231,7 +199,7 @@ fn run_trial(
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 // Lines that are not events (a library printing to stdout) are ignored.
-                if let Ok(event) = serde_json::from_str::<WorkerEvent>(&line) {
+                if let Some(event) = WorkerEvent::from_line(&line) {
                     if sender.send((rank, event)).is_err() {
                         break;
                     }
@@ -323,7 +291,7 @@ fn run_trial(
 }
 
 fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry::Sample]) -> Vec<TelemetryRow> {
-    samples.iter().map(|sample| TelemetryRow::from_sample(run_id, &trial.trial_id, sample)).collect()
+    samples.iter().map(|sample| telemetry_row(run_id, &trial.trial_id, sample)).collect()
 }
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
@@ -376,7 +344,7 @@ fn kill_group(child: &Child) {
 fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
     let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
     let tail = tail.join(" | ");
-    let outcome = if is_out_of_memory_message(stderr) { Outcome::Oom } else { Outcome::Crashed };
+    let outcome = failure_outcome(stderr);
     let how = match (status.signal(), status.code()) {
         (Some(signal), _) => format!("killed by signal {signal} ({})", signal_name(signal)),
         (None, Some(code)) => format!("exited with code {code} without a result"),

@@ -7,11 +7,9 @@ use std::time::Instant;
 use stratlab_datasets::Source;
 use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
 
-use crate::fingerprint::Fingerprint;
-use crate::runner::Outcome;
-use crate::store::{EpochRow, StepRow, TelemetryRow, TrialRow, UtcTime};
-use crate::telemetry::TelemetrySummary;
+use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
+use stratlab_results::{EpochRow, Fingerprint, Outcome, StepRow, TelemetryRow, TrialRow, UtcTime};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {
@@ -203,4 +201,21 @@ pub(crate) fn record(
         }));
     }
     RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec() }
+}
+
+/// Tags a recorder's sample with its run and trial.
+pub fn telemetry_row(run_id: &str, trial_id: &str, sample: &Sample) -> TelemetryRow {
+    TelemetryRow {
+        run_id: run_id.to_owned(),
+        trial_id: trial_id.to_owned(),
+        t_s: sample.t_s,
+        device: sample.device.clone(),
+        device_id: sample.device_id.clone(),
+        utilization_pct: sample.utilization_pct,
+        memory_used_bytes: sample.memory_used_bytes,
+        process_memory_bytes: sample.process_memory_bytes,
+        power_w: sample.power_w,
+        energy_counter_mj: sample.energy_counter_mj,
+        sm_clock_mhz: sample.sm_clock_mhz,
+    }
 }

@@ -8,53 +8,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use stratlab_datasets::{Batch, DataError, Dataset, DatasetInfo, Source};
+use stratlab_results::Outcome;
 use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
-use crate::runner::Outcome;
+use crate::protocol::{failure_outcome, panic_message, WorkerEvent};
 use crate::training::{open_data, train, TrainingData};
 use crate::trial::TrialSpec;
-
-/// One line of a worker's stdout.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "kebab-case")]
-pub enum WorkerEvent {
-    /// Data and network are ready; training starts.
-    Started {
-        /// Optimizer steps per epoch on this worker.
-        steps_per_epoch: usize,
-        /// Steps the budget allows, when known.
-        total_steps: Option<usize>,
-    },
-    /// A step finished (for progress; the full records come with `Finished`).
-    Step {
-        /// 0-based step.
-        step: usize,
-        /// Loss of the step (NaN or infinite once training diverged).
-        #[serde(with = "stratlab_strategies::nonfinite::float")]
-        loss: f64,
-        /// Samples in the step.
-        samples: usize,
-        /// Synchronised step time.
-        step_time_s: f64,
-    },
-    /// An evaluation finished.
-    Eval(EvalRecord),
-    /// An epoch finished.
-    Epoch(EpochRecord),
-    /// Training ended with a report (completed or diverged).
-    Finished(TrainReport),
-    /// Training could not be carried out.
-    Failed {
-        /// `Oom` or `Crashed`.
-        outcome: Outcome,
-        /// What happened.
-        reason: String,
-    },
-}
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
 pub fn run_worker() -> i32 {
@@ -85,28 +47,11 @@ pub fn run_worker() -> i32 {
         },
         Err(panic) => {
             let message = panic_message(&*panic);
-            let outcome = if is_out_of_memory_message(&message) { Outcome::Oom } else { Outcome::Crashed };
-            WorkerEvent::Failed { outcome, reason: format!("panic: {message}") }
+            WorkerEvent::Failed { outcome: failure_outcome(&message), reason: format!("panic: {message}") }
         }
     };
     emit(&event);
     0
-}
-
-/// The text of a panic's payload.
-pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "panic with a non-text payload".to_string())
-}
-
-/// Whether a message from libtorch or Rust's allocator reports a failed allocation.
-pub fn is_out_of_memory_message(message: &str) -> bool {
-    ["can't allocate memory", "out of memory", "memory allocation of", "Cannot allocate memory", "std::bad_alloc"]
-        .iter()
-        .any(|pattern| message.contains(pattern))
 }
 
 fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
@@ -121,7 +66,7 @@ fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, Tra
 }
 
 fn emit(event: &WorkerEvent) {
-    let line = serde_json::to_string(event).expect("worker events serialise");
+    let line = event.to_line();
     let mut stdout = std::io::stdout().lock();
     // A closed pipe means the runner is gone; nothing useful is left to do with the line.
     let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());

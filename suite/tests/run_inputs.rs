@@ -6,8 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use stratlab::fingerprint::Fingerprint;
-use stratlab::store::RunStore;
+use stratlab_results::{Fingerprint, RunStore};
 
 const TINY: &str = "\
 name: tiny
@@ -31,11 +30,11 @@ fn entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map(|entries| entries.count()).unwrap_or(0)
 }
 
-/// Runs `stratlab run <suite> --results <dir>/results <extra…>` with an empty data cache.
+/// Runs `stratlab run <suite> --store <dir>/results <extra…>` with an empty data cache.
 fn run(dir: &Path, suite: &Path, extra: &[&str]) -> std::process::Output {
     Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--results", dir.join("results").to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", dir.join("results").to_str().unwrap()])
         .args(extra)
         .env("STRATLAB_DATA_DIR", dir.join("data"))
         .env_remove("STRATLAB_TEST_FAULT")
@@ -124,7 +123,7 @@ fn resuming_in_another_environment_is_refused_unless_allow_mixed_which_is_record
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&resumes[0]).unwrap()).unwrap();
     assert_eq!(record["allow_mixed"], true);
     assert!(record["differences"].to_string().contains("gpu-node-17"), "{record}");
-    assert_eq!(record["fingerprint"]["host_name"], serde_json::json!(Fingerprint::collect(None).host_name));
+    assert_eq!(record["fingerprint"]["host_name"], serde_json::json!(stratlab::fingerprint::collect(None).host_name));
 }
 
 #[test]
@@ -135,9 +134,9 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     let output = run(dir.path(), &suite, &[]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
-    let rows: Vec<stratlab::store::TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    let rows: Vec<stratlab_results::TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
     let row = &rows[0];
-    let here = Fingerprint::collect(None);
+    let here = stratlab::fingerprint::collect(None);
     let expected_device = if tch::Cuda::is_available() { "cuda:0" } else { "cpu" };
     assert_eq!(row.device, expected_device, "auto must be recorded as the device used");
     assert_eq!(row.host_name, here.host_name);
@@ -205,14 +204,14 @@ fn a_release_binary_ignores_the_fault_variable() {
     let suite = write(dir.path(), "tiny.yaml", TINY);
     let results = dir.path().join("results");
     let output = std::process::Command::new(&binary)
-        .args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
         .env("STRATLAB_TEST_FAULT", "r0=panic")
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let run_dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
     let store = RunStore::open(&run_dir).unwrap();
-    let rows: Vec<stratlab::store::TrialRow> = store.load_rows().unwrap();
+    let rows: Vec<stratlab_results::TrialRow> = store.load_rows().unwrap();
     assert_eq!(rows[0].outcome, "ok", "the fault must not fire: {:?}", rows[0].reason);
     assert_eq!(store.fingerprint().unwrap().active_fault, None);
 }

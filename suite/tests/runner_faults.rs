@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use stratlab::store::{RunStore, TrialRow};
+use stratlab_results::{RunStore, TrialRow};
 
 fn write_suite(dir: &Path, text: &str) -> PathBuf {
     let path = dir.join("suite.yaml");
@@ -46,7 +46,7 @@ include:
     let results = dir.path().join("results");
     let output = Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
         .env("STRATLAB_TEST_FAULT", "r1=panic,r2=abort,r3=sigkill,r4=hang,r5=nan,r6=alloc")
         .timeout(Duration::from_secs(300))
         .output()
@@ -105,7 +105,7 @@ eval: {samples: 256, batch_size: 256}
     let results = dir.path().join("results");
     let exe = assert_cmd::cargo::cargo_bin("stratlab");
     let mut runner = std::process::Command::new(&exe)
-        .args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -162,7 +162,7 @@ fn resuming_with_a_changed_suite_is_refused() {
     let results = dir.path().join("results");
     Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
         .assert()
         .success();
     std::fs::write(&suite, text.replace("steps: 3", "steps: 4")).unwrap();

@@ -21,7 +21,7 @@ fn fails(suite: &str, expected: &[&str]) -> String {
     let results = dir.path().join("results");
     let output = Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", path.to_str().unwrap(), "--results", results.to_str().unwrap()])
+        .args(["run", path.to_str().unwrap(), "--store", results.to_str().unwrap()])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();

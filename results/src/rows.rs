@@ -8,8 +8,7 @@
 use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 
-use super::Table;
-use crate::telemetry::Sample;
+use crate::Table;
 
 /// Builds a schema from `(name, dtype)` pairs.
 fn schema_of(fields: &[(&str, DataType)]) -> Schema {
@@ -117,7 +116,7 @@ pub struct TrialRow {
     pub final_accuracy: Option<f64>,
     /// Test loss after the last epoch (NaN or infinity when training diverged; null when
     /// never evaluated).
-    #[serde(with = "stratlab_strategies::nonfinite::option")]
+    #[serde(with = "crate::nonfinite::option")]
     pub final_loss: Option<f64>,
     /// Seconds spent evaluating, kept out of epoch times and throughput.
     pub eval_time_s: Option<f64>,
@@ -235,12 +234,12 @@ pub struct EpochRow {
     /// Epoch number, from 0.
     pub epoch: i64,
     /// Mean training loss over the epoch.
-    #[serde(with = "stratlab_strategies::nonfinite::option")]
+    #[serde(with = "crate::nonfinite::option")]
     pub train_loss: Option<f64>,
     /// Training accuracy over the epoch, 0–1.
     pub train_accuracy: Option<f64>,
     /// Test loss after the epoch.
-    #[serde(with = "stratlab_strategies::nonfinite::option")]
+    #[serde(with = "crate::nonfinite::option")]
     pub test_loss: Option<f64>,
     /// Test accuracy after the epoch, 0–1.
     pub test_accuracy: Option<f64>,
@@ -299,7 +298,7 @@ pub struct StepRow {
     pub step: i64,
     /// Training loss of the step, where this worker computes it: NaN or infinity when
     /// training diverged, null where this worker computes no loss.
-    #[serde(with = "stratlab_strategies::nonfinite::option")]
+    #[serde(with = "crate::nonfinite::option")]
     pub loss: Option<f64>,
     /// Forward + backward + optimizer, seconds (device synchronised before both clock reads).
     pub step_time_s: f64,
@@ -341,7 +340,7 @@ impl Table for StepRow {
     }
 }
 
-/// One telemetry sample of one device during a trial (see [`crate::telemetry::Sample`]).
+/// One telemetry sample of one device during a trial (the binary's telemetry sampler).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetryRow {
     /// The run this sample belongs to.
@@ -367,25 +366,6 @@ pub struct TelemetryRow {
     pub energy_counter_mj: Option<u64>,
     /// SM clock, MHz, when reported.
     pub sm_clock_mhz: Option<u32>,
-}
-
-impl TelemetryRow {
-    /// Tags a recorder's sample with its run and trial.
-    pub fn from_sample(run_id: &str, trial_id: &str, sample: &Sample) -> TelemetryRow {
-        TelemetryRow {
-            run_id: run_id.to_owned(),
-            trial_id: trial_id.to_owned(),
-            t_s: sample.t_s,
-            device: sample.device.clone(),
-            device_id: sample.device_id.clone(),
-            utilization_pct: sample.utilization_pct,
-            memory_used_bytes: sample.memory_used_bytes,
-            process_memory_bytes: sample.process_memory_bytes,
-            power_w: sample.power_w,
-            energy_counter_mj: sample.energy_counter_mj,
-            sm_clock_mhz: sample.sm_clock_mhz,
-        }
-    }
 }
 
 impl Table for TelemetryRow {

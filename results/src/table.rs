@@ -8,9 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use stratlab_strategies::nonfinite;
-
-use super::StoreError;
+use crate::{nonfinite, StoreError};
 
 /// A row type stored as one table of a run, one Parquet part per trial.
 ///
@@ -29,8 +27,7 @@ pub trait Table: Serialize + DeserializeOwned {
 ///
 /// Rows go through serde to JSON and back in through polars' JSON reader with the schema
 /// given, so no column is formatted by hand and any serde type works. JSON has no NaN or
-/// infinity, so fields that can hold them serialise them as text (`stratlab_strategies::
-/// nonfinite`); those cells are read as null and then set to their value in the frame, so
+/// infinity, so fields that can hold them serialise them as text (`crate::nonfinite`); those cells are read as null and then set to their value in the frame, so
 /// a diverged loss is stored as NaN or infinity, distinct from a missing value (null).
 pub fn to_frame<T: Table>(rows: &[T]) -> Result<DataFrame, StoreError> {
     let schema = T::schema();

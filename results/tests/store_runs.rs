@@ -4,10 +4,15 @@ use std::fs;
 use std::path::Path;
 
 use polars::prelude::{CsvReadOptions, DataType, SerReader};
-use stratlab::fingerprint::Fingerprint;
-use stratlab::store::{
-    from_frame, to_frame, EpochRow, ExportFormat, RunStore, StepRow, StoreError, Table, TelemetryRow, TrialRow,
+use stratlab_results::{
+    from_frame, to_frame, EpochRow, ExportFormat, Fingerprint, RunStore, StepRow, StoreError, Table, TelemetryRow,
+    TrialRow,
 };
+
+/// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
+fn fingerprint() -> Fingerprint {
+    serde_json::from_str(include_str!("data/fingerprint.json")).expect("sample fingerprint")
+}
 
 fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
     TrialRow {
@@ -134,7 +139,7 @@ fn telemetry(run_id: &str, trial_id: &str, n: usize, with_power: bool) -> Vec<Te
 fn new_store(root: &Path) -> RunStore {
     let suite = root.join("default.yaml");
     fs::write(&suite, "name: default\n").expect("write suite");
-    RunStore::create(&root.join("results"), "default", &suite, &Fingerprint::collect(Some(&suite))).expect("create run")
+    RunStore::create(&root.join("runs"), "default", &suite, &fingerprint()).expect("create run")
 }
 
 /// The schema lists exactly the serde fields, in order: the two can never drift apart.

@@ -10,8 +10,9 @@ use polars::prelude::{
     CsvWriter, DataFrame, JsonFormat, JsonWriter, ParquetReader, ParquetWriter, SerReader, SerWriter,
 };
 
-use super::{to_frame, EpochRow, ExportFormat, StepRow, StoreError, Table, TelemetryRow, TrialRow, UtcTime};
-use crate::fingerprint::Fingerprint;
+use crate::{
+    to_frame, EpochRow, ExportFormat, Fingerprint, StepRow, StoreError, Table, TelemetryRow, TrialRow, UtcTime,
+};
 
 /// The run's tables, in the order they are exported.
 pub const TABLE_NAMES: [&str; 4] = [TrialRow::NAME, EpochRow::NAME, StepRow::NAME, TelemetryRow::NAME];
@@ -25,34 +26,37 @@ const RESUMES_DIR: &str = "resumes";
 /// Marker inside temp file names: `.<final name>.tmp-<pid>-<n>`.
 const TEMP_MARKER: &str = ".tmp-";
 
-/// A run folder under `results/`, the only writer and reader of its tables.
+/// Where run folders go unless told otherwise (relative to the working directory; git-ignored).
+pub const DEFAULT_STORE_DIR: &str = "runs";
+
+/// A run folder under the store folder (`runs/`), the only writer and reader of its tables.
 ///
 /// Every file is written to a hidden temp file in its final folder, fsynced and renamed, so
 /// a crash leaves either the old state or the new one, never half a Parquet file. The
 /// `trials/` part of a trial is renamed last: it is the commit record of the trial.
 #[derive(Debug, Clone)]
 pub struct RunStore {
-    /// `results/<run_id>/`.
+    /// `runs/<run_id>/`.
     run_dir: PathBuf,
     /// The folder's name: UTC start time and short suite name.
     run_id: String,
 }
 
 impl RunStore {
-    /// Creates `results_root/<UTC timestamp>-<suite name>/` with a copy of the suite file and
+    /// Creates `store_dir/<UTC timestamp>-<suite name>/` with a copy of the suite file and
     /// the fingerprint. Two runs started in the same second get `-2`, `-3`, … suffixes.
     pub fn create(
-        results_root: &Path,
+        store_dir: &Path,
         suite_name: &str,
         suite_path: &Path,
         fingerprint: &Fingerprint,
     ) -> Result<RunStore, StoreError> {
-        fs::create_dir_all(results_root).map_err(io_error(results_root))?;
+        fs::create_dir_all(store_dir).map_err(io_error(store_dir))?;
         let base = format!("{}-{}", UtcTime::now().compact(), short_name(suite_name));
         let mut attempt = 1;
         let run_dir = loop {
             let run_id = if attempt == 1 { base.clone() } else { format!("{base}-{attempt}") };
-            let dir = results_root.join(&run_id);
+            let dir = store_dir.join(&run_id);
             // create_dir (not _all) fails if the folder exists: it claims the name atomically.
             match fs::create_dir(&dir) {
                 Ok(()) => break dir,
