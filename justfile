@@ -17,11 +17,15 @@ setup:
 build: setup
     cargo build --release --bin stratlab
 
+# Install Debian's chromium for the HTML report's headless-browser test; idempotent.
+setup-chromium:
+    @tools/setup-chromium.sh
+
 # Run every test of the workspace on the CPU. Tests build in release, like the benchmark
 # binary, so `just test` and `just bench-matrix` share one compiled set of dependencies.
 # The release binary (without the test-only fault-injection feature) is built first and kept
 # aside: a test checks that it ignores the fault variable.
-test: setup
+test: setup setup-chromium
     cargo build --release --bin stratlab
     mkdir -p target/release-checks && cp target/release/stratlab target/release-checks/stratlab
     STRATLAB_RELEASE_BINARY="$PWD/target/release-checks/stratlab" cargo test --workspace --release --no-fail-fast

@@ -44,6 +44,21 @@ pub enum ReportError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A figure to embed in the HTML report could not be read (missing, unreadable).
+    #[error("reading figure {path} for the HTML report: {source}")]
+    ReadFigure {
+        /// The figure file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A figure to embed in the HTML report is neither `.svg` nor `.png`, so the browser
+    /// would not know how to decode it.
+    #[error("figure {path}: the HTML report embeds .svg and .png files only")]
+    FigureFormat {
+        /// The figure file.
+        path: PathBuf,
+    },
     /// Encoding the rendered pixels as PNG failed.
     #[error("encoding PNG {path}: {source}")]
     Png {
