@@ -9,6 +9,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aggregate;
 mod draw;
 mod figure_target;
 mod figures;
@@ -20,7 +21,9 @@ mod render;
 mod report_error;
 mod stat;
 mod style;
+pub mod tables;
 
+pub use aggregate::{aggregate_run, RunAggregates};
 pub use figure_target::FigureTarget;
 pub use figures::device_usage::{device_usage, DeviceUsageBar};
 pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
@@ -34,3 +37,4 @@ pub use html::{write_report_html, FailedTrial, HtmlTable, ReportFigure, ReportPa
 pub use outcome::{Failure, Outcome};
 pub use report_error::ReportError;
 pub use stat::Stat;
+pub use tables::{matrix_for_terminal, summary_tables, SummaryTable};

@@ -67,4 +67,31 @@ pub enum ReportError {
         /// The encoder's error.
         source: image::ImageError,
     },
+    /// A table of the run could not be loaded from the results store.
+    #[error("loading the {table} table of the run: {source}")]
+    Load {
+        /// The table, e.g. `"trials"`.
+        table: &'static str,
+        /// The store's error (it names the part file).
+        source: stratlab_results::StoreError,
+    },
+    /// A column of a table is missing, has an unexpected type, or a Polars operation on it
+    /// failed.
+    #[error("table {table}, column {column}: {source}")]
+    Column {
+        /// The run's table (`"trials"`) or the summary table (`"speedup"`).
+        table: String,
+        /// The column at fault.
+        column: String,
+        /// Polars' error.
+        source: polars::prelude::PolarsError,
+    },
+    /// Writing a summary table as CSV failed.
+    #[error("writing CSV {path}: {source}")]
+    Csv {
+        /// The CSV file.
+        path: PathBuf,
+        /// Polars' error.
+        source: polars::prelude::PolarsError,
+    },
 }

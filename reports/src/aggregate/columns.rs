@@ -1,0 +1,137 @@
+//! Typed access to the columns of a run's tables, every error naming the table and column,
+//! and the (network, data set, strategy, W, batch) key that identifies a cell of the matrix.
+
+use polars::prelude::{
+    BooleanChunked, ChunkCompareEq, Column, DataFrame, DataType, Float64Chunked, Int64Chunked, PolarsError,
+    StringChunked,
+};
+
+use crate::ReportError;
+
+/// The trials-table columns that identify one cell of the matrix; repeats share them.
+pub(crate) const KEY_COLUMNS: [&str; 5] = ["network", "dataset", "strategy", "workers", "batch_size"];
+
+/// One cell of the benchmark matrix: what was trained, how, on how many workers, with how
+/// many samples per worker. Repeats of a trial share their key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CellKey {
+    /// Network name (`resnet18`, …).
+    pub network: String,
+    /// Data set name (`cifar10`, …).
+    pub dataset: String,
+    /// Strategy name (`single`, `data-parallel`, …).
+    pub strategy: String,
+    /// Worker count W.
+    pub workers: u32,
+    /// Samples per worker per step.
+    pub batch_size: u32,
+}
+
+impl CellKey {
+    /// The key of the `single` (W = 1) cell this cell's speedup is measured against: same
+    /// network, data set and batch per worker.
+    pub fn baseline(&self) -> CellKey {
+        CellKey { strategy: "single".into(), workers: 1, ..self.clone() }
+    }
+}
+
+/// A frame of one table, read column by column.
+pub(crate) struct Frame<'a> {
+    /// The table's name, for errors.
+    pub(crate) table: &'a str,
+    /// The frame.
+    pub(crate) frame: &'a DataFrame,
+}
+
+impl<'a> Frame<'a> {
+    pub(crate) fn new(table: &'a str, frame: &'a DataFrame) -> Self {
+        Frame { table, frame }
+    }
+
+    /// A closure turning a Polars error on `column` into a [`ReportError::Column`].
+    pub(crate) fn error(&self, column: &str) -> impl Fn(PolarsError) -> ReportError + '_ {
+        let column = column.to_owned();
+        move |source| ReportError::Column { table: self.table.to_owned(), column: column.clone(), source }
+    }
+
+    pub(crate) fn column(&self, name: &str) -> Result<&'a Column, ReportError> {
+        self.frame.column(name).map_err(self.error(name))
+    }
+
+    pub(crate) fn str(&self, name: &str) -> Result<&'a StringChunked, ReportError> {
+        self.column(name)?.str().map_err(self.error(name))
+    }
+
+    pub(crate) fn i64(&self, name: &str) -> Result<&'a Int64Chunked, ReportError> {
+        self.column(name)?.i64().map_err(self.error(name))
+    }
+
+    pub(crate) fn bool(&self, name: &str) -> Result<&'a BooleanChunked, ReportError> {
+        self.column(name)?.bool().map_err(self.error(name))
+    }
+
+    /// A numeric column as `f64` (UInt64 byte counts included).
+    pub(crate) fn f64(&self, name: &str) -> Result<Float64Chunked, ReportError> {
+        let column = self.column(name)?.cast(&DataType::Float64).map_err(self.error(name))?;
+        Ok(column.f64().map_err(self.error(name))?.clone())
+    }
+
+    /// Rows whose `outcome` is `ok`: the only ones that are measurements.
+    pub(crate) fn ok_rows(&self) -> Result<DataFrame, ReportError> {
+        let ok = self.str("outcome")?.equal(stratlab_results::Outcome::Ok.name());
+        self.frame.filter(&ok).map_err(self.error("outcome"))
+    }
+
+    /// A reader of the key columns.
+    pub(crate) fn keys(&self) -> Result<KeyReader<'a>, ReportError> {
+        Ok(KeyReader {
+            table: self.table.to_owned(),
+            network: self.str("network")?,
+            dataset: self.str("dataset")?,
+            strategy: self.str("strategy")?,
+            workers: self.i64("workers")?,
+            batch_size: self.i64("batch_size")?,
+        })
+    }
+}
+
+/// Reads the [`CellKey`] of row `i` of a frame holding the key columns.
+pub(crate) struct KeyReader<'a> {
+    table: String,
+    network: &'a StringChunked,
+    dataset: &'a StringChunked,
+    strategy: &'a StringChunked,
+    workers: &'a Int64Chunked,
+    batch_size: &'a Int64Chunked,
+}
+
+impl KeyReader<'_> {
+    pub(crate) fn key(&self, i: usize) -> Result<CellKey, ReportError> {
+        let text = |column: &StringChunked, name: &str| {
+            column.get(i).map(str::to_owned).ok_or_else(|| self.invalid(name, "null", "a trial names it"))
+        };
+        let count = |column: &Int64Chunked, name: &str| {
+            let value = column.get(i);
+            value
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|v| *v > 0)
+                .ok_or_else(|| self.invalid(name, &format!("{value:?}"), "a positive count"))
+        };
+        Ok(CellKey {
+            network: text(self.network, "network")?,
+            dataset: text(self.dataset, "dataset")?,
+            strategy: text(self.strategy, "strategy")?,
+            workers: count(self.workers, "workers")?,
+            batch_size: count(self.batch_size, "batch_size")?,
+        })
+    }
+
+    fn invalid(&self, column: &str, value: &str, why: &'static str) -> ReportError {
+        ReportError::InvalidInput {
+            figure: "aggregate",
+            field: format!("{}.{column}", self.table),
+            value: value.to_owned(),
+            why,
+        }
+    }
+}

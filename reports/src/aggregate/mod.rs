@@ -1,0 +1,90 @@
+//! From a run's tables to the numbers behind its figures and tables (SPEC §7): throughput,
+//! epoch time and speedup per cell with the spread over repeats, device usage, accuracy and
+//! loss curves per trial, and the pipeline bubble of a timeline.
+//!
+//! Only `ok` trials are measurements; failed ones are counted and their outcome kept, so a
+//! cell whose repeats all failed shows as that failure, never as a gap or a made-up number.
+//! Repeats are summarised with Polars' group-by (median, min, max, count).
+
+mod accuracy;
+mod bubble;
+mod cells;
+mod columns;
+mod device;
+mod figures;
+mod loss;
+mod speedup;
+mod throughput;
+mod trial;
+
+use polars::prelude::DataFrame;
+use stratlab_results::{EpochRow, RunStore, StepRow, Table, TrialRow};
+
+use crate::ReportError;
+
+pub use accuracy::TrialAccuracy;
+pub use bubble::{bubble_share, bubble_share_of, gpipe_bubble, BubbleShare};
+pub use cells::{failure_of, FailedTrial, Repeats, NOT_RECORDED};
+pub use columns::CellKey;
+pub use device::DeviceUsageCell;
+pub use loss::{StepsPerEpoch, TrialLoss, MAX_LOSS_POINTS};
+pub use speedup::{Speedup, NO_BASELINE};
+pub use throughput::ThroughputCell;
+pub use trial::TrialInfo;
+
+/// Everything a report shows about one run, computed once from its tables.
+///
+/// Cells are in the order the suite's matrix first lists them, trials in matrix order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunAggregates {
+    /// The run's id (`20261123T100115Z-default`).
+    pub run_id: String,
+    /// Throughput, epoch time and speedup per cell.
+    pub throughput: Vec<ThroughputCell>,
+    /// Device utilisation and memory per cell.
+    pub device_usage: Vec<DeviceUsageCell>,
+    /// Accuracy over time per trial.
+    pub accuracy: Vec<TrialAccuracy>,
+    /// Training loss per trial.
+    pub loss: Vec<TrialLoss>,
+}
+
+impl RunAggregates {
+    /// Whether the run holds no finished trial (an interrupted run may not).
+    pub fn is_empty(&self) -> bool {
+        self.throughput.is_empty()
+    }
+}
+
+/// Loads the trials, epochs and steps tables of `store` once and aggregates them. A run
+/// without finished trials gives empty aggregates, not an error.
+pub fn aggregate_run(store: &RunStore) -> Result<RunAggregates, ReportError> {
+    let load = |table: &'static str| store.load(table).map_err(|source| ReportError::Load { table, source });
+    let trials = load(TrialRow::NAME)?;
+    let epochs = load(EpochRow::NAME)?;
+    let steps = load(StepRow::NAME)?;
+    aggregate_frames(store.run_id(), &trials, &epochs, &steps)
+}
+
+/// Aggregates already loaded tables (with the store's column names and types).
+pub fn aggregate_frames(
+    run_id: &str,
+    trials: &DataFrame,
+    epochs: &DataFrame,
+    steps: &DataFrame,
+) -> Result<RunAggregates, ReportError> {
+    if trials.height() == 0 {
+        return Ok(RunAggregates { run_id: run_id.to_owned(), ..RunAggregates::default() });
+    }
+    let trials = cells::in_matrix_order(trials)?;
+    let cells = cells::repeats_by_cell(&trials)?;
+    let ok = columns::Frame::new("trials", &trials).ok_rows()?;
+    let records = trial::trial_records(&trials)?;
+    Ok(RunAggregates {
+        run_id: run_id.to_owned(),
+        throughput: throughput::throughput_cells(&cells, &ok)?,
+        device_usage: device::device_usage_cells(&cells, &ok)?,
+        accuracy: accuracy::trial_accuracies(&records, epochs)?,
+        loss: loss::trial_losses(&records, steps)?,
+    })
+}

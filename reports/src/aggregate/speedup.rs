@@ -1,0 +1,119 @@
+//! Speedup over `single` and scaling efficiency (SPEC §7), from the throughput medians and
+//! ranges of a cell and of its baseline; absent, with the reason, when there is no baseline.
+
+use crate::{Failure, Outcome, Stat};
+
+/// A cell's speedup over `single` (W = 1) with the same network, data set and batch per
+/// worker, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Speedup {
+    /// Both the cell and its baseline were measured.
+    Measured {
+        /// Median throughput ÷ the baseline's median; spread `[min ÷ baseline max, max ÷
+        /// baseline min]`, the widest ratio the repeats allow; `n` is the smaller repeat
+        /// count of the two.
+        speedup: Stat,
+        /// Scaling efficiency: speedup ÷ W.
+        efficiency: Stat,
+    },
+    /// The cell itself has no throughput: every repeat failed (or none recorded it).
+    Failed(Failure),
+    /// The cell was measured but its baseline was not; never invented.
+    NoBaseline {
+        /// Why, for the table: e.g. "no single W=1 trial with batch 64".
+        why: String,
+    },
+}
+
+/// The figure label of a cell whose baseline is missing.
+pub const NO_BASELINE: &str = "no baseline";
+
+impl Speedup {
+    /// Computes the speedup of a cell with throughput `cell` at `workers` workers against
+    /// `baseline`, the throughput of its `single` W = 1 cell if the run has one.
+    pub fn of(cell: &Outcome, workers: u32, batch_size: u32, baseline: Option<&Outcome>) -> Speedup {
+        let cell = match cell {
+            Outcome::Measured(stat) => stat,
+            Outcome::Failed(failure) => return Speedup::Failed(failure.clone()),
+        };
+        let base = match baseline {
+            Some(Outcome::Measured(base)) => base,
+            Some(Outcome::Failed(failure)) => {
+                return Speedup::NoBaseline {
+                    why: format!("single W=1 baseline has no throughput ({})", failure.label()),
+                }
+            }
+            None => return Speedup::NoBaseline { why: format!("no single W=1 trial with batch {batch_size}") },
+        };
+        let speedup = Stat {
+            median: cell.median / base.median,
+            min: cell.min / base.max,
+            max: cell.max / base.min,
+            n: cell.n.min(base.n),
+        };
+        Speedup::Measured { speedup, efficiency: speedup.scaled(1.0 / f64::from(workers)) }
+    }
+
+    /// The speedup as figures draw it; a missing baseline is drawn as a stub labelled
+    /// [`NO_BASELINE`], so the cell shows instead of silently vanishing.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Speedup::Measured { speedup, .. } => Outcome::Measured(*speedup),
+            Speedup::Failed(failure) => Outcome::Failed(failure.clone()),
+            Speedup::NoBaseline { .. } => Outcome::Failed(Failure::Other(NO_BASELINE.into())),
+        }
+    }
+
+    /// The speedup statistic, if measured.
+    pub fn speedup(&self) -> Option<&Stat> {
+        match self {
+            Speedup::Measured { speedup, .. } => Some(speedup),
+            _ => None,
+        }
+    }
+
+    /// The efficiency statistic, if measured.
+    pub fn efficiency(&self) -> Option<&Stat> {
+        match self {
+            Speedup::Measured { efficiency, .. } => Some(efficiency),
+            _ => None,
+        }
+    }
+
+    /// Why the speedup is absent although the cell was measured.
+    pub fn missing_baseline(&self) -> Option<&str> {
+        match self {
+            Speedup::NoBaseline { why } => Some(why),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(median: f64, min: f64, max: f64, n: usize) -> Outcome {
+        Outcome::Measured(Stat { median, min, max, n })
+    }
+
+    #[test]
+    fn speedup_divides_medians_and_takes_the_widest_spread() {
+        let base = stat(100.0, 95.0, 110.0, 3);
+        let Speedup::Measured { speedup, efficiency } = Speedup::of(&stat(180.0, 170.0, 200.0, 3), 2, 32, Some(&base))
+        else {
+            panic!("expected a measured speedup")
+        };
+        assert_eq!((speedup.median, speedup.min, speedup.max, speedup.n), (1.8, 170.0 / 110.0, 200.0 / 95.0, 3));
+        assert!((efficiency.median - 0.9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn missing_or_failed_baseline_gives_no_speedup() {
+        let cell = stat(180.0, 170.0, 200.0, 3);
+        assert!(Speedup::of(&cell, 2, 64, None).missing_baseline().unwrap().contains("batch 64"));
+        let failed = Outcome::Failed(Failure::OutOfMemory);
+        assert!(Speedup::of(&cell, 2, 64, Some(&failed)).missing_baseline().unwrap().contains("OOM"));
+        assert_eq!(Speedup::of(&failed, 2, 64, Some(&cell)), Speedup::Failed(Failure::OutOfMemory));
+    }
+}

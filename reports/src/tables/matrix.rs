@@ -1,0 +1,110 @@
+//! The results matrix: one row per network, data set (and batch per worker), one column per
+//! strategy and W, each cell the headline throughput with its speedup, or the failure.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use polars::prelude::{Column, DataFrame};
+
+use super::format::{outcome_label, three_significant};
+use super::{align_numeric, SummaryTable};
+use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
+use crate::{Outcome, ReportError};
+
+const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
+
+/// The results matrix as a table: `network`, `dataset`, `batch/worker`, then one text
+/// column per `"<strategy> W=<w>"` (strategies in the SPEC's order, then W). A cell reads
+/// `1230 ×1.80`, `1230 ×1.80 (1/4 failed)`, `1230` (no baseline), `OOM`, or "—" when the
+/// run has no such trial.
+pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let cells = &aggregates.throughput;
+    let mut rows: Vec<(&str, &str, u32)> = Vec::new();
+    let mut columns: Vec<(&str, u32)> = Vec::new();
+    for cell in cells {
+        let row = (cell.key.network.as_str(), cell.key.dataset.as_str(), cell.key.batch_size);
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+        let column = (cell.key.strategy.as_str(), cell.key.workers);
+        if !columns.contains(&column) {
+            columns.push(column);
+        }
+    }
+    // Stable: strategies the SPEC does not know keep their order of appearance.
+    let first_seen = |strategy: &str| columns.iter().position(|(s, _)| *s == strategy).unwrap_or(usize::MAX);
+    let mut ordered = columns.clone();
+    ordered.sort_by_key(|(strategy, workers)| (crate::style::strategy_rank(strategy), first_seen(strategy), *workers));
+
+    let mut frame_columns = vec![
+        Column::new("network".into(), rows.iter().map(|r| r.0.to_owned()).collect::<Vec<_>>()),
+        Column::new("dataset".into(), rows.iter().map(|r| r.1.to_owned()).collect::<Vec<_>>()),
+        Column::new("batch/worker".into(), rows.iter().map(|r| i64::from(r.2)).collect::<Vec<_>>()),
+    ];
+    for (strategy, workers) in ordered {
+        let values: Vec<Option<String>> = rows
+            .iter()
+            .map(|&(network, dataset, batch)| {
+                cells
+                    .iter()
+                    .find(|c| {
+                        c.key.network == network
+                            && c.key.dataset == dataset
+                            && c.key.batch_size == batch
+                            && c.key.strategy == strategy
+                            && c.key.workers == workers
+                    })
+                    .map(cell_text)
+            })
+            .collect();
+        frame_columns.push(Column::new(format!("{strategy} W={workers}").into(), values));
+    }
+    let frame = DataFrame::new_infer_height(frame_columns).map_err(|source| ReportError::Column {
+        table: "results_matrix".into(),
+        column: "(all)".into(),
+        source,
+    })?;
+    Ok(SummaryTable { name: "results_matrix".into(), title: TITLE.into(), frame })
+}
+
+/// One matrix cell's text.
+fn cell_text(cell: &ThroughputCell) -> String {
+    let repeats = &cell.repeats;
+    match &cell.wall_samples_per_s {
+        Outcome::Measured(stat) => {
+            let mut text = three_significant(stat.median);
+            if let Some(speedup) = cell.speedup.speedup() {
+                text.push_str(&format!(" ×{}", three_significant(speedup.median)));
+            }
+            if repeats.failed > 0 {
+                text.push_str(&format!(" ({}/{} failed)", repeats.failed, repeats.trials));
+            }
+            text
+        }
+        Outcome::Failed(_) => match (&repeats.first_failure, repeats.ok()) {
+            (Some(failed), 0) => outcome_label(&failed.outcome),
+            _ => NOT_RECORDED.into(),
+        },
+    }
+}
+
+/// The results matrix for the terminal (printed at the end of `just bench-matrix`): a
+/// compact UTF-8 table under its title, strategy and W on two header lines.
+pub fn matrix_for_terminal(aggregates: &RunAggregates) -> String {
+    if aggregates.is_empty() {
+        return format!("run {}: no finished trials yet", aggregates.run_id);
+    }
+    let matrix = match results_matrix(aggregates) {
+        Ok(matrix) => matrix,
+        Err(error) => return format!("run {}: results matrix unavailable: {error}", aggregates.run_id),
+    };
+    let (header, rows, numeric) = matrix.cells();
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(header.iter().map(|h| h.replacen(" W=", "\nW=", 1)).collect::<Vec<_>>());
+    for row in rows {
+        table.add_row(row);
+    }
+    // Strategy columns hold text but read as numbers: align them like numbers.
+    let aligned: Vec<bool> = numeric.iter().enumerate().map(|(i, n)| *n || i >= 3).collect();
+    align_numeric(&mut table, &aligned);
+    format!("{}\n{TITLE}\n{table}", aggregates.run_id)
+}

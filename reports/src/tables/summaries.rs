@@ -1,0 +1,215 @@
+//! One table per figure kind: the numbers each plot draws, with the spread, the repeat
+//! counts and the reason wherever a number is missing.
+
+use polars::prelude::{Column, DataFrame};
+
+use super::{SummaryTable, OUTCOME_COLUMN};
+use crate::aggregate::{bubble_share, CellKey, Repeats, RunAggregates, StepsPerEpoch, TrialInfo};
+use crate::{EventKind, Outcome, ReportError, Stat, Timeline};
+
+const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Columns built one by one, then checked into a frame.
+#[derive(Default)]
+struct Columns(Vec<Column>);
+
+impl Columns {
+    fn text(mut self, name: &str, values: Vec<String>) -> Self {
+        self.0.push(Column::new(name.into(), values));
+        self
+    }
+    fn maybe_text(mut self, name: &str, values: Vec<Option<String>>) -> Self {
+        self.0.push(Column::new(name.into(), values));
+        self
+    }
+    fn int(mut self, name: &str, values: Vec<Option<i64>>) -> Self {
+        self.0.push(Column::new(name.into(), values));
+        self
+    }
+    fn float(mut self, name: &str, values: Vec<Option<f64>>) -> Self {
+        self.0.push(Column::new(name.into(), values));
+        self
+    }
+    /// The cell identity: network, data set, strategy, W, batch per worker.
+    fn keys<'a>(self, keys: impl Iterator<Item = &'a CellKey> + Clone) -> Self {
+        let text = |f: fn(&CellKey) -> &String| keys.clone().map(|k| f(k).clone()).collect();
+        self.text("network", text(|k| &k.network))
+            .text("dataset", text(|k| &k.dataset))
+            .text("strategy", text(|k| &k.strategy))
+            .int("W", keys.clone().map(|k| Some(i64::from(k.workers))).collect())
+            .int("batch/worker", keys.map(|k| Some(i64::from(k.batch_size))).collect())
+    }
+    /// Repeat counts, the cell's outcome (its first failure when none is `ok`) and a note.
+    fn repeats<'a>(self, repeats: impl Iterator<Item = &'a Repeats> + Clone) -> Self {
+        self.int("repeats ok", repeats.clone().map(|r| Some(r.ok() as i64)).collect())
+            .int("repeats failed", repeats.clone().map(|r| Some(r.failed as i64)).collect())
+            .text(OUTCOME_COLUMN, repeats.map(cell_outcome).collect())
+    }
+    fn finish(self, name: &str, title: &str) -> Result<SummaryTable, ReportError> {
+        let frame = DataFrame::new_infer_height(self.0).map_err(|source| ReportError::Column {
+            table: name.to_owned(),
+            column: "(all)".into(),
+            source,
+        })?;
+        Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+    }
+}
+
+/// The stored outcome that stands for a cell: `ok` when any repeat is, else the first failure.
+fn cell_outcome(repeats: &Repeats) -> String {
+    match (&repeats.first_failure, repeats.ok()) {
+        (Some(failed), 0) => failed.outcome.clone(),
+        _ => "ok".into(),
+    }
+}
+
+/// Why a failed cell or repeat failed, as recorded.
+fn failure_note(repeats: &Repeats) -> Option<String> {
+    let failed = repeats.first_failure.as_ref()?;
+    let reason = failed.reason.as_deref().unwrap_or("no reason recorded");
+    Some(match repeats.ok() {
+        0 => reason.to_owned(),
+        _ => format!("first failed repeat: {} ({reason})", failed.outcome),
+    })
+}
+
+fn stat_of(outcome: &Outcome) -> Option<Stat> {
+    outcome.stat().copied()
+}
+
+fn medians(stats: &[Option<Stat>], scale: f64) -> Vec<Option<f64>> {
+    stats.iter().map(|s| s.map(|s| s.median * scale)).collect()
+}
+fn mins(stats: &[Option<Stat>]) -> Vec<Option<f64>> {
+    stats.iter().map(|s| s.map(|s| s.min)).collect()
+}
+fn maxs(stats: &[Option<Stat>]) -> Vec<Option<f64>> {
+    stats.iter().map(|s| s.map(|s| s.max)).collect()
+}
+
+/// Speedup over `single` (W = 1) and scaling efficiency per cell: the numbers behind the
+/// speedup bars and the scaling lines.
+pub fn speedup_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let cells = &aggregates.throughput;
+    let speedup: Vec<Option<Stat>> = cells.iter().map(|c| c.speedup.speedup().copied()).collect();
+    let efficiency: Vec<Option<Stat>> = cells.iter().map(|c| c.speedup.efficiency().copied()).collect();
+    let notes =
+        cells.iter().map(|c| c.speedup.missing_baseline().map(str::to_owned).or_else(|| failure_note(&c.repeats)));
+    Columns::default()
+        .keys(cells.iter().map(|c| &c.key))
+        .float("speedup (×, median)", medians(&speedup, 1.0))
+        .float("speedup (×, min)", mins(&speedup))
+        .float("speedup (×, max)", maxs(&speedup))
+        .float("efficiency (median)", medians(&efficiency, 1.0))
+        .repeats(cells.iter().map(|c| &c.repeats))
+        .maybe_text("note", notes.collect())
+        .finish("speedup", "Speedup over single (W = 1) and scaling efficiency (speedup ÷ W)")
+}
+
+/// Throughput and seconds per epoch per cell: the numbers behind the throughput figure.
+pub fn throughput_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let cells = &aggregates.throughput;
+    let wall: Vec<Option<Stat>> = cells.iter().map(|c| stat_of(&c.wall_samples_per_s)).collect();
+    let step: Vec<Option<Stat>> = cells.iter().map(|c| stat_of(&c.step_samples_per_s)).collect();
+    let epoch: Vec<Option<Stat>> = cells.iter().map(|c| stat_of(&c.seconds_per_epoch)).collect();
+    let source = cells
+        .iter()
+        .zip(&epoch)
+        .map(|(c, e)| e.map(|_| if c.epoch_time_estimated { "estimated" } else { "measured" }.to_owned()));
+    Columns::default()
+        .keys(cells.iter().map(|c| &c.key))
+        .float("samples/s (median)", medians(&wall, 1.0))
+        .float("samples/s (min)", mins(&wall))
+        .float("samples/s (max)", maxs(&wall))
+        .float("step samples/s (median)", medians(&step, 1.0))
+        .float("s/epoch (median)", medians(&epoch, 1.0))
+        .float("s/epoch (min)", mins(&epoch))
+        .float("s/epoch (max)", maxs(&epoch))
+        .maybe_text("s/epoch from", source.collect())
+        .repeats(cells.iter().map(|c| &c.repeats))
+        .finish("throughput", "Training throughput (wall samples/s, loader wait included) and seconds per epoch")
+}
+
+/// Device utilisation and memory per cell, medians over repeats.
+pub fn device_usage_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let cells = &aggregates.device_usage;
+    let of = |f: fn(&crate::aggregate::DeviceUsageCell) -> &Outcome| -> Vec<Option<Stat>> {
+        cells.iter().map(|c| stat_of(f(c))).collect()
+    };
+    Columns::default()
+        .keys(cells.iter().map(|c| &c.key))
+        .float("utilisation mean (%, median)", medians(&of(|c| &c.utilisation_mean_pct), 1.0))
+        .float("utilisation max (%, median)", medians(&of(|c| &c.utilisation_max_pct), 1.0))
+        .float("memory mean (GiB, median)", medians(&of(|c| &c.memory_mean_bytes), 1.0 / BYTES_PER_GIB))
+        .float("memory max (GiB, median)", medians(&of(|c| &c.memory_max_bytes), 1.0 / BYTES_PER_GIB))
+        .repeats(cells.iter().map(|c| &c.repeats))
+        .finish("device_usage", "Device utilisation and memory in use (medians over repeats)")
+}
+
+/// Per-trial identity columns, the trial's outcome and its reason.
+fn trial_columns<'a>(trials: impl Iterator<Item = &'a TrialInfo> + Clone) -> (Columns, Columns) {
+    let head = Columns::default()
+        .keys(trials.clone().map(|t| &t.key))
+        .int("repeat", trials.clone().map(|t| Some(t.repeat)).collect());
+    let outcome = trials.clone().map(|t| t.failure.as_ref().map_or("ok".into(), |f| f.outcome.clone())).collect();
+    let reason = trials.map(|t| t.failure.as_ref().and_then(|f| f.reason.clone())).collect();
+    (head, Columns::default().text(OUTCOME_COLUMN, outcome).maybe_text("reason", reason))
+}
+
+/// Time-to-accuracy, final accuracy and evaluation count per trial.
+pub fn time_to_accuracy_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let trials = &aggregates.accuracy;
+    let (head, tail) = trial_columns(trials.iter().map(|t| &t.trial));
+    let mut columns = head
+        .float("target accuracy (%)", trials.iter().map(|t| Some(t.target_accuracy * 100.0)).collect())
+        .float("time to accuracy (s)", trials.iter().map(|t| t.time_to_accuracy_s).collect())
+        .float("final accuracy (%)", trials.iter().map(|t| t.final_accuracy.map(|a| a * 100.0)).collect())
+        .int("evaluations", trials.iter().map(|t| Some(t.points.len() as i64)).collect());
+    columns.0.extend(tail.0);
+    columns.finish("time_to_accuracy", "Time to target test accuracy (wall seconds from the start of training)")
+}
+
+/// Loss-curve summary per trial: how many steps, where the loss started, ended and diverged.
+pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let trials = &aggregates.loss;
+    let (head, tail) = trial_columns(trials.iter().map(|t| &t.trial));
+    let source = trials.iter().map(|t| {
+        t.steps_per_epoch.map(|spe| match spe {
+            StepsPerEpoch::Counted(_) => "counted".to_owned(),
+            StepsPerEpoch::FromEstimate(_) => "from estimate".to_owned(),
+            StepsPerEpoch::AtLeast(_) => "at least".to_owned(),
+        })
+    });
+    let mut columns = head
+        .int("steps", trials.iter().map(|t| Some(t.steps as i64)).collect())
+        .int("steps/epoch", trials.iter().map(|t| t.steps_per_epoch.map(|s| s.steps() as i64)).collect())
+        .maybe_text("steps/epoch from", source.collect())
+        .float("first loss", trials.iter().map(|t| t.first_loss).collect())
+        .float("last loss", trials.iter().map(|t| t.last_loss).collect())
+        .float("min loss", trials.iter().map(|t| t.min_loss).collect())
+        .int("diverged at step", trials.iter().map(|t| t.diverged_at_step).collect());
+    columns.0.extend(tail.0);
+    columns.finish("loss_curves", "Training loss per trial (cross-entropy)")
+}
+
+/// Measured and theoretical (GPipe) bubble share of each timeline.
+pub fn bubble_table(timelines: &[Timeline]) -> Result<SummaryTable, ReportError> {
+    let shares: Vec<_> = timelines.iter().map(bubble_share).collect();
+    let micro_batches = timelines.iter().map(|t| {
+        let mut ids: Vec<u32> =
+            t.events.iter().filter(|e| e.kind == EventKind::Forward).filter_map(|e| e.micro_batch).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        (!ids.is_empty()).then_some(ids.len() as i64)
+    });
+    Columns::default()
+        .text("timeline", timelines.iter().map(|t| t.title.clone()).collect())
+        .int("workers", timelines.iter().map(|t| Some(i64::from(t.workers))).collect())
+        .int("micro-batches", micro_batches.collect())
+        .float("bubble measured (%)", shares.iter().map(|s| Some(s.measured * 100.0)).collect())
+        .float("bubble theoretical (%)", shares.iter().map(|s| s.theoretical.map(|t| t * 100.0)).collect())
+        .finish(
+            "pipeline_bubble",
+            "Pipeline bubble: idle share of the step span, measured and GPipe's (p − 1)/(m + p − 1)",
+        )
+}
