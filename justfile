@@ -30,7 +30,8 @@ test: setup setup-chromium
     mkdir -p target/release-checks && cp target/release/stratlab target/release-checks/stratlab
     STRATLAB_RELEASE_BINARY="$PWD/target/release-checks/stratlab" cargo test --workspace --release --no-fail-fast
 
-# Run a benchmark suite end to end (fetching data as needed) and print where its tables are.
+# Run a benchmark suite end to end (fetching data as needed); ends with the results matrix
+# and the path of the run's HTML report (runs/<run>/report/index.html).
 bench-matrix suite=default_suite: build
     target/release/stratlab run {{suite}}
 

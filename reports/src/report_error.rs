@@ -94,4 +94,7 @@ pub enum ReportError {
         /// Polars' error.
         source: polars::prelude::PolarsError,
     },
+    /// The folder is not a readable run (the store's error names the file).
+    #[error(transparent)]
+    Store(stratlab_results::StoreError),
 }

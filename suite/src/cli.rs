@@ -59,6 +59,21 @@ pub enum Command {
         /// libtorch, binary) differs from the run's; the run records that it is mixed.
         #[arg(long, requires = "resume")]
         allow_mixed: bool,
+        /// Do not write the report (`<run>/report/`) or print the results matrix at the end.
+        #[arg(long)]
+        no_report: bool,
+    },
+    /// Write a run's report: figures, Markdown/CSV tables and a self-contained index.html.
+    /// Works on finished, partly failed and interrupted runs.
+    Report {
+        /// The run folder.
+        run: PathBuf,
+        /// Output folder (default: `<run>/report`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Figure format (the HTML report embeds it).
+        #[arg(long, value_enum, default_value_t = FigureFormatArg::Svg)]
+        format: FigureFormatArg,
     },
     /// Write a run's tables as CSV or JSON.
     Export {
@@ -91,6 +106,15 @@ pub enum DataCommand {
         #[arg(required = true)]
         names: Vec<String>,
     },
+}
+
+/// Figure formats `report` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FigureFormatArg {
+    /// Scalable vector graphics: sharp at any size, small, text selectable.
+    Svg,
+    /// Raster images (2× resolution), for slides and tools without SVG.
+    Png,
 }
 
 /// Formats `export` writes.

@@ -7,7 +7,7 @@ use stratlab_datasets::{DataCache, DataError, DatasetSelector};
 use stratlab_networks::NetworkError;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind, TrainConfig, TrainError};
 
-use crate::cli::{Command, DataCommand, ExportFormatArg, ScheduleArg, TrainArgs};
+use crate::cli::{Command, DataCommand, ExportFormatArg, FigureFormatArg, ScheduleArg, TrainArgs};
 use crate::plan::plan;
 use crate::progress::TrainProgress;
 use crate::runner::{run_suite, RunOptions};
@@ -27,6 +27,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         cause.is::<InputError>()
             || cause.is::<SuiteError>()
             || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
+            || matches!(
+                cause.downcast_ref::<stratlab_reports::ReportError>(),
+                Some(stratlab_reports::ReportError::Store(StoreError::NotARun { .. }))
+            )
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(
@@ -49,7 +53,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
         Command::Train(args) => train(&args),
         Command::Plan { suite } => show_plan(&suite),
-        Command::Run { suite, resume, only, store, allow_mixed } => {
+        Command::Run { suite, resume, only, store, allow_mixed, no_report } => {
             let summary = run_suite(&RunOptions { suite_path: suite, store_dir: store, resume, only, allow_mixed })?;
             let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
             println!(
@@ -60,6 +64,20 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 if counts.is_empty() { "nothing left to run".to_string() } else { counts.join(", ") }
             );
             println!("tables: {}", summary.run_dir.display());
+            if !no_report {
+                let report = report(&summary.run_dir, None, FigureFormatArg::Svg)?;
+                println!("\n{}", report.terminal_matrix);
+                println!("report: {}", report.index_html.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { run, out, format } => {
+            let report = report(&run, out, format)?;
+            println!("{}", report.terminal_matrix);
+            for path in report.figures.iter().chain(&report.tables) {
+                println!("{}", path.display());
+            }
+            println!("report: {}", report.index_html.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Export { run, format, out } => export(&run, format, out),
@@ -245,6 +263,25 @@ fn export(run: &std::path::Path, format: ExportFormatArg, out: Option<std::path:
         println!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `<run>/report` (or `out`) from the run's tables; warnings go to stderr.
+fn report(
+    run: &std::path::Path,
+    out: Option<std::path::PathBuf>,
+    format: FigureFormatArg,
+) -> anyhow::Result<stratlab_reports::RunReport> {
+    let format = match format {
+        FigureFormatArg::Svg => stratlab_reports::Format::Svg,
+        FigureFormatArg::Png => stratlab_reports::Format::Png,
+    };
+    let out = out.unwrap_or_else(|| run.join("report"));
+    let report = stratlab_reports::write_run_report(run, &out, format)
+        .with_context(|| format!("writing the report of {} into {}", run.display(), out.display()))?;
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(report)
 }
 
 fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {

@@ -94,6 +94,17 @@ fn resuming_a_folder_that_is_not_a_run_exits_2() {
 }
 
 #[test]
+fn reporting_a_folder_that_is_not_a_run_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_run = dir.path().join("holiday-photos");
+    std::fs::create_dir(&not_a_run).unwrap();
+    let output =
+        Command::cargo_bin("stratlab").unwrap().args(["report", not_a_run.to_str().unwrap()]).output().unwrap();
+    assert_input_error(&output, &["holiday-photos"]);
+    assert_eq!(entries(&not_a_run), 0, "no report folder may be created in it");
+}
+
+#[test]
 fn resuming_in_another_environment_is_refused_unless_allow_mixed_which_is_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let two_trials = format!("{TINY}repeats: 2\n");

@@ -83,6 +83,23 @@ include:
     }
     // Telemetry was sampled beside the healthy trial.
     assert!(by_repeat["r0"].memory_max_bytes.unwrap_or(0) > 0);
+
+    // The run ends with its report: the matrix on stdout, and every failure listed with its
+    // outcome and reason in the HTML page (the page escapes text, so compare escaped reasons).
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = only_run_dir(&results).join("report");
+    assert!(stdout.contains(&format!("report: {}", report.join("index.html").display())), "{stdout}");
+    assert!(stdout.contains("small-cnn"), "the results matrix names the network: {stdout}");
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    for row in rows.iter().filter(|row| row.outcome != "ok") {
+        assert!(html.contains(&row.trial_id), "{} missing from the report", row.trial_id);
+    }
+    for outcome in ["crashed", "timeout", "diverged", "oom", "infeasible"] {
+        assert!(html.contains(outcome), "outcome {outcome} missing from the report");
+    }
+    assert!(html.contains("SIGABRT"));
+    let figures: Vec<_> = std::fs::read_dir(report.join("figures")).unwrap().collect();
+    assert!(figures.len() >= 5, "figures: {figures:?}");
 }
 
 #[test]
@@ -131,6 +148,19 @@ eval: {samples: 256, batch_size: 256}
     let before = finished_parts(&results);
     assert!(before < 4, "the runner was meant to be killed mid-run, but {before} trials had finished");
 
+    let run_dir = only_run_dir(&results);
+    // An interrupted run reports what it holds.
+    let out = dir.path().join("interrupted-report");
+    let report = Command::cargo_bin("stratlab")
+        .unwrap()
+        .args(["report", run_dir.to_str().unwrap(), "--out", out.to_str().unwrap(), "--format", "png"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "report failed: {}", String::from_utf8_lossy(&report.stderr));
+    assert!(out.join("index.html").is_file());
+    assert!(out.join("tables/results_matrix.csv").is_file());
+    assert!(std::fs::read_dir(out.join("figures")).unwrap().all(|f| f.unwrap().path().extension().unwrap() == "png"));
     let run_dir = only_run_dir(&results);
     let output = Command::cargo_bin("stratlab")
         .unwrap()

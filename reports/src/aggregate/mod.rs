@@ -17,7 +17,7 @@ mod speedup;
 mod throughput;
 mod trial;
 
-use polars::prelude::DataFrame;
+use polars::prelude::{Column, DataFrame};
 use stratlab_results::{EpochRow, RunStore, StepRow, Table, TrialRow};
 
 use crate::ReportError;
@@ -76,7 +76,7 @@ pub fn aggregate_frames(
     if trials.height() == 0 {
         return Ok(RunAggregates { run_id: run_id.to_owned(), ..RunAggregates::default() });
     }
-    let trials = cells::in_matrix_order(trials)?;
+    let trials = cells::in_matrix_order(&with_synthetic_marked(trials)?)?;
     let cells = cells::repeats_by_cell(&trials)?;
     let ok = columns::Frame::new("trials", &trials).ok_rows()?;
     let records = trial::trial_records(&trials)?;
@@ -87,4 +87,26 @@ pub fn aggregate_frames(
         accuracy: accuracy::trial_accuracies(&records, epochs)?,
         loss: loss::trial_losses(&records, steps)?,
     })
+}
+
+/// The trials with synthetic data named as suites name it (`cifar10:synthetic`): real and
+/// synthetic runs of one data set are different cells (their accuracy is not comparable),
+/// and no figure or table may show synthetic numbers under the real set's name.
+fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
+    let error = |column: &str| {
+        let column = column.to_owned();
+        move |source| ReportError::Column { table: TrialRow::NAME.to_owned(), column, source }
+    };
+    let dataset = trials.column("dataset").and_then(|c| c.str().cloned()).map_err(error("dataset"))?;
+    let source = trials.column("data_source").and_then(|c| c.str().cloned()).map_err(error("data_source"))?;
+    let named: Vec<Option<String>> = dataset
+        .iter()
+        .zip(source.iter())
+        .map(|(dataset, source)| {
+            dataset.map(|name| if source == Some("synthetic") { format!("{name}:synthetic") } else { name.to_owned() })
+        })
+        .collect();
+    let mut trials = trials.clone();
+    trials.replace("dataset", Column::new("dataset".into(), named)).map_err(error("dataset"))?;
+    Ok(trials)
 }

@@ -1,0 +1,363 @@
+//! A run's whole report in one call: aggregates, figures, tables and `index.html`.
+//!
+//! This is the only place that knows which figure goes with which table and section; the
+//! figure kinds, the aggregation and the page stay independent of each other.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use stratlab_results::{Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
+
+use crate::aggregate::{aggregate_run, RunAggregates};
+use crate::tables::{
+    device_usage_table, loss_table, matrix_for_terminal, results_matrix, speedup_table, throughput_table,
+    time_to_accuracy_table, SummaryTable,
+};
+use crate::{
+    device_usage, loss_curves, speedup_bars, speedup_scaling, throughput, time_to_accuracy, write_report_html,
+    FailedTrial, FigureTarget, Format, HtmlTable, ReportError, ReportFigure, ReportPage, ReportSection,
+};
+
+/// What was written for a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// `<out>/index.html`: the self-contained page.
+    pub index_html: PathBuf,
+    /// Every figure file, under `<out>/figures/`.
+    pub figures: Vec<PathBuf>,
+    /// Every table file (`.csv` and `.md`), under `<out>/tables/`.
+    pub tables: Vec<PathBuf>,
+    /// The results matrix for a terminal.
+    pub terminal_matrix: String,
+    /// Things a reader should know that did not stop the report (e.g. an empty run).
+    pub warnings: Vec<String>,
+}
+
+/// Writes the report of the run in `run_dir` into `out_dir`: figures in `format` under
+/// `figures/`, each summary table as CSV and Markdown under `tables/`, and `index.html`.
+/// Works on finished, partly failed and interrupted runs (it shows what the run holds).
+pub fn write_run_report(run_dir: &Path, out_dir: &Path, format: Format) -> Result<RunReport, ReportError> {
+    let store = RunStore::open(run_dir).map_err(ReportError::Store)?;
+    let aggregates = aggregate_run(&store)?;
+    let trials: Vec<TrialRow> =
+        store.load_rows().map_err(|source| ReportError::Load { table: TrialRow::NAME, source })?;
+    let figures_dir = out_dir.join("figures");
+    let tables_dir = out_dir.join("tables");
+    for dir in [&figures_dir, &tables_dir] {
+        fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.clone(), source })?;
+    }
+
+    let mut warnings = Vec::new();
+    if trials.is_empty() {
+        warnings.push(format!("{} holds no finished trial yet: the report is empty", run_dir.display()));
+    }
+    let figure = |stem: &str| FigureTarget::new(&figures_dir, stem).with_formats(&[format]);
+    let mut sections = Vec::new();
+    let mut tables = vec![results_matrix(&aggregates)?];
+    if !aggregates.is_empty() {
+        sections.push(speedup_section(&aggregates, &figure, &mut tables)?);
+        sections.push(throughput_section(&aggregates, &figure, &mut tables)?);
+        sections.push(accuracy_section(&aggregates, &figure, &mut tables)?);
+        sections.push(loss_section(&aggregates, &figure, &mut tables)?);
+        sections.push(device_section(&aggregates, &figure, &mut tables)?);
+    }
+
+    let mut table_files = Vec::new();
+    for table in &tables {
+        table_files.push(table.write_csv(&tables_dir)?);
+        let markdown = tables_dir.join(format!("{}.md", table.name));
+        let text = format!("# {}\n\n{}", table.title, table.to_markdown());
+        fs::write(&markdown, text).map_err(|source| ReportError::Io { path: markdown.clone(), source })?;
+        table_files.push(markdown);
+    }
+
+    let fingerprint = store.fingerprint().map_err(ReportError::Store)?;
+    let suite_path = run_dir.join("suite.yaml");
+    let suite_yaml =
+        fs::read_to_string(&suite_path).map_err(|source| ReportError::Io { path: suite_path.clone(), source })?;
+    let page = ReportPage {
+        title: format!("stratlab run {}", store.run_id()),
+        run_id: store.run_id().to_owned(),
+        generated_at: UtcTime::now().rfc3339(),
+        headline: (!aggregates.is_empty()).then(|| html_table(&tables[0])),
+        notes: notes(&aggregates, &trials, &store)?,
+        sections,
+        failures: failed_trials(&trials),
+        fingerprint: key_values(&serde_json::to_value(&fingerprint).unwrap_or_default()),
+        suite_yaml,
+    };
+    let index_html = write_report_html(&page, out_dir)?;
+    let figures = page.sections.iter().flat_map(|s| s.figures.iter().map(|f| f.path.clone())).collect();
+    Ok(RunReport {
+        index_html,
+        figures,
+        tables: table_files,
+        terminal_matrix: matrix_for_terminal(&aggregates),
+        warnings,
+    })
+}
+
+/// Thesis figs. 3.1 and 3.2: speedup bars per W, and speedup against W.
+fn speedup_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let mut figures = Vec::new();
+    for bars in aggregates.speedup_bars_by_workers() {
+        let Some(workers) = bars.first().map(|bar| bar.workers) else { continue };
+        figures.extend(embed(
+            speedup_bars(&bars, &figure(&format!("speedup_w{workers}")))?,
+            format!(
+                "Speedup over single at W = {workers}: a panel per strategy, bars per network, grouped by data set"
+            ),
+        ));
+    }
+    figures.extend(embed(
+        speedup_scaling(&aggregates.scaling_points(), &figure("speedup_scaling"))?,
+        "Speedup against the number of workers, a line per strategy, with the ideal line".to_owned(),
+    ));
+    let table = speedup_table(aggregates)?;
+    let section = section(
+        "speedup",
+        "Speedup and scaling",
+        "Speedup is a cell's median wall throughput (samples/s, loader wait included) divided by \
+         that of `single` with the same network, data set and batch per worker; whiskers span \
+         min ÷ baseline max to max ÷ baseline min over repeats. Efficiency is speedup ÷ W. The \
+         dashed line is ideal scaling.",
+        figures,
+        &table,
+    );
+    tables.push(table);
+    Ok(section)
+}
+
+/// Seed 000 figs. 7 and 10: throughput and seconds per epoch per strategy.
+fn throughput_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let figures = embed(
+        throughput(&aggregates.throughput_bars(), &figure("throughput"))?,
+        "Training throughput (samples/s) and seconds per epoch per strategy and network".to_owned(),
+    );
+    let table = throughput_table(aggregates)?;
+    let section = section(
+        "throughput",
+        "Throughput and epoch time",
+        "Samples/s over all workers for the timed steps (after warm-up), loader wait and \
+         host-to-device copies included; seconds per epoch is measured over complete epochs \
+         or, where the budget ended mid-epoch, estimated from the timed steps (marked in the table).",
+        figures,
+        &table,
+    );
+    tables.push(table);
+    Ok(section)
+}
+
+/// Seed 000 figs. 13–17: test accuracy against wall time with the target marked.
+fn accuracy_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let mut figures = Vec::new();
+    for chart in aggregates.time_to_accuracy() {
+        let stem = format!("time_to_accuracy_{}_{}", file_part(&chart.network), file_part(&chart.dataset));
+        let alt = format!("Test accuracy against wall time, {} on {}", chart.network, chart.dataset);
+        figures.extend(embed(time_to_accuracy(&chart, &figure(&stem))?, alt));
+    }
+    let table = time_to_accuracy_table(aggregates)?;
+    let section = section(
+        "time-to-accuracy",
+        "Time to accuracy",
+        "Test accuracy after each evaluation against wall seconds since training started; the \
+         horizontal line is the data set's target. A trial that stopped early ends in ×.",
+        figures,
+        &table,
+    );
+    tables.push(table);
+    Ok(section)
+}
+
+/// Training loss against epochs.
+fn loss_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let mut figures = Vec::new();
+    for chart in aggregates.loss_curves() {
+        let stem = format!("loss_{}_{}", file_part(&chart.network), file_part(&chart.dataset));
+        let alt = format!("Training loss against epochs, {} on {}", chart.network, chart.dataset);
+        figures.extend(embed(loss_curves(&chart, &figure(&stem))?, alt));
+    }
+    let table = loss_table(aggregates)?;
+    let section = section(
+        "loss",
+        "Training loss",
+        "Cross-entropy of each recorded training step (read back every `metrics_every_steps` \
+         steps) against position in epochs; a non-finite loss ends a curve as diverged.",
+        figures,
+        &table,
+    );
+    tables.push(table);
+    Ok(section)
+}
+
+/// Seed 000 figs. 8, 9, 17, 18: utilisation and memory per strategy.
+fn device_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let figures = embed(
+        device_usage(&aggregates.device_usage_bars(), &figure("device_usage"))?,
+        "Mean and peak device utilisation and memory per strategy and network".to_owned(),
+    );
+    let table = device_usage_table(aggregates)?;
+    let section = section(
+        "device-usage",
+        "Device utilisation and memory",
+        "GPU utilisation and memory from NVML on GPU nodes; on a CPU machine, the trial's \
+         processes' CPU use (100 % = all cores) and resident memory from /proc.",
+        figures,
+        &table,
+    );
+    tables.push(table);
+    Ok(section)
+}
+
+fn section(id: &str, title: &str, caption: &str, figures: Vec<ReportFigure>, table: &SummaryTable) -> ReportSection {
+    ReportSection {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        caption: caption.to_owned(),
+        figures,
+        tables: vec![html_table(table)],
+    }
+}
+
+/// The written files of one figure as page figures with the same alternative text.
+fn embed(paths: Vec<PathBuf>, alt: String) -> Vec<ReportFigure> {
+    paths.into_iter().map(|path| ReportFigure::new(path, alt.clone())).collect()
+}
+
+fn html_table(table: &SummaryTable) -> HtmlTable {
+    let (header, rows, numeric_columns) = table.cells();
+    HtmlTable { title: table.title.clone(), header, rows, numeric_columns }
+}
+
+/// Network and data set names as file-name parts (`cifar10:synthetic` → `cifar10-synthetic`).
+fn file_part(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
+}
+
+/// Every trial that did not end `ok`, with its reason.
+fn failed_trials(trials: &[TrialRow]) -> Vec<FailedTrial> {
+    trials
+        .iter()
+        .filter(|trial| trial.outcome != StoredOutcome::Ok.name())
+        .map(|trial| FailedTrial {
+            trial_id: trial.trial_id.clone(),
+            network: trial.network.clone(),
+            dataset: dataset_label(trial),
+            strategy: trial.strategy.clone(),
+            workers: u32::try_from(trial.workers).unwrap_or(0),
+            outcome: trial.outcome.clone(),
+            reason: trial.reason.clone().unwrap_or_else(|| "no reason recorded".to_owned()),
+        })
+        .collect()
+}
+
+/// The data set as suites and the aggregates name it: `cifar10:synthetic` for synthetic data.
+fn dataset_label(trial: &TrialRow) -> String {
+    if trial.data_source == "synthetic" {
+        format!("{}:synthetic", trial.dataset)
+    } else {
+        trial.dataset.clone()
+    }
+}
+
+/// Caveats shown above the figures: single repeats, estimated epochs, mixed environments.
+fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> Result<Vec<String>, ReportError> {
+    let mut notes = Vec::new();
+    let single_runs = aggregates
+        .throughput
+        .iter()
+        .filter(|cell| cell.wall_samples_per_s.stat().is_some_and(|stat| stat.n == 1))
+        .count();
+    if single_runs > 0 {
+        notes.push(format!(
+            "{single_runs} of {} cells rest on a single run: their numbers are one sample, with no \
+             spread (set `repeats:` in the suite for medians and ranges).",
+            aggregates.throughput.len()
+        ));
+    }
+    if aggregates.throughput.iter().any(|cell| cell.epoch_time_estimated) {
+        notes.push(
+            "Some seconds-per-epoch values are estimates: the trial's budget ended before a full \
+             epoch, so the epoch time is steps per epoch × the mean timed step."
+                .to_owned(),
+        );
+    }
+    let synthetic: Vec<&str> =
+        unique(trials.iter().filter(|t| t.data_source == "synthetic").map(|t| t.dataset.as_str()));
+    if !synthetic.is_empty() {
+        notes.push(format!(
+            "Synthetic data (same shape as the real set, learnable but not the real images): {}. \
+             Speed is comparable to real data; accuracy is not, so they are labelled `<set>:synthetic`.",
+            synthetic.join(", ")
+        ));
+    }
+    let mixed = store.mixed_resumes().map_err(ReportError::Store)?;
+    if !mixed.is_empty() {
+        notes.push(format!(
+            "This run was resumed {} time(s) on a different environment (--allow-mixed): see `resumes/` \
+             in the run folder; its numbers mix machines or versions.",
+            mixed.len()
+        ));
+    }
+    notes.push(
+        "Pipeline timelines and bubble shares appear once the run holds multi-worker strategies \
+         that record events."
+            .to_owned(),
+    );
+    Ok(notes)
+}
+
+fn unique<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for value in values {
+        if !seen.contains(&value) {
+            seen.push(value);
+        }
+    }
+    seen
+}
+
+/// A JSON object flattened to `key = value` rows (nested keys joined with `.`; null as "—").
+fn key_values(value: &serde_json::Value) -> Vec<(String, String)> {
+    fn walk(prefix: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    let key = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                    walk(&key, value, out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                let text: Vec<String> =
+                    items.iter().map(|item| item.to_string().trim_matches('"').to_owned()).collect();
+                out.push((prefix.to_owned(), if text.is_empty() { "—".to_owned() } else { text.join(", ") }));
+            }
+            serde_json::Value::Null => out.push((prefix.to_owned(), "—".to_owned())),
+            serde_json::Value::String(text) => out.push((prefix.to_owned(), text.clone())),
+            other => out.push((prefix.to_owned(), other.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", value, &mut out);
+    out
+}
