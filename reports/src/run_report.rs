@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use stratlab_results::{Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
 
-use crate::aggregate::{aggregate_run, RunAggregates};
+use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
+use crate::figures::unique_in_order;
 use crate::tables::{
     device_usage_table, loss_table, matrix_for_terminal, results_matrix, speedup_table, throughput_table,
     time_to_accuracy_table, SummaryTable,
@@ -117,8 +118,7 @@ fn speedup_section(
         speedup_scaling(&aggregates.scaling_points(), &figure("speedup_scaling"))?,
         "Speedup against the number of workers, a line per strategy, with the ideal line".to_owned(),
     ));
-    let table = speedup_table(aggregates)?;
-    let section = section(
+    Ok(section(
         "speedup",
         "Speedup and scaling",
         "Speedup is a cell's median wall throughput (samples/s, loader wait included) divided by \
@@ -126,10 +126,9 @@ fn speedup_section(
          min ÷ baseline max to max ÷ baseline min over repeats. Efficiency is speedup ÷ W. The \
          dashed line is ideal scaling.",
         figures,
-        &table,
-    );
-    tables.push(table);
-    Ok(section)
+        speedup_table(aggregates)?,
+        tables,
+    ))
 }
 
 /// Seed 000 figs. 7 and 10: throughput and seconds per epoch per strategy.
@@ -142,18 +141,16 @@ fn throughput_section(
         throughput(&aggregates.throughput_bars(), &figure("throughput"))?,
         "Training throughput (samples/s) and seconds per epoch per strategy and network".to_owned(),
     );
-    let table = throughput_table(aggregates)?;
-    let section = section(
+    Ok(section(
         "throughput",
         "Throughput and epoch time",
         "Samples/s over all workers for the timed steps (after warm-up), loader wait and \
          host-to-device copies included; seconds per epoch is measured over complete epochs \
          or, where the budget ended mid-epoch, estimated from the timed steps (marked in the table).",
         figures,
-        &table,
-    );
-    tables.push(table);
-    Ok(section)
+        throughput_table(aggregates)?,
+        tables,
+    ))
 }
 
 /// Seed 000 figs. 13–17: test accuracy against wall time with the target marked.
@@ -168,17 +165,15 @@ fn accuracy_section(
         let alt = format!("Test accuracy against wall time, {} on {}", chart.network, chart.dataset);
         figures.extend(embed(time_to_accuracy(&chart, &figure(&stem))?, alt));
     }
-    let table = time_to_accuracy_table(aggregates)?;
-    let section = section(
+    Ok(section(
         "time-to-accuracy",
         "Time to accuracy",
         "Test accuracy after each evaluation against wall seconds since training started; the \
          horizontal line is the data set's target. A trial that stopped early ends in ×.",
         figures,
-        &table,
-    );
-    tables.push(table);
-    Ok(section)
+        time_to_accuracy_table(aggregates)?,
+        tables,
+    ))
 }
 
 /// Training loss against epochs.
@@ -193,17 +188,15 @@ fn loss_section(
         let alt = format!("Training loss against epochs, {} on {}", chart.network, chart.dataset);
         figures.extend(embed(loss_curves(&chart, &figure(&stem))?, alt));
     }
-    let table = loss_table(aggregates)?;
-    let section = section(
+    Ok(section(
         "loss",
         "Training loss",
         "Cross-entropy of each recorded training step (read back every `metrics_every_steps` \
          steps) against position in epochs; a non-finite loss ends a curve as diverged.",
         figures,
-        &table,
-    );
-    tables.push(table);
-    Ok(section)
+        loss_table(aggregates)?,
+        tables,
+    ))
 }
 
 /// Seed 000 figs. 8, 9, 17, 18: utilisation and memory per strategy.
@@ -216,27 +209,35 @@ fn device_section(
         device_usage(&aggregates.device_usage_bars(), &figure("device_usage"))?,
         "Mean and peak device utilisation and memory per strategy and network".to_owned(),
     );
-    let table = device_usage_table(aggregates)?;
-    let section = section(
+    Ok(section(
         "device-usage",
         "Device utilisation and memory",
         "GPU utilisation and memory from NVML on GPU nodes; on a CPU machine, the trial's \
          processes' CPU use (100 % = all cores) and resident memory from /proc.",
         figures,
-        &table,
-    );
-    tables.push(table);
-    Ok(section)
+        device_usage_table(aggregates)?,
+        tables,
+    ))
 }
 
-fn section(id: &str, title: &str, caption: &str, figures: Vec<ReportFigure>, table: &SummaryTable) -> ReportSection {
-    ReportSection {
+/// The page section of one figure kind; its table joins the report's tables.
+fn section(
+    id: &str,
+    title: &str,
+    caption: &str,
+    figures: Vec<ReportFigure>,
+    table: SummaryTable,
+    tables: &mut Vec<SummaryTable>,
+) -> ReportSection {
+    let section = ReportSection {
         id: id.to_owned(),
         title: title.to_owned(),
         caption: caption.to_owned(),
         figures,
-        tables: vec![html_table(table)],
-    }
+        tables: vec![html_table(&table)],
+    };
+    tables.push(table);
+    section
 }
 
 /// The written files of one figure as page figures with the same alternative text.
@@ -262,22 +263,13 @@ fn failed_trials(trials: &[TrialRow]) -> Vec<FailedTrial> {
         .map(|trial| FailedTrial {
             trial_id: trial.trial_id.clone(),
             network: trial.network.clone(),
-            dataset: dataset_label(trial),
+            dataset: dataset_label(&trial.dataset, &trial.data_source),
             strategy: trial.strategy.clone(),
             workers: u32::try_from(trial.workers).unwrap_or(0),
             outcome: trial.outcome.clone(),
             reason: trial.reason.clone().unwrap_or_else(|| "no reason recorded".to_owned()),
         })
         .collect()
-}
-
-/// The data set as suites and the aggregates name it: `cifar10:synthetic` for synthetic data.
-fn dataset_label(trial: &TrialRow) -> String {
-    if trial.data_source == "synthetic" {
-        format!("{}:synthetic", trial.dataset)
-    } else {
-        trial.dataset.clone()
-    }
 }
 
 /// Caveats shown above the figures: single repeats, estimated epochs, mixed environments.
@@ -302,8 +294,7 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
                 .to_owned(),
         );
     }
-    let synthetic: Vec<&str> =
-        unique(trials.iter().filter(|t| t.data_source == "synthetic").map(|t| t.dataset.as_str()));
+    let synthetic = unique_in_order(trials.iter().filter(|t| t.data_source == "synthetic").map(|t| t.dataset.as_str()));
     if !synthetic.is_empty() {
         notes.push(format!(
             "Synthetic data (same shape as the real set, learnable but not the real images): {}. \
@@ -325,16 +316,6 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
             .to_owned(),
     );
     Ok(notes)
-}
-
-fn unique<'a>(values: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut seen: Vec<&str> = Vec::new();
-    for value in values {
-        if !seen.contains(&value) {
-            seen.push(value);
-        }
-    }
-    seen
 }
 
 /// A JSON object flattened to `key = value` rows (nested keys joined with `.`; null as "—").

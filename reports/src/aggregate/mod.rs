@@ -102,11 +102,18 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
     let named: Vec<Option<String>> = dataset
         .iter()
         .zip(source.iter())
-        .map(|(dataset, source)| {
-            dataset.map(|name| if source == Some("synthetic") { format!("{name}:synthetic") } else { name.to_owned() })
-        })
+        .map(|(dataset, source)| dataset.map(|name| dataset_label(name, source.unwrap_or_default())))
         .collect();
     let mut trials = trials.clone();
     trials.replace("dataset", Column::new("dataset".into(), named)).map_err(error("dataset"))?;
     Ok(trials)
+}
+
+/// A data set's name as suites write it: `cifar10:synthetic` when the data was synthetic.
+pub(crate) fn dataset_label(dataset: &str, data_source: &str) -> String {
+    if data_source == "synthetic" {
+        format!("{dataset}:synthetic")
+    } else {
+        dataset.to_owned()
+    }
 }
