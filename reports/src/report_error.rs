@@ -94,7 +94,7 @@ pub enum ReportError {
         /// Polars' error.
         source: polars::prelude::PolarsError,
     },
-    /// The folder is not a readable run (the store's error names the file).
-    #[error(transparent)]
-    Store(stratlab_results::StoreError),
+    /// The folder is not a readable run (the store's error, its source, names the file).
+    #[error("reading the run")]
+    Store(#[source] stratlab_results::StoreError),
 }

@@ -27,10 +27,6 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         cause.is::<InputError>()
             || cause.is::<SuiteError>()
             || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
-            || matches!(
-                cause.downcast_ref::<stratlab_reports::ReportError>(),
-                Some(stratlab_reports::ReportError::Store(StoreError::NotARun { .. }))
-            )
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(
