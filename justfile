@@ -9,8 +9,10 @@ default_suite := "suite/default.yaml"
 default:
     @just --list
 
-# Install libtorch 2.13.0 from PyPI (CPU subset, or the CUDA build where nvidia-smi lists a GPU); idempotent.
+# Install libtorch 2.13.0 from PyPI (CPU subset, or the CUDA build where nvidia-smi lists a GPU)
+# and Debian's gloo headers (for the c10d shim) and iproute2; idempotent.
 setup:
+    @tools/setup-debian.sh
     @python3 tools/libtorch.py > /dev/null
 
 # Build the stratlab binary (release).
