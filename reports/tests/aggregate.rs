@@ -13,7 +13,7 @@ use stratlab_reports::{
     aggregate_run, matrix_for_terminal, summary_tables, EventKind, Failure, Outcome, RunAggregates, Stat, Timeline,
     TimelineEvent,
 };
-use stratlab_results::{EpochRow, Fingerprint, RunStore, StepRow, TrialRow};
+use stratlab_results::{EpochRow, Fingerprint, RunStore, StepRow, TrialRow, TrialTables};
 
 const GIB: u64 = 1 << 30;
 
@@ -155,7 +155,9 @@ fn hand_made_run(root: &Path) -> RunStore {
     };
     let write = |row: TrialRow, steps: Vec<StepRow>| {
         let epochs = if row.outcome == "ok" { epochs(&row) } else { Vec::new() };
-        store.write_trial(&row, &epochs, &steps, &[]).expect("write trial");
+        store
+            .write_trial(TrialTables { epochs: &epochs, steps: &steps, ..TrialTables::new(&row) })
+            .expect("write trial");
     };
     for (repeat, wall) in [95.0, 100.0, 110.0].into_iter().enumerate() {
         let row = trial(next(), "single", 1, 32, repeat as i64, "ok", Some(wall));
@@ -432,7 +434,7 @@ fn a_run_of_only_single_trials_draws_single_at_speedup_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = new_store(dir.path());
     let row = trial(0, "single", 1, 32, 0, "ok", Some(100.0));
-    store.write_trial(&row, &[], &[], &[]).expect("write");
+    store.write_trial(TrialTables::new(&row)).expect("write");
     let bars = aggregate_run(&store).expect("aggregate").speedup_bars();
     assert_eq!(bars.len(), 1);
     assert_eq!((bars[0].workers, bars[0].speedup.clone()), (1, Outcome::Measured(Stat::single(1.0))));

@@ -1,29 +1,45 @@
 //! The results store: every run's tables on disk, as Parquet parts written atomically.
 //!
 //! Layout (see `results/README.md`): `runs/<run_id>/` holds `fingerprint.json`,
-//! `suite.yaml` and one folder per table (`trials/`, `epochs/`, `steps/`, `telemetry/`)
-//! with one `<trial_id>.parquet` per finished trial. A trial is finished exactly when its
+//! `suite.yaml` and one folder per table (`trials/`, `epochs/`, `steps/`, `telemetry/`,
+//! `events/`, `rank_breakdown/`) with one `<trial_id>.parquet` per finished trial, plus
+//! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
+//! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead.
 //!
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
 #![warn(missing_docs)]
 
+mod atomic_file;
+mod chrome_trace;
+mod event_kind;
+mod event_row;
 mod export_format;
 mod fingerprint;
+mod intervals;
 pub mod nonfinite;
 mod outcome;
+mod probe_row;
+mod rank_breakdown;
 mod rows;
 mod run_store;
 mod store_error;
 mod table;
+mod trial_tables;
 mod utc_time;
 
+pub use chrome_trace::chrome_trace;
+pub use event_kind::{EventKind, Lane, UnknownEventKind, UnknownLane};
+pub use event_row::EventRow;
 pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use outcome::{Outcome, UnknownOutcome};
+pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec, UnknownProbeKind};
+pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR, TABLE_NAMES};
 pub use store_error::StoreError;
 pub use table::{from_frame, to_frame, Table};
+pub use trial_tables::TrialTables;
 pub use utc_time::UtcTime;

@@ -1,4 +1,6 @@
-//! The four row types of a run: one row per trial, per epoch, per step, per telemetry sample.
+//! The four row types every trial writes: one row per trial, per epoch, per step, per
+//! telemetry sample. (Timeline and probe rows live in `event_row.rs`, `rank_breakdown.rs`
+//! and `probe_row.rs`, under the same schema rules.)
 //!
 //! Each derives serde and implements [`Table`] with its Parquet schema; the schema lists
 //! the fields in declaration order with the dtype of their Rust type (`i64`→Int64,
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::Table;
 
 /// Builds a schema from `(name, dtype)` pairs.
-fn schema_of(fields: &[(&str, DataType)]) -> Schema {
+pub(crate) fn schema_of(fields: &[(&str, DataType)]) -> Schema {
     fields.iter().map(|(name, dtype)| Field::new((*name).into(), dtype.clone())).collect()
 }
 
@@ -214,8 +216,8 @@ impl Table for TrialRow {
         ])
     }
 
-    fn trial_id(&self) -> &str {
-        &self.trial_id
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
     }
 }
 
@@ -278,8 +280,8 @@ impl Table for EpochRow {
         ])
     }
 
-    fn trial_id(&self) -> &str {
-        &self.trial_id
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
     }
 }
 
@@ -335,8 +337,8 @@ impl Table for StepRow {
         ])
     }
 
-    fn trial_id(&self) -> &str {
-        &self.trial_id
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
     }
 }
 
@@ -388,7 +390,7 @@ impl Table for TelemetryRow {
         ])
     }
 
-    fn trial_id(&self) -> &str {
-        &self.trial_id
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
     }
 }

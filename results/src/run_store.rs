@@ -1,21 +1,33 @@
 //! One run's folder: creating it, writing trials atomically, reading and exporting tables.
+//! (Probe runs, which hold link measurements instead of trials, are in `probe_run.rs`.)
+
+mod probe_run;
 
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use polars::prelude::{
     CsvWriter, DataFrame, JsonFormat, JsonWriter, ParquetReader, ParquetWriter, SerReader, SerWriter,
 };
 
+use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
 use crate::{
-    to_frame, EpochRow, ExportFormat, Fingerprint, StepRow, StoreError, Table, TelemetryRow, TrialRow, UtcTime,
+    chrome_trace, to_frame, EpochRow, EventRow, ExportFormat, Fingerprint, ProbeRow, RankBreakdownRow, StepRow,
+    StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
-/// The run's tables, in the order they are exported.
-pub const TABLE_NAMES: [&str; 4] = [TrialRow::NAME, EpochRow::NAME, StepRow::NAME, TelemetryRow::NAME];
+/// The run's tables, in the order they are exported: the per-trial ones, then `probes`.
+pub const TABLE_NAMES: [&str; 7] = [
+    TrialRow::NAME,
+    EpochRow::NAME,
+    StepRow::NAME,
+    TelemetryRow::NAME,
+    EventRow::NAME,
+    RankBreakdownRow::NAME,
+    ProbeRow::NAME,
+];
 
 /// Name of the environment fingerprint in a run folder; its presence marks a run.
 const FINGERPRINT_FILE: &str = "fingerprint.json";
@@ -23,8 +35,8 @@ const FINGERPRINT_FILE: &str = "fingerprint.json";
 const SUITE_FILE: &str = "suite.yaml";
 /// Folder of the records of resumes from a different environment.
 const RESUMES_DIR: &str = "resumes";
-/// Marker inside temp file names: `.<final name>.tmp-<pid>-<n>`.
-const TEMP_MARKER: &str = ".tmp-";
+/// Folder of the trials' Chrome traces (`<trial_id>.json`).
+const TRACES_DIR: &str = "traces";
 
 /// Where run folders go unless told otherwise (relative to the working directory; git-ignored).
 pub const DEFAULT_STORE_DIR: &str = "runs";
@@ -51,8 +63,17 @@ impl RunStore {
         suite_path: &Path,
         fingerprint: &Fingerprint,
     ) -> Result<RunStore, StoreError> {
+        let suite = fs::read(suite_path).map_err(io_error(suite_path))?;
+        let store = RunStore::claim(store_dir, &short_name(suite_name))?;
+        write_atomically(&store.run_dir.join(SUITE_FILE), |file| file.write_all(&suite).map_err(Into::into))?;
+        store.write_fingerprint(fingerprint)?;
+        Ok(store)
+    }
+
+    /// Claims a fresh `store_dir/<UTC timestamp>-<label>[-N]/` with its table folders.
+    fn claim(store_dir: &Path, label: &str) -> Result<RunStore, StoreError> {
         fs::create_dir_all(store_dir).map_err(io_error(store_dir))?;
-        let base = format!("{}-{}", UtcTime::now().compact(), short_name(suite_name));
+        let base = format!("{}-{label}", UtcTime::now().compact());
         let mut attempt = 1;
         let run_dir = loop {
             let run_id = if attempt == 1 { base.clone() } else { format!("{base}-{attempt}") };
@@ -66,13 +87,16 @@ impl RunStore {
         };
         let store = RunStore { run_id: dir_name(&run_dir), run_dir };
         store.make_table_dirs()?;
-        let suite = fs::read(suite_path).map_err(io_error(suite_path))?;
-        write_atomically(&store.run_dir.join(SUITE_FILE), |file| file.write_all(&suite).map_err(Into::into))?;
-        let fingerprint_path = store.run_dir.join(FINGERPRINT_FILE);
-        let json = serde_json::to_vec_pretty(fingerprint)
-            .map_err(|source| StoreError::Json { path: fingerprint_path.clone(), source })?;
-        write_atomically(&fingerprint_path, |file| file.write_all(&json).map_err(Into::into))?;
         Ok(store)
+    }
+
+    /// Writes `fingerprint.json`, the file whose presence makes the folder a run: last, so
+    /// a run that failed to start is not taken for one.
+    fn write_fingerprint(&self, fingerprint: &Fingerprint) -> Result<(), StoreError> {
+        let path = self.run_dir.join(FINGERPRINT_FILE);
+        let json =
+            serde_json::to_vec_pretty(fingerprint).map_err(|source| StoreError::Json { path: path.clone(), source })?;
+        write_atomically(&path, |file| file.write_all(&json).map_err(Into::into))
     }
 
     /// Opens an existing run (to resume it or read it) and deletes temp files left by
@@ -86,6 +110,10 @@ impl RunStore {
         remove_stale_temp_files(&store.run_dir)?;
         for table in TABLE_NAMES {
             remove_stale_temp_files(&store.run_dir.join(table))?;
+        }
+        let traces = store.run_dir.join(TRACES_DIR);
+        if traces.is_dir() {
+            remove_stale_temp_files(&traces)?;
         }
         Ok(store)
     }
@@ -139,33 +167,49 @@ impl RunStore {
         Ok(files)
     }
 
-    /// Records one finished trial: its epoch, step and telemetry parts, then its trial row.
+    /// Records one finished trial: a part in every per-trial table, its Chrome trace when
+    /// it has events, then its trial row.
     ///
     /// Rewriting a trial (a rerun) first removes its `trials/` part, so it never counts as
-    /// finished while its other parts are being replaced. Empty slices still write a part
-    /// (with zero rows), so "all parts exist" holds for every finished trial.
-    pub fn write_trial(
-        &self,
-        trial: &TrialRow,
-        epochs: &[EpochRow],
-        steps: &[StepRow],
-        telemetry: &[TelemetryRow],
-    ) -> Result<(), StoreError> {
+    /// finished while its other parts are being replaced; a rerun without events removes
+    /// the earlier trace. Empty slices still write a part (with zero rows), so "all parts
+    /// exist" holds for every finished trial.
+    pub fn write_trial(&self, tables: TrialTables<'_>) -> Result<(), StoreError> {
+        let TrialTables { trial, epochs, steps, telemetry, events, rank_breakdown } = tables;
         let id = trial.trial_id.as_str();
         check_trial_id(id)?;
         check_rows(id, epochs)?;
         check_rows(id, steps)?;
         check_rows(id, telemetry)?;
-        let commit = self.part_path(TrialRow::NAME, id);
-        match fs::remove_file(&commit) {
-            Ok(()) => sync_dir(commit.parent().unwrap_or(&self.run_dir))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::Io { path: commit, source: e }),
-        }
+        check_rows(id, events)?;
+        check_rows(id, rank_breakdown)?;
+        remove_if_present(&self.part_path(TrialRow::NAME, id))?;
         self.write_part(id, epochs)?;
         self.write_part(id, steps)?;
         self.write_part(id, telemetry)?;
+        self.write_part(id, events)?;
+        self.write_part(id, rank_breakdown)?;
+        self.write_trace(id, events)?;
         self.write_part(id, std::slice::from_ref(trial))
+    }
+
+    /// Where the Chrome trace of a trial is written: `<run>/traces/<trial_id>.json` (open it
+    /// in <https://ui.perfetto.dev>). It exists only for finished trials that had events.
+    pub fn trace_path(&self, trial_id: &str) -> PathBuf {
+        self.run_dir.join(TRACES_DIR).join(format!("{trial_id}.json"))
+    }
+
+    /// Writes (or, without events, removes) the Chrome trace of a trial.
+    fn write_trace(&self, trial_id: &str, events: &[EventRow]) -> Result<(), StoreError> {
+        let path = self.trace_path(trial_id);
+        if events.is_empty() {
+            return remove_if_present(&path);
+        }
+        let dir = self.run_dir.join(TRACES_DIR);
+        fs::create_dir_all(&dir).map_err(io_error(&dir))?;
+        let json = serde_json::to_vec(&chrome_trace(events))
+            .map_err(|source| StoreError::Json { path: path.clone(), source })?;
+        write_atomically(&path, |file| file.write_all(&json).map_err(Into::into))
     }
 
     /// Ids of the trials whose `trials/` part exists: the ones a resumed run skips.
@@ -177,18 +221,21 @@ impl RunStore {
     /// frame with the table's schema when there are none.
     ///
     /// Parts of unfinished trials (a crash between parts) are left out, so every table
-    /// describes the same set of trials.
+    /// describes the same set of trials; the run-level `probes` table loads every part.
     pub fn load(&self, table_name: &str) -> Result<DataFrame, StoreError> {
         match table_name {
             TrialRow::NAME => self.load_table::<TrialRow>(),
             EpochRow::NAME => self.load_table::<EpochRow>(),
             StepRow::NAME => self.load_table::<StepRow>(),
             TelemetryRow::NAME => self.load_table::<TelemetryRow>(),
+            EventRow::NAME => self.load_table::<EventRow>(),
+            RankBreakdownRow::NAME => self.load_table::<RankBreakdownRow>(),
+            ProbeRow::NAME => self.load_table::<ProbeRow>(),
             other => Err(StoreError::UnknownTable { name: other.to_owned() }),
         }
     }
 
-    /// All rows of table `T` over finished trials, as typed rows.
+    /// All rows of table `T` over finished trials (all rows of a run-level table), as typed rows.
     pub fn load_rows<T: Table>(&self) -> Result<Vec<T>, StoreError> {
         super::from_frame(&self.load_table::<T>()?)
     }
@@ -214,7 +261,7 @@ impl RunStore {
     /// Reads and concatenates the parts of `T` that belong to finished trials.
     fn load_table<T: Table>(&self) -> Result<DataFrame, StoreError> {
         let schema = T::schema();
-        let finished = if T::NAME == TrialRow::NAME { None } else { Some(self.finished_trial_ids()?) };
+        let finished = if T::NAME == TrialRow::NAME || !T::PER_TRIAL { None } else { Some(self.finished_trial_ids()?) };
         let mut frame = DataFrame::empty_with_schema(&schema);
         for (id, path) in self.part_files(T::NAME)? {
             if finished.as_ref().is_some_and(|ids| !ids.contains(&id)) {
@@ -238,21 +285,22 @@ impl RunStore {
         Ok(frame)
     }
 
-    /// Writes one table's part of one trial atomically.
-    fn write_part<T: Table>(&self, trial_id: &str, rows: &[T]) -> Result<(), StoreError> {
+    /// Writes one part of a table atomically: a trial's (named by its id) or a run-level one.
+    fn write_part<T: Table>(&self, part_name: &str, rows: &[T]) -> Result<(), StoreError> {
         let mut frame = to_frame(rows)?;
-        let path = self.part_path(T::NAME, trial_id);
+        let path = self.part_path(T::NAME, part_name);
         write_atomically(&path, |file| {
             ParquetWriter::new(file).finish(&mut frame).map(drop).map_err(WriteError::Polars)
         })
     }
 
-    /// `<run>/<table>/<trial_id>.parquet`.
-    fn part_path(&self, table: &str, trial_id: &str) -> PathBuf {
-        self.run_dir.join(table).join(format!("{trial_id}.parquet"))
+    /// `<run>/<table>/<part_name>.parquet`; a per-trial table's part is named by the trial id.
+    fn part_path(&self, table: &str, part_name: &str) -> PathBuf {
+        self.run_dir.join(table).join(format!("{part_name}.parquet"))
     }
 
-    /// Finished parts of a table as (trial id, path), sorted by id; temp files are skipped.
+    /// Finished parts of a table as (part name, path), sorted by name; temp files are
+    /// skipped. A per-trial table's part name is its trial id.
     fn part_files(&self, table: &str) -> Result<Vec<(String, PathBuf)>, StoreError> {
         let dir = self.run_dir.join(table);
         let mut parts = Vec::new();
@@ -281,85 +329,6 @@ impl RunStore {
     }
 }
 
-/// What a write callback can fail with; mapped onto [`StoreError`] with the path.
-enum WriteError {
-    Io(std::io::Error),
-    Polars(polars::prelude::PolarsError),
-}
-
-impl From<std::io::Error> for WriteError {
-    fn from(e: std::io::Error) -> Self {
-        WriteError::Io(e)
-    }
-}
-
-/// Writes `path` through a hidden temp file in the same folder: write, fsync, rename, fsync
-/// the folder. Same folder so the rename is atomic (same filesystem); the pid in the temp
-/// name lets [`RunStore::open`] tell abandoned temp files from ones being written.
-fn write_atomically(path: &Path, write: impl FnOnce(&mut File) -> Result<(), WriteError>) -> Result<(), StoreError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("part");
-    let temp =
-        dir.join(format!(".{name}{TEMP_MARKER}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let result = (|| {
-        let mut file = File::create(&temp).map_err(io_error(&temp))?;
-        write(&mut file).map_err(|e| match e {
-            WriteError::Io(source) => StoreError::Io { path: temp.clone(), source },
-            WriteError::Polars(source) => StoreError::Polars { path: temp.clone(), source },
-        })?;
-        file.sync_all().map_err(io_error(&temp))?;
-        drop(file);
-        fs::rename(&temp, path).map_err(io_error(path))?;
-        sync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
-/// fsyncs a folder so a rename in it survives a power cut.
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io_error(dir))
-}
-
-/// Deletes temp files in `dir` whose writing process is gone.
-fn remove_stale_temp_files(dir: &Path) -> Result<(), StoreError> {
-    for entry in fs::read_dir(dir).map_err(io_error(dir))? {
-        let entry = entry.map_err(io_error(dir))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.starts_with('.') {
-            continue;
-        }
-        let Some((_, tail)) = name.rsplit_once(TEMP_MARKER) else {
-            continue;
-        };
-        let writer = tail.split('-').next().and_then(|pid| pid.parse::<i32>().ok());
-        if writer.is_some_and(process_is_alive) {
-            continue;
-        }
-        let path = entry.path();
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::Io { path, source: e }),
-        }
-    }
-    Ok(())
-}
-
-/// Whether a process with this pid exists (signal 0 checks without sending anything).
-fn process_is_alive(pid: i32) -> bool {
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill with signal 0 performs only the existence and permission checks.
-    let status = unsafe { libc::kill(pid, 0) };
-    status == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// Trial ids become file names: keep them portable and never hidden (hidden = temp).
 fn check_trial_id(id: &str) -> Result<(), StoreError> {
     let ok = !id.is_empty()
@@ -374,13 +343,22 @@ fn check_trial_id(id: &str) -> Result<(), StoreError> {
 
 /// Every row of a part must belong to the trial being written, or `load` would mix trials.
 fn check_rows<T: Table>(trial_id: &str, rows: &[T]) -> Result<(), StoreError> {
-    match rows.iter().find(|row| row.trial_id() != trial_id) {
+    match rows.iter().find(|row| row.trial_id() != Some(trial_id)) {
         Some(row) => Err(StoreError::ForeignRow {
             table: T::NAME,
             expected: trial_id.to_owned(),
-            found: row.trial_id().to_owned(),
+            found: row.trial_id().unwrap_or_default().to_owned(),
         }),
         None => Ok(()),
+    }
+}
+
+/// Deletes `path` if it exists and syncs its folder, so the removal survives a crash.
+fn remove_if_present(path: &Path) -> Result<(), StoreError> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_dir(path.parent().unwrap_or(Path::new("."))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::Io { path: path.to_path_buf(), source: e }),
     }
 }
 
@@ -411,11 +389,6 @@ fn dir_name(dir: &Path) -> String {
 /// `name: dtype, …` for schema-mismatch messages.
 fn describe(schema: &polars::prelude::Schema) -> String {
     schema.iter().map(|(name, dtype)| format!("{name}: {dtype}")).collect::<Vec<_>>().join(", ")
-}
-
-/// Maps an I/O error onto [`StoreError::Io`] for `path`.
-fn io_error(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io { path: path.to_path_buf(), source }
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ pub enum StoreError {
         found: String,
     },
     /// `load` or `export` was asked for a table that does not exist.
-    #[error("no table named {name:?} (tables: trials, epochs, steps, telemetry)")]
+    #[error("no table named {name:?} (tables: {})", crate::TABLE_NAMES.join(", "))]
     UnknownTable {
         /// The name asked for.
         name: String,

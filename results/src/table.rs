@@ -15,12 +15,16 @@ use crate::{nonfinite, StoreError};
 /// The explicit schema is what keeps parts concatenable: a part whose optional column is
 /// null in every row still gets that column's real dtype instead of polars' `Null`.
 pub trait Table: Serialize + DeserializeOwned {
-    /// Table name, also its folder in the run (`trials`, `epochs`, `steps`, `telemetry`).
+    /// Table name, also its folder in the run (`trials`, `epochs`, `steps`, `telemetry`, …).
     const NAME: &'static str;
+    /// Whether the table has one part per trial, loaded only once the trial is finished.
+    /// Run-level tables (`probes`) are not tied to a trial: every part of theirs loads.
+    const PER_TRIAL: bool = true;
     /// Column names and dtypes, in field order.
     fn schema() -> Schema;
-    /// The trial the row belongs to; the store checks every part holds only its trial.
-    fn trial_id(&self) -> &str;
+    /// The trial the row belongs to, `None` in a run-level table; the store checks every
+    /// part of a per-trial table holds only its trial.
+    fn trial_id(&self) -> Option<&str>;
 }
 
 /// Turns rows into a frame with exactly `T::schema()`.

@@ -1,82 +1,15 @@
 //! The results store seen from outside: rows in, Parquet on disk, frames and exports out.
 
-use std::fs;
-use std::path::Path;
+mod common;
 
+use std::fs;
+
+use common::{assert_schema_matches_serde, new_store, trial};
 use polars::prelude::{CsvReadOptions, DataType, SerReader};
 use stratlab_results::{
-    from_frame, to_frame, EpochRow, ExportFormat, Fingerprint, RunStore, StepRow, StoreError, Table, TelemetryRow,
-    TrialRow,
+    from_frame, to_frame, EpochRow, ExportFormat, RunStore, StepRow, StoreError, Table, TelemetryRow, TrialRow,
+    TrialTables,
 };
-
-/// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
-fn fingerprint() -> Fingerprint {
-    serde_json::from_str(include_str!("data/fingerprint.json")).expect("sample fingerprint")
-}
-
-fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
-    TrialRow {
-        run_id: run_id.into(),
-        trial_id: trial_id.into(),
-        index,
-        network: "resnet18".into(),
-        dataset: "cifar10".into(),
-        data_source: "synthetic".into(),
-        strategy: "gpipe".into(),
-        workers: 2,
-        batch_size: 32,
-        global_batch: 64,
-        micro_batches: Some(4),
-        balance: Some("uniform".into()),
-        checkpoint: None,
-        fusion_threshold_bytes: None,
-        epochs_budget: Some(3),
-        steps_budget: None,
-        seconds_budget: Some(600.0),
-        repeat: 0,
-        seed: 42,
-        device: "cpu".into(),
-        device_name: Some("AMD EPYC 7B13".into()),
-        device_ids: None,
-        host_name: Some("node-a".into()),
-        threads: 1,
-        cudnn_benchmark: Some(true),
-        matmul_precision: Some("highest".into()),
-        cudnn_tf32: Some(true),
-        metrics_every_steps: 5,
-        target_accuracy: 0.8,
-        outcome: "ok".into(),
-        reason: None,
-        epochs_completed: 3,
-        steps_completed: 300,
-        warmup_steps: 5,
-        seconds_per_epoch_mean: Some(12.5),
-        seconds_per_epoch_estimate: Some(12.25),
-        step_time_median_s: Some(0.041),
-        step_time_p10_s: Some(0.039),
-        step_time_p90_s: Some(0.05),
-        data_wait_median_s: Some(1e-4),
-        h2d_median_s: Some(0.0),
-        step_samples_per_s: Some(1560.5),
-        wall_samples_per_s: Some(1500.25),
-        val_samples_per_s: Some(4000.0),
-        time_to_accuracy_s: None,
-        final_accuracy: Some(0.61),
-        final_loss: Some(1.07),
-        eval_time_s: Some(3.5),
-        utilization_mean_pct: Some(48.5),
-        utilization_max_pct: Some(99.0),
-        memory_mean_bytes: Some(1.5e9),
-        memory_max_bytes: Some(2_000_000_000),
-        process_memory_mean_bytes: None,
-        process_memory_max_bytes: None,
-        energy_j: None,
-        energy_source: None,
-        wall_time_s: 40.2,
-        started_at: "2026-11-22T21:45:01Z".into(),
-        finished_at: "2026-11-22T21:45:41Z".into(),
-    }
-}
 
 fn epochs(run_id: &str, trial_id: &str, n: i64) -> Vec<EpochRow> {
     (0..n)
@@ -136,22 +69,6 @@ fn telemetry(run_id: &str, trial_id: &str, n: usize, with_power: bool) -> Vec<Te
         .collect()
 }
 
-fn new_store(root: &Path) -> RunStore {
-    let suite = root.join("default.yaml");
-    fs::write(&suite, "name: default\n").expect("write suite");
-    RunStore::create(&root.join("runs"), "default", &suite, &fingerprint()).expect("create run")
-}
-
-/// The schema lists exactly the serde fields, in order: the two can never drift apart.
-fn assert_schema_matches_serde<T: Table>(row: &T) {
-    let json = serde_json::to_value(row).expect("serialise");
-    let keys: Vec<String> = json.as_object().expect("object").keys().cloned().collect();
-    let schema: Vec<String> = T::schema().iter_names().map(|n| n.to_string()).collect();
-    let mut sorted_schema = schema.clone();
-    sorted_schema.sort();
-    assert_eq!(keys, sorted_schema, "{} schema vs serde fields", T::NAME);
-}
-
 #[test]
 fn schemas_list_every_serde_field() {
     assert_schema_matches_serde(&trial("r", "t", 0));
@@ -181,8 +98,12 @@ fn rows_round_trip_through_parquet_with_nulls_kept_and_dtypes_stable() {
     // Trial a has power readings; trial b has none, so its power column is all null.
     let a = (trial(&run, "a", 0), epochs(&run, "a", 3), steps(&run, "a", 20), telemetry(&run, "a", 5, true));
     let b = (trial(&run, "b", 1), epochs(&run, "b", 2), steps(&run, "b", 7), telemetry(&run, "b", 4, false));
-    store.write_trial(&a.0, &a.1, &a.2, &a.3).expect("write a");
-    store.write_trial(&b.0, &b.1, &b.2, &b.3).expect("write b");
+    store
+        .write_trial(TrialTables { epochs: &a.1, steps: &a.2, telemetry: &a.3, ..TrialTables::new(&a.0) })
+        .expect("write a");
+    store
+        .write_trial(TrialTables { epochs: &b.1, steps: &b.2, telemetry: &b.3, ..TrialTables::new(&b.0) })
+        .expect("write b");
 
     let reopened = RunStore::open(store.run_dir()).expect("open");
     assert_eq!(reopened.load_rows::<TrialRow>().expect("trials"), vec![a.0.clone(), b.0.clone()]);
@@ -212,7 +133,7 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     step_rows[1].loss = Some(f64::INFINITY);
     step_rows[2].loss = Some(f64::NAN);
     step_rows[3].loss = None; // not measured on this worker
-    store.write_trial(&row, &[], &step_rows, &[]).expect("write");
+    store.write_trial(TrialTables { steps: &step_rows, ..TrialTables::new(&row) }).expect("write");
 
     let frame = RunStore::open(store.run_dir()).expect("open").load("steps").expect("steps");
     let losses: Vec<Option<f64>> = frame.column("loss").expect("loss").f64().expect("f64").to_vec();
@@ -233,10 +154,18 @@ fn one_trial_row_per_trial_after_writing_n_trials() {
     let run = store.run_id().to_owned();
     for i in 0..5 {
         let id = format!("t{i:04}");
-        store.write_trial(&trial(&run, &id, i), &epochs(&run, &id, 3), &steps(&run, &id, 10), &[]).expect("write");
+        store
+            .write_trial(TrialTables {
+                epochs: &epochs(&run, &id, 3),
+                steps: &steps(&run, &id, 10),
+                ..TrialTables::new(&trial(&run, &id, i))
+            })
+            .expect("write");
     }
     // Rewriting a trial (a rerun) replaces it rather than adding a row.
-    store.write_trial(&trial(&run, "t0002", 2), &epochs(&run, "t0002", 1), &[], &[]).expect("rewrite");
+    store
+        .write_trial(TrialTables { epochs: &epochs(&run, "t0002", 1), ..TrialTables::new(&trial(&run, "t0002", 2)) })
+        .expect("rewrite");
 
     let trials = store.load("trials").expect("trials");
     assert_eq!(trials.height(), 5);
@@ -255,7 +184,8 @@ fn run_folder_has_the_documented_layout() {
     // 20261122T214501Z-default
     assert_eq!(id.len(), "20261122T214501Z-default".len(), "{id}");
     assert!(id.ends_with("Z-default"), "{id}");
-    for name in ["fingerprint.json", "suite.yaml", "trials", "epochs", "steps", "telemetry"] {
+    for name in ["fingerprint.json", "suite.yaml", "trials", "epochs", "steps", "telemetry", "events", "rank_breakdown"]
+    {
         assert!(store.run_dir().join(name).exists(), "{name} missing");
     }
     assert_eq!(fs::read_to_string(store.run_dir().join("suite.yaml")).expect("suite copy"), "name: default\n");
@@ -272,7 +202,9 @@ fn leftover_temp_files_and_uncommitted_trials_are_not_finished() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = new_store(dir.path());
     let run = store.run_id().to_owned();
-    store.write_trial(&trial(&run, "done", 0), &epochs(&run, "done", 2), &[], &[]).expect("write");
+    store
+        .write_trial(TrialTables { epochs: &epochs(&run, "done", 2), ..TrialTables::new(&trial(&run, "done", 0)) })
+        .expect("write");
 
     // A crash mid-write: a temp trials part from a dead writer (pid 0 is never a process),
     // and a trial whose epochs part landed but whose trials part never did.
@@ -300,18 +232,27 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
     let run = store.run_id().to_owned();
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
         store
-            .write_trial(
-                &trial(&run, id, i as i64),
-                &epochs(&run, id, 2),
-                &steps(&run, id, 4),
-                &telemetry(&run, id, 3, i == 0),
-            )
+            .write_trial(TrialTables {
+                epochs: &epochs(&run, id, 2),
+                steps: &steps(&run, id, 4),
+                telemetry: &telemetry(&run, id, 3, i == 0),
+                ..TrialTables::new(&trial(&run, id, i as i64))
+            })
             .expect("write");
     }
-    let expected = [("trials", 3), ("epochs", 6), ("steps", 12), ("telemetry", 9)];
+    // Tables this run has no rows for are exported too, empty, so a reader finds every file.
+    let expected = [
+        ("trials", 3),
+        ("epochs", 6),
+        ("steps", 12),
+        ("telemetry", 9),
+        ("events", 0),
+        ("rank_breakdown", 0),
+        ("probes", 0),
+    ];
 
     let csv_files = store.export(ExportFormat::Csv, &dir.path().join("csv")).expect("csv export");
-    assert_eq!(csv_files.len(), 4);
+    assert_eq!(csv_files.len(), 7);
     for (path, (table, rows)) in csv_files.iter().zip(expected) {
         assert!(path.ends_with(format!("{table}.csv")), "{}", path.display());
         let frame = CsvReadOptions::default()
@@ -338,9 +279,10 @@ fn errors_name_the_problem() {
     let store = new_store(dir.path());
     let run = store.run_id().to_owned();
     assert!(matches!(store.load("losses"), Err(StoreError::UnknownTable { .. })));
-    let bad = store.write_trial(&trial(&run, "../escape", 0), &[], &[], &[]);
+    let bad = store.write_trial(TrialTables::new(&trial(&run, "../escape", 0)));
     assert!(matches!(bad, Err(StoreError::InvalidTrialId { .. })));
-    let foreign = store.write_trial(&trial(&run, "a", 0), &epochs(&run, "b", 1), &[], &[]);
+    let foreign =
+        store.write_trial(TrialTables { epochs: &epochs(&run, "b", 1), ..TrialTables::new(&trial(&run, "a", 0)) });
     assert!(matches!(foreign, Err(StoreError::ForeignRow { table: "epochs", .. })));
     let not_a_run = RunStore::open(dir.path()).expect_err("not a run");
     assert!(not_a_run.to_string().contains("not a run folder"), "{not_a_run}");

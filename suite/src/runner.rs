@@ -25,7 +25,7 @@ use crate::training::open_data;
 use crate::trial::TrialSpec;
 use crate::trial_rows::telemetry_row;
 use crate::trial_rows::{record, Identity, RecordedTrial, WorkerEnd};
-use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, UtcTime};
+use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, TrialTables, UtcTime};
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
@@ -93,7 +93,15 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     for trial in trials.iter().filter(|trial| !finished.contains(&trial.trial_id)) {
         progress.start_trial(&trial.label());
         let recorded = run_trial(trial, store.run_id(), &fingerprint, &progress)?;
-        store.write_trial(&recorded.trial, &recorded.epochs, &recorded.steps, &recorded.telemetry)?;
+        store.write_trial(TrialTables {
+            trial: &recorded.trial,
+            epochs: &recorded.epochs,
+            steps: &recorded.steps,
+            telemetry: &recorded.telemetry,
+            // Per-rank events and their breakdown are not recorded yet.
+            events: &[],
+            rank_breakdown: &[],
+        })?;
         *outcomes.entry(recorded.trial.outcome.clone()).or_insert(0) += 1;
         progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
     }

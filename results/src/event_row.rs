@@ -1,0 +1,80 @@
+//! One timed event of one rank: the raw timeline behind traces and the rank breakdown.
+
+use polars::prelude::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::rows::schema_of;
+use crate::{EventKind, Lane, Table, UnknownEventKind, UnknownLane};
+
+/// One timed event (a forward pass, a gradient bucket's all-reduce, a send) of one rank in
+/// a multi-worker trial, as stored in the `events` table.
+///
+/// Times are seconds since the trial's rank-0 start on one monotonic clock shared by the
+/// ranks of a machine, so events of different ranks line up on one time axis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRow {
+    /// The run this event belongs to.
+    pub run_id: String,
+    /// The trial this event belongs to.
+    pub trial_id: String,
+    /// Rank of the worker that ran it, from 0.
+    pub rank: u32,
+    /// Optimizer step it belongs to, from 0 (the step counter of `steps.step`).
+    pub step: u64,
+    /// Micro-batch within the step, for pipeline strategies.
+    pub micro_batch: Option<u32>,
+    /// What it was: one of [`EventKind::ALL`]'s names (`forward`, `all_reduce`, …).
+    pub kind: String,
+    /// A free label within the kind, e.g. `stage 3` or `bucket 2`; may be empty.
+    pub name: String,
+    /// Start, seconds since the trial's rank-0 start.
+    pub start_s: f64,
+    /// End, seconds since the trial's rank-0 start.
+    pub end_s: f64,
+    /// Bytes moved, for communication events.
+    pub bytes: Option<u64>,
+    /// The thread it ran on: `compute` or `comm` ([`Lane`]).
+    pub lane: String,
+}
+
+impl EventRow {
+    /// The event's kind, parsed.
+    pub fn event_kind(&self) -> Result<EventKind, UnknownEventKind> {
+        self.kind.parse()
+    }
+
+    /// The event's lane, parsed.
+    pub fn event_lane(&self) -> Result<Lane, UnknownLane> {
+        self.lane.parse()
+    }
+
+    /// `end_s − start_s`.
+    pub fn duration_s(&self) -> f64 {
+        self.end_s - self.start_s
+    }
+}
+
+impl Table for EventRow {
+    const NAME: &'static str = "events";
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("rank", UInt32),
+            ("step", UInt64),
+            ("micro_batch", UInt32),
+            ("kind", String),
+            ("name", String),
+            ("start_s", Float64),
+            ("end_s", Float64),
+            ("bytes", UInt64),
+            ("lane", String),
+        ])
+    }
+
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
+    }
+}

@@ -1,0 +1,264 @@
+//! Measured bandwidth of the machine's links: point-to-point transfers and all-reduces of
+//! a given size, timed before any training so strategy results can be read against them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use polars::prelude::{ChunkAgg, ChunkQuantile, DataType, Float64Chunked, NewChunkedArray, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::rows::schema_of;
+use crate::Table;
+
+/// What a probe measured, as stored in `probes.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeKind {
+    /// One rank sends, one receives (`src` → `dst`).
+    P2p,
+    /// All ranks all-reduce a buffer.
+    AllReduce,
+}
+
+impl ProbeKind {
+    /// Both kinds.
+    pub const ALL: [ProbeKind; 2] = [ProbeKind::P2p, ProbeKind::AllReduce];
+
+    /// The name stored in `probes.kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::P2p => "p2p",
+            ProbeKind::AllReduce => "all_reduce",
+        }
+    }
+
+    /// Bus bandwidth ÷ algorithm bandwidth for `world_size` ranks, as nccl-tests defines it
+    /// (doc/PERFORMANCE.md): a ring all-reduce moves `2(W−1)/W` times the buffer over each
+    /// link, so bus bandwidth compares with the link's peak whatever W is; 1 for p2p.
+    pub fn bus_factor(self, world_size: u32) -> f64 {
+        match self {
+            ProbeKind::P2p => 1.0,
+            ProbeKind::AllReduce if world_size == 0 => 0.0,
+            ProbeKind::AllReduce => 2.0 * (f64::from(world_size) - 1.0) / f64::from(world_size),
+        }
+    }
+}
+
+impl fmt::Display for ProbeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A stored probe kind that is neither `p2p` nor `all_reduce`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown probe kind {0:?} (expected p2p or all_reduce)")]
+pub struct UnknownProbeKind(pub String);
+
+impl FromStr for ProbeKind {
+    type Err = UnknownProbeKind;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        ProbeKind::ALL.into_iter().find(|kind| kind.name() == name).ok_or_else(|| UnknownProbeKind(name.to_owned()))
+    }
+}
+
+/// Algorithm bandwidth in GB/s (1e9 bytes per second): `bytes ÷ seconds`.
+pub fn algorithm_gbps(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / seconds / 1e9
+}
+
+/// What was probed, before timing: everything of a [`ProbeRow`] but the times.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSpec {
+    /// The run the probe belongs to.
+    pub run_id: String,
+    /// Point-to-point or all-reduce.
+    pub kind: ProbeKind,
+    /// Communication backend (`gloo`, `nccl`).
+    pub backend: String,
+    /// Ranks in the process group.
+    pub world_size: u32,
+    /// Sending rank of a p2p pair.
+    pub src: Option<u32>,
+    /// Receiving rank of a p2p pair.
+    pub dst: Option<u32>,
+    /// Bytes per transfer (the buffer size).
+    pub bytes: u64,
+}
+
+/// Why repeated probe times cannot make a [`ProbeRow`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProbeError {
+    /// No repeat was timed.
+    #[error("{kind} probe of {bytes} bytes has no times")]
+    NoTimes {
+        /// The probe's kind.
+        kind: ProbeKind,
+        /// Its size.
+        bytes: u64,
+    },
+    /// A time that is zero, negative or not finite would give an infinite bandwidth.
+    #[error("{kind} probe of {bytes} bytes has time {time_s} s; times must be positive and finite")]
+    BadTime {
+        /// The probe's kind.
+        kind: ProbeKind,
+        /// Its size.
+        bytes: u64,
+        /// The offending time, seconds.
+        time_s: f64,
+    },
+    /// A process group has at least one rank.
+    #[error("{kind} probe has world size 0")]
+    EmptyWorld {
+        /// The probe's kind.
+        kind: ProbeKind,
+    },
+}
+
+/// One probe result: a transfer size timed `repeats` times, as stored in `probes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRow {
+    /// The run the probe belongs to.
+    pub run_id: String,
+    /// `p2p` or `all_reduce` ([`ProbeKind`]).
+    pub kind: String,
+    /// Communication backend (`gloo`, `nccl`).
+    pub backend: String,
+    /// Ranks in the process group.
+    pub world_size: u32,
+    /// Sending rank of a p2p pair.
+    pub src: Option<u32>,
+    /// Receiving rank of a p2p pair.
+    pub dst: Option<u32>,
+    /// Bytes per transfer.
+    pub bytes: u64,
+    /// Timed repeats (after any warm-up the prober discarded).
+    pub repeats: u32,
+    /// Median time of one transfer, seconds.
+    pub median_s: f64,
+    /// Fastest transfer, seconds.
+    pub min_s: f64,
+    /// Slowest transfer, seconds.
+    pub max_s: f64,
+    /// `bytes ÷ median_s`, GB/s (1e9 bytes/s).
+    pub algorithm_gbps: f64,
+    /// `algorithm_gbps × ProbeKind::bus_factor(world_size)`: `2(W−1)/W` for all-reduce
+    /// (nccl-tests' bus bandwidth), equal to `algorithm_gbps` for p2p.
+    pub bus_gbps: f64,
+}
+
+impl ProbeRow {
+    /// The row for `spec` timed as `times_s` (one entry per repeat): median (of an even
+    /// count, the mean of the middle two), min, max, and bandwidths from the median.
+    pub fn from_times(spec: ProbeSpec, times_s: &[f64]) -> Result<ProbeRow, ProbeError> {
+        let (kind, bytes) = (spec.kind, spec.bytes);
+        if spec.world_size == 0 {
+            return Err(ProbeError::EmptyWorld { kind });
+        }
+        if let Some(&time_s) = times_s.iter().find(|t| !(t.is_finite() && **t > 0.0)) {
+            return Err(ProbeError::BadTime { kind, bytes, time_s });
+        }
+        let times = Float64Chunked::from_slice("times_s".into(), times_s);
+        let (Some(median_s), Some(min_s), Some(max_s)) = (times.median(), times.min(), times.max()) else {
+            return Err(ProbeError::NoTimes { kind, bytes });
+        };
+        let algorithm = algorithm_gbps(bytes, median_s);
+        Ok(ProbeRow {
+            run_id: spec.run_id,
+            kind: kind.name().to_owned(),
+            backend: spec.backend,
+            world_size: spec.world_size,
+            src: spec.src,
+            dst: spec.dst,
+            bytes,
+            repeats: u32::try_from(times_s.len()).unwrap_or(u32::MAX),
+            median_s,
+            min_s,
+            max_s,
+            algorithm_gbps: algorithm,
+            bus_gbps: algorithm * kind.bus_factor(spec.world_size),
+        })
+    }
+
+    /// The probe's kind, parsed.
+    pub fn probe_kind(&self) -> Result<ProbeKind, UnknownProbeKind> {
+        self.kind.parse()
+    }
+}
+
+impl Table for ProbeRow {
+    const NAME: &'static str = "probes";
+    const PER_TRIAL: bool = false;
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("kind", String),
+            ("backend", String),
+            ("world_size", UInt32),
+            ("src", UInt32),
+            ("dst", UInt32),
+            ("bytes", UInt64),
+            ("repeats", UInt32),
+            ("median_s", Float64),
+            ("min_s", Float64),
+            ("max_s", Float64),
+            ("algorithm_gbps", Float64),
+            ("bus_gbps", Float64),
+        ])
+    }
+
+    fn trial_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: ProbeKind, world_size: u32) -> ProbeSpec {
+        ProbeSpec {
+            run_id: "r".into(),
+            kind,
+            backend: "gloo".into(),
+            world_size,
+            src: None,
+            dst: None,
+            bytes: 1_000_000_000,
+        }
+    }
+
+    #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        let row = ProbeRow::from_times(spec(ProbeKind::P2p, 2), &[4.0, 1.0, 2.0, 8.0]).unwrap();
+        assert_eq!((row.median_s, row.min_s, row.max_s, row.repeats), (3.0, 1.0, 8.0, 4));
+        // 1e9 bytes in 3 s.
+        assert_eq!(row.algorithm_gbps, 1.0 / 3.0);
+        assert_eq!(row.bus_gbps, row.algorithm_gbps);
+    }
+
+    #[test]
+    fn times_that_give_no_bandwidth_are_rejected() {
+        let all_reduce = || spec(ProbeKind::AllReduce, 2);
+        assert!(matches!(ProbeRow::from_times(all_reduce(), &[]), Err(ProbeError::NoTimes { .. })));
+        let zero = ProbeRow::from_times(all_reduce(), &[1.0, 0.0]).unwrap_err();
+        assert_eq!(zero, ProbeError::BadTime { kind: ProbeKind::AllReduce, bytes: 1_000_000_000, time_s: 0.0 });
+        assert!(ProbeRow::from_times(all_reduce(), &[f64::NAN]).is_err());
+        assert!(matches!(
+            ProbeRow::from_times(spec(ProbeKind::AllReduce, 0), &[1.0]),
+            Err(ProbeError::EmptyWorld { .. })
+        ));
+    }
+
+    #[test]
+    fn kind_names_round_trip_and_match_serde() {
+        for kind in ProbeKind::ALL {
+            assert_eq!(kind.name().parse::<ProbeKind>(), Ok(kind));
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+        }
+        assert!("broadcast".parse::<ProbeKind>().is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! Everything one finished trial writes, handed to `RunStore::write_trial` in one piece.
+
+use crate::{EpochRow, EventRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
+
+/// The rows of one trial for every per-trial table: grouped so adding a table adds a field
+/// instead of another positional argument at every call site.
+///
+/// Start from [`TrialTables::new`] and fill what the trial has:
+/// `TrialTables { steps: &steps, ..TrialTables::new(&trial) }`.
+#[derive(Debug, Clone, Copy)]
+pub struct TrialTables<'a> {
+    /// The trial row: written last, it commits the trial.
+    pub trial: &'a TrialRow,
+    /// One row per worker and epoch.
+    pub epochs: &'a [EpochRow],
+    /// One row per worker and optimizer step.
+    pub steps: &'a [StepRow],
+    /// One row per device and telemetry sample.
+    pub telemetry: &'a [TelemetryRow],
+    /// Timed events of every rank; non-empty also writes `traces/<trial_id>.json`.
+    pub events: &'a [EventRow],
+    /// Per-rank step-time breakdown (see [`crate::rank_breakdown()`]).
+    pub rank_breakdown: &'a [RankBreakdownRow],
+}
+
+impl<'a> TrialTables<'a> {
+    /// The trial row with every other table empty.
+    pub fn new(trial: &'a TrialRow) -> TrialTables<'a> {
+        TrialTables { trial, epochs: &[], steps: &[], telemetry: &[], events: &[], rank_breakdown: &[] }
+    }
+}
