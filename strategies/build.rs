@@ -1,11 +1,12 @@
 //! Links libtorch (rpath, libtorch_cuda) and compiles the small C++ shim over libtorch's
-//! global context (`cpp/torch_context.cpp`) against the same libtorch's headers.
+//! global context (`cpp/torch_context.cpp`) and the autograd call tch lacks (`cpp/autograd.cpp`) against the same libtorch's headers.
 
 use std::path::PathBuf;
 
 fn main() {
     stratlab_build::link_libtorch();
     println!("cargo:rerun-if-changed=cpp/torch_context.cpp");
+    println!("cargo:rerun-if-changed=cpp/autograd.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
     // sit beside it.
@@ -13,7 +14,9 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("cpp/torch_context.cpp")
+        .file("cpp/autograd.cpp")
         .include(libtorch.join("include"))
+        .include(libtorch.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")
         // PyPI's torch wheels are built with the C++11 string ABI.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")

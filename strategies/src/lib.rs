@@ -1,23 +1,29 @@
 //! Training strategies: how one trial's training is spread over workers, and the shared
 //! training loop, timing and metrics every strategy reports in the same shape.
 //!
-//! Only `single` exists so far; it is the baseline every speedup divides by. Each strategy
-//! lives in a folder of its own; what they share (configuration, device handling, evaluation,
-//! records) sits at the top level.
+//! `single` is the baseline every speedup divides by; `data-parallel` and `parameter-server`
+//! run over libtorch's c10d (`stratlab-comm`). Each strategy lives in a folder of its own;
+//! what they share (the training loop, configuration, device handling, evaluation, records,
+//! timelines) sits at the top level.
 
+mod autograd;
+pub mod data_parallel;
 pub mod device;
 pub mod evaluate;
 /// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).
 pub use stratlab_results::nonfinite;
 pub mod numerics;
 pub mod observer;
+pub mod parameter_server;
 pub mod record;
 pub mod schedule;
 pub mod single;
 pub mod stats;
 pub mod strategy;
+pub mod timeline;
 pub mod train_config;
 pub mod train_error;
+pub mod train_loop;
 
 pub use device::DeviceChoice;
 pub use numerics::{LibtorchBuild, MatmulPrecision, Numerics};
@@ -26,4 +32,6 @@ pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
 pub use schedule::LrSchedule;
 pub use strategy::StrategyKind;
 pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
+pub use timeline::{Timeline, TimelineEvent};
 pub use train_error::TrainError;
+pub use train_loop::TrainContext;

@@ -13,6 +13,9 @@ pub trait TrainObserver {
     fn on_eval(&mut self, _eval: &EvalRecord) {}
     /// An epoch (training and its evaluation) finished.
     fn on_epoch(&mut self, _epoch: &EpochRecord) {}
+    /// Training ended; `variables` are this rank's final weights and buffers (checkpoints,
+    /// and the tests that compare strategies' weights).
+    fn on_trained(&mut self, _variables: &tch::nn::VarStore) {}
 }
 
 /// An observer that ignores everything.

@@ -35,6 +35,13 @@ pub struct StepRecord {
     pub lr: f64,
     /// Excluded from timing statistics (the first steps pay for allocation and tuning).
     pub warmup: bool,
+    /// Bytes this rank communicated in the step (0 for single).
+    #[serde(default)]
+    pub comm_bytes: u64,
+    /// Seconds this rank's communication was in flight, launch to completion, summed over
+    /// its transfers (overlapping compute or not: the timeline tells which).
+    #[serde(default)]
+    pub comm_s: f64,
 }
 
 impl StepRecord {
@@ -119,6 +126,9 @@ pub struct TrainReport {
     pub target_accuracy: f64,
     /// Wall time of the whole run, evaluation included.
     pub wall_time_s: f64,
+    /// This rank's timed events (multi-worker strategies; empty for single).
+    #[serde(default)]
+    pub events: Vec<crate::timeline::TimelineEvent>,
 }
 
 impl TrainReport {
@@ -196,6 +206,8 @@ mod tests {
             samples: 8,
             lr: 0.1,
             warmup: false,
+            comm_bytes: 0,
+            comm_s: 0.0,
         };
         let json = serde_json::to_string(&step).unwrap();
         assert!(json.contains("\"loss\":\"NaN\""), "{json}");

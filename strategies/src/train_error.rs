@@ -21,6 +21,10 @@ pub enum TrainError {
     /// libtorch reported an error (out of memory among them: see [`TrainError::is_out_of_memory`]).
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
+    /// A collective or point-to-point transfer failed: a peer died, or the collective
+    /// timeout passed.
+    #[error("communication: {0}")]
+    Comm(#[from] stratlab_comm::CommError),
 }
 
 impl TrainError {

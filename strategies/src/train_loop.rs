@@ -1,55 +1,103 @@
-//! The single-device training loop: SGD with momentum and weight decay, a learning-rate
-//! schedule, evaluation after every epoch (and optionally every N steps), and per-step
-//! timing with the device synchronised before each clock read.
+//! The training loop every strategy's worker runs: SGD with momentum and weight decay, a
+//! learning-rate schedule, evaluation after every epoch (and optionally every N steps), and
+//! per-step timing with the device synchronised before each clock read. What differs
+//! between strategies, one batch's forward, backward, communication and update, is a
+//! [`StepRunner`].
 //!
 //! What each clock covers: `data_wait_s` the wait for the loader, `h2d_s` the copy to the
-//! device, `step_time_s` forward + backward + optimizer, ended by the step's only host
-//! synchronisation (losses and accuracies are read back every `metrics_every_steps`).
-//! Epoch time is training only: evaluations run between steps are timed on their own.
+//! device, `step_time_s` the runner's step (forward, backward, communication, optimizer),
+//! ended by the step's only host synchronisation (losses and accuracies are read back every
+//! `metrics_every_steps`). Epoch time is training only: evaluations run between steps are
+//! timed on their own.
+//!
+//! With several ranks, every rank runs this loop on its shard of each global batch and
+//! evaluates the same test samples (replicas hold the same weights), so the ranks stay in
+//! step; a wall-time budget is agreed on collectively so no rank stops alone.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use stratlab_datasets::{Batch, Dataset, Loader, LoaderConfig};
-use stratlab_networks::NetworkSpec;
-use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
 use crate::evaluate::{correct_on_device, evaluate};
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
+use crate::timeline::{EventKind, Timeline};
 use crate::{TrainConfig, TrainError, TrainObserver};
 
-/// What one single-device run trains on, grouped so callers pass one value.
+/// What a run trains and evaluates on, grouped so callers pass one value.
 pub struct TrainContext<'a> {
     /// The network to build and train.
-    pub network: &'a NetworkSpec,
+    pub network: &'a stratlab_networks::NetworkSpec,
     /// Training split.
     pub train: Arc<dyn Dataset>,
     /// Test split, for accuracy and time-to-accuracy.
     pub test: Arc<dyn Dataset>,
-    /// Hyper-parameters, budget, device and seed.
+    /// Hyper-parameters, budget, device and seed (batch size per rank).
     pub config: &'a TrainConfig,
 }
 
-/// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
-///
-/// Divergence (a NaN or infinite loss) ends training with [`TrainOutcome::Diverged`]; it is a
-/// result, not an error. Errors are failures to train at all (bad configuration, missing
-/// device, unreadable data, libtorch failures such as out-of-memory).
-pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
-    let config = context.config;
+/// One batch's work for a strategy: everything between "the batch is on the device" and
+/// "the weights are updated".
+pub trait StepRunner {
+    /// The model replica this rank evaluates.
+    fn model(&self) -> &dyn ModuleT;
+
+    /// This rank's data shard: `(rank, ranks sharing each global batch)`.
+    fn shard(&self) -> (usize, usize) {
+        (0, 1)
+    }
+
+    /// Trains on one batch at learning rate `lr`, recording its events on `timeline`.
+    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline)
+        -> Result<StepOutput, TrainError>;
+
+    /// Whether to stop now, given this rank's own view (`local_stop`). Multi-rank runners
+    /// agree collectively, so ranks never disagree on the number of steps.
+    fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
+        Ok(local_stop)
+    }
+}
+
+/// What a step leaves for the loop's bookkeeping.
+pub struct StepOutput {
+    /// The logits of this rank's batch (on the device).
+    pub logits: Tensor,
+    /// The loss of this rank's batch (on the device).
+    pub loss: Tensor,
+    /// Bytes this rank sent or reduced in the step.
+    pub comm_bytes: u64,
+    /// Seconds this rank's communication was in flight (launch to completion, summed).
+    pub comm_s: f64,
+}
+
+/// Validates the configuration and applies it to this process (threads, numerics, seed);
+/// returns the device to train on. Call before building the model, so weights are seeded.
+pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     config.validate()?;
     let device = config.device.resolve().map_err(TrainError::Device)?;
     tch::set_num_threads(config.threads as i32);
     config.numerics.apply().map_err(TrainError::Device)?;
     tch::manual_seed(config.seed as i64);
+    Ok(device)
+}
 
-    let store = nn::VarStore::new(device);
-    let model = context.network.build(&store.root());
-    let mut optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(&store, config.lr)?;
-
+/// Runs the loop over `context`'s data with `runner` doing each step, on `device`.
+///
+/// Divergence (a NaN or infinite loss) ends training with [`TrainOutcome::Diverged`]; it is a
+/// result, not an error. Errors are failures to train at all (bad configuration, missing
+/// device, unreadable data, libtorch failures such as out-of-memory, a dead peer).
+pub fn run(
+    context: &TrainContext<'_>,
+    device: Device,
+    runner: &mut dyn StepRunner,
+    timeline: &mut Timeline,
+    observer: &mut dyn TrainObserver,
+) -> Result<TrainReport, TrainError> {
+    let config = context.config;
+    let (rank, world_size) = runner.shard();
     let loader = Loader::new(
         context.train.clone(),
         LoaderConfig {
@@ -57,10 +105,10 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
             shuffle: true,
             seed: config.seed,
             drop_last: true,
-            rank: 0,
-            world_size: 1,
+            rank,
+            world_size,
             prefetch: config.prefetch,
-            // The trial's share of the cores, as for libtorch: decoding keeps pace with the step.
+            // The rank's share of the cores, as for libtorch: decoding keeps pace with the step.
             threads: config.threads,
         },
     )?;
@@ -68,7 +116,11 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
     if steps_per_epoch == 0 {
         return Err(TrainError::InvalidConfig {
             field: "batch_size",
-            reason: format!("{} exceeds the {} training samples", config.batch_size, context.train.len()),
+            reason: format!(
+                "{} per rank × {world_size} ranks exceeds the {} training samples",
+                config.batch_size,
+                context.train.len()
+            ),
         });
     }
     let total_steps = config.budget.total_steps(steps_per_epoch);
@@ -82,28 +134,28 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
         }
         let mut clock = EpochClock::start();
         let mut wait_started = Instant::now();
+        let mut wait_started_ns = stratlab_comm::monotonic_ns();
         for batch in loader.epoch(epoch as u64) {
-            if run.budget_spent(started) {
-                run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
+            if runner.agree_to_stop(run.budget_spent(started))? {
+                run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
                 break 'epochs;
             }
             let batch = batch?;
+            timeline.set_step(run.steps_done as u64);
             let copy_started = Instant::now();
             let data_wait_s = (copy_started - wait_started).as_secs_f64();
+            timeline.record(EventKind::DataWait, "loader", wait_started_ns, timeline.now(), None);
             let samples = batch.len();
-            let (images, labels) = to_device(batch, device);
+            let (images, labels) = timeline.span(EventKind::H2d, "batch", || to_device(batch, device));
             // Ends the copy, so it is timed on its own and the step starts with its data resident.
             synchronize(device);
             let step_started = Instant::now();
             let h2d_s = (step_started - copy_started).as_secs_f64();
 
             let lr = config.schedule.rate(config.lr, epoch, run.steps_done, total_steps);
-            optimizer.set_lr(lr);
-            let logits = model.forward_t(&images, true);
-            let loss = logits.cross_entropy_for_logits(&labels);
-            optimizer.backward_step(&loss);
+            let output = runner.step(&images, &labels, lr, timeline)?;
             // Loss and accuracy stay on the device until the next read: no host sync here.
-            let correct = correct_on_device(&logits, &labels);
+            let correct = correct_on_device(&output.logits, &labels);
             synchronize(device);
             let step_time_s = step_started.elapsed().as_secs_f64();
 
@@ -118,8 +170,10 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
                     samples,
                     lr,
                     warmup: run.steps_done < config.warmup_steps,
+                    comm_bytes: output.comm_bytes,
+                    comm_s: output.comm_s,
                 },
-                loss: loss.detach(),
+                loss: output.loss.detach(),
                 correct,
             });
             run.steps_done += 1;
@@ -127,17 +181,18 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
             if evaluate_now || run.steps_done.is_multiple_of(config.metrics_every_steps) {
                 run.read_metrics(&mut clock, observer)?;
                 if run.outcome == TrainOutcome::Diverged {
-                    run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
+                    run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
                     break 'epochs;
                 }
             }
             if evaluate_now {
-                run.evaluate(&model, context, started, &mut clock, observer)?;
+                run.evaluate(runner.model(), context, started, &mut clock, observer)?;
             }
             wait_started = Instant::now();
+            wait_started_ns = stratlab_comm::monotonic_ns();
         }
-        run.finish_epoch(epoch, &mut clock, started, &model, context, observer)?;
-        if run.outcome == TrainOutcome::Diverged || run.budget_spent(started) {
+        run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
+        if run.outcome == TrainOutcome::Diverged || runner.agree_to_stop(run.budget_spent(started))? {
             break;
         }
     }
@@ -349,6 +404,7 @@ impl<'a> RunState<'a> {
             time_to_accuracy_s: self.time_to_accuracy_s,
             target_accuracy: config.target_accuracy,
             wall_time_s: started.elapsed().as_secs_f64(),
+            events: Vec::new(),
         }
     }
 }

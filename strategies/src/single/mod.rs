@@ -1,6 +1,44 @@
 //! `single`: one worker trains the whole network on its device. The baseline every speedup
-//! divides by, and the loop the other strategies reuse for their per-worker bookkeeping.
+//! divides by.
 
-mod trainer;
+use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::Tensor;
 
-pub use trainer::{train, TrainContext};
+use crate::timeline::{EventKind, Timeline};
+use crate::train_loop::{self, StepOutput, StepRunner};
+pub use crate::train_loop::TrainContext;
+use crate::{TrainError, TrainObserver, TrainReport};
+
+/// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
+pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
+    let config = context.config;
+    let device = train_loop::prepare(config)?;
+    let store = nn::VarStore::new(device);
+    let model = context.network.build(&store.root());
+    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
+        .build(&store, config.lr)?;
+    let mut runner = SingleStep { model: Box::new(model), optimizer };
+    let mut timeline = Timeline::new(device, false);
+    let report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
+    observer.on_trained(&store);
+    Ok(report)
+}
+
+struct SingleStep {
+    model: Box<dyn ModuleT>,
+    optimizer: nn::Optimizer,
+}
+
+impl StepRunner for SingleStep {
+    fn model(&self) -> &dyn ModuleT {
+        self.model.as_ref()
+    }
+
+    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+        self.optimizer.set_lr(lr);
+        let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
+        let loss = logits.cross_entropy_for_logits(labels);
+        self.optimizer.backward_step(&loss);
+        Ok(StepOutput { logits, loss, comm_bytes: 0, comm_s: 0.0 })
+    }
+}

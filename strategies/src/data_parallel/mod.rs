@@ -1,0 +1,232 @@
+//! `data-parallel` (Horovod-style): every rank holds a replica and trains on its shard of
+//! each global batch; parameters are broadcast from rank 0 at the start; gradients are
+//! fused into buckets and all-reduced (averaged) asynchronously while the backward pass
+//! still runs, stage by stage from the last; then every rank takes the same optimizer step.
+//!
+//! The backward pass runs one stage at a time: each stage's input is a detached leaf, so
+//! when stage *i* finishes, its parameters' gradients are final and its input's gradient
+//! seeds stage *i − 1*. That is the point where a bucket's all-reduce starts, overlapping
+//! the remaining backward (see [`buckets`]).
+
+pub mod buckets;
+
+use std::ops::Range;
+
+use stratlab_comm::{ProcessGroup, ReduceOp, Work};
+use stratlab_networks::Network;
+use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+use crate::autograd::backward_with_grad;
+use crate::timeline::{EventKind, Timeline};
+use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
+use crate::{TrainError, TrainObserver, TrainReport};
+use buckets::{plan_buckets, Bucket};
+
+/// Horovod's default fusion threshold (`HOROVOD_FUSION_THRESHOLD`): 64 MiB.
+pub const DEFAULT_FUSION_THRESHOLD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Trains with data parallelism over `group` (every rank calls this with its own group).
+pub fn train(
+    context: &TrainContext<'_>,
+    group: &ProcessGroup,
+    fusion_threshold_bytes: u64,
+    observer: &mut dyn TrainObserver,
+) -> Result<TrainReport, TrainError> {
+    let config = context.config;
+    let device = train_loop::prepare(config)?;
+    let store = nn::VarStore::new(device);
+    let model = StagedModel::build(context.network, &store);
+    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
+        .build(&store, config.lr)?;
+    let mut timeline = Timeline::new(device, true);
+    broadcast_variables(group, &store, &mut timeline)?;
+    let params = store.trainable_variables();
+    let param_bytes: Vec<u64> = params.iter().map(stratlab_comm::byte_size).collect();
+    let buckets = plan_buckets(&model.param_ranges, &param_bytes, fusion_threshold_bytes.max(1));
+    let mut runner = DataParallelStep {
+        group,
+        model,
+        optimizer,
+        params,
+        buckets,
+        device,
+        wall_time_budget: config.budget.seconds.is_some(),
+    };
+    let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
+    observer.on_trained(&store);
+    report.events = timeline.into_events();
+    Ok(report)
+}
+
+/// Every variable of rank 0 (parameters and buffers such as batch-norm statistics, in name
+/// order so all ranks agree), so the replicas start identical whatever each rank drew.
+pub(crate) fn broadcast_variables(
+    group: &ProcessGroup,
+    store: &nn::VarStore,
+    timeline: &mut Timeline,
+) -> Result<(), TrainError> {
+    let mut variables: Vec<(String, Tensor)> = store.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, variable) in variables {
+        let mut variable = variable;
+        let work = tch::no_grad(|| group.broadcast_async(&mut variable, 0))?;
+        let done = work.wait()?;
+        timeline.communication(EventKind::Broadcast, name, &done);
+    }
+    Ok(())
+}
+
+/// The network built stage by stage into one VarStore, remembering which trainable
+/// variables each stage owns (creation order: the same initial values as a whole build).
+pub(crate) struct StagedModel {
+    pub(crate) stages: Vec<Network>,
+    pub(crate) param_ranges: Vec<Range<usize>>,
+}
+
+impl StagedModel {
+    pub(crate) fn build(spec: &stratlab_networks::NetworkSpec, store: &nn::VarStore) -> StagedModel {
+        let root = store.root();
+        let mut stages = Vec::new();
+        let mut param_ranges = Vec::new();
+        for index in 0..spec.stages.len() {
+            let before = store.trainable_variables().len();
+            stages.push(spec.build_range(index..index + 1, &root));
+            param_ranges.push(before..store.trainable_variables().len());
+        }
+        StagedModel { stages, param_ranges }
+    }
+}
+
+impl std::fmt::Debug for StagedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedModel").field("stages", &self.stages.len()).finish()
+    }
+}
+
+impl ModuleT for StagedModel {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.stages.iter().fold(xs.shallow_clone(), |x, stage| stage.forward_t(&x, train))
+    }
+}
+
+struct DataParallelStep<'a> {
+    group: &'a ProcessGroup,
+    model: StagedModel,
+    optimizer: nn::Optimizer,
+    params: Vec<Tensor>,
+    buckets: Vec<Vec<Bucket>>,
+    device: Device,
+    wall_time_budget: bool,
+}
+
+/// A bucket's all-reduce in flight, with its fused buffer.
+struct InFlight<'b> {
+    bucket: &'b Bucket,
+    label: String,
+    flat: Tensor,
+    work: Work,
+}
+
+impl StepRunner for DataParallelStep<'_> {
+    fn model(&self) -> &dyn ModuleT {
+        &self.model
+    }
+
+    fn shard(&self) -> (usize, usize) {
+        (self.group.rank(), self.group.world_size())
+    }
+
+    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+        self.optimizer.set_lr(lr);
+        self.optimizer.zero_grad();
+        let stage_count = self.model.stages.len();
+        // Forward, keeping each stage's input as a leaf so backward can stop between stages.
+        let (inputs, outputs) = timeline.span(EventKind::Forward, "network", || {
+            let mut inputs = Vec::with_capacity(stage_count);
+            let mut outputs: Vec<Tensor> = Vec::with_capacity(stage_count);
+            for (index, stage) in self.model.stages.iter().enumerate() {
+                let input = match outputs.last() {
+                    None => images.shallow_clone(),
+                    Some(previous) => previous.detach().set_requires_grad(true),
+                };
+                outputs.push(stage.forward_t(&input, true));
+                inputs.push(input);
+                let _ = index;
+            }
+            (inputs, outputs)
+        });
+        let logits = outputs.last().expect("a network has stages").shallow_clone();
+        let loss = logits.cross_entropy_for_logits(labels);
+
+        let mut in_flight: Vec<InFlight> = Vec::new();
+        let mut bucket_index = 0;
+        for stage in (0..stage_count).rev() {
+            let name = self.model.stages[stage].stage_names().join("+");
+            let start = timeline.now();
+            if stage + 1 == stage_count {
+                loss.f_backward()?;
+            } else {
+                backward_with_grad(&outputs[stage], &inputs[stage + 1].grad())?;
+            }
+            timeline.record(EventKind::Backward, name, start, timeline.now(), None);
+            for bucket in &self.buckets[stage] {
+                let grads: Vec<Tensor> = bucket.params.iter().map(|&p| self.params[p].grad().view([-1])).collect();
+                let mut flat = tch::no_grad(|| Tensor::cat(&grads, 0));
+                let work = self.group.all_reduce_async(&mut flat, ReduceOp::Average)?;
+                in_flight.push(InFlight { bucket, label: format!("bucket {bucket_index}"), flat, work });
+                bucket_index += 1;
+            }
+        }
+
+        let mut comm_bytes = 0;
+        let mut comm_s = 0.0;
+        let wait_start = timeline.now();
+        for InFlight { bucket, label, flat, work } in in_flight {
+            let done = work.wait()?;
+            timeline.communication(EventKind::AllReduce, label, &done);
+            comm_bytes += done.bytes;
+            comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
+            tch::no_grad(|| unflatten_into(&flat, bucket, &self.params));
+        }
+        timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
+        timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
+        Ok(StepOutput { logits, loss, comm_bytes, comm_s })
+    }
+
+    fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
+        agree_any(self.group, self.device, local_stop, self.wall_time_budget)
+    }
+}
+
+/// Copies the averaged buffer back into each parameter's gradient.
+fn unflatten_into(flat: &Tensor, bucket: &Bucket, params: &[Tensor]) {
+    let mut offset = 0;
+    for &param in &bucket.params {
+        let mut grad = params[param].grad();
+        let numel = grad.numel() as i64;
+        grad.copy_(&flat.narrow(0, offset, numel).view_as(&grad));
+        offset += numel;
+    }
+}
+
+/// Whether any rank wants to stop. Only a wall-time budget can differ between ranks (step
+/// and epoch budgets end every rank at the same step), so only then does it cost a
+/// collective: a one-element all-reduce with max.
+pub(crate) fn agree_any(
+    group: &ProcessGroup,
+    device: Device,
+    local_stop: bool,
+    wall_time_budget: bool,
+) -> Result<bool, TrainError> {
+    if !wall_time_budget || group.world_size() == 1 {
+        return Ok(local_stop);
+    }
+    let comm_device = match group.backend() {
+        stratlab_comm::Backend::Nccl => device,
+        stratlab_comm::Backend::Gloo => Device::Cpu,
+    };
+    let mut flag = Tensor::from_slice(&[local_stop as i32 as f32]).to_device(comm_device);
+    group.all_reduce(&mut flag, ReduceOp::Max)?;
+    Ok(flag.to_kind(Kind::Float).double_value(&[0]) > 0.0)
+}

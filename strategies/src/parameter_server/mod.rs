@@ -1,0 +1,350 @@
+//! `parameter-server` (synchronous, as TensorFlow's ParameterServerStrategy and DistBelief
+//! without staleness): workers compute gradients on their shard of the global batch and
+//! send them to a server rank, which averages them, takes the optimizer step (it alone
+//! holds the optimizer state) and sends the new weights back to every worker.
+//!
+//! Placement ([`ServerPlacement`]): `colocated` makes rank 0 both a worker and the server
+//! (W ranks train); `dedicated` gives the server a rank of its own, the last one, which
+//! trains on nothing (W − 1 ranks train). The cost of that choice is measured by running
+//! both: a dedicated server frees rank 0 from serving but removes one worker's compute.
+//!
+//! Each round a worker sends a control message `[continue, lr, out_of_time]`, then its
+//! flattened gradients; the server replies with the flattened parameters plus one flag,
+//! "some worker is out of wall time", so every rank stops after the same step.
+
+use serde::{Deserialize, Serialize};
+use stratlab_comm::{ProcessGroup, Work};
+use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+use crate::timeline::{EventKind, Timeline};
+use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
+use crate::{TrainError, TrainObserver, TrainReport};
+
+const TAG_CONTROL: u32 = 1;
+const TAG_GRADIENTS: u32 = 2;
+const TAG_PARAMETERS: u32 = 3;
+
+/// Where the server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerPlacement {
+    /// Rank 0 trains and serves.
+    #[default]
+    Colocated,
+    /// The last rank only serves.
+    Dedicated,
+}
+
+impl ServerPlacement {
+    /// Every placement, for error messages.
+    pub const ALL: [ServerPlacement; 2] = [ServerPlacement::Colocated, ServerPlacement::Dedicated];
+
+    /// The name used in suites and results.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerPlacement::Colocated => "colocated",
+            ServerPlacement::Dedicated => "dedicated",
+        }
+    }
+
+    /// The server's rank in a group of `world_size`.
+    pub fn server_rank(self, world_size: usize) -> usize {
+        match self {
+            ServerPlacement::Colocated => 0,
+            ServerPlacement::Dedicated => world_size - 1,
+        }
+    }
+
+    /// Ranks that train on data.
+    pub fn training_ranks(self, world_size: usize) -> usize {
+        match self {
+            ServerPlacement::Colocated => world_size,
+            ServerPlacement::Dedicated => world_size - 1,
+        }
+    }
+
+    /// The fewest ranks the placement needs.
+    pub fn min_workers(self) -> usize {
+        match self {
+            ServerPlacement::Colocated => 2,
+            ServerPlacement::Dedicated => 2,
+        }
+    }
+}
+
+/// Trains with a synchronous parameter server over `group`; every rank calls this.
+pub fn train(
+    context: &TrainContext<'_>,
+    group: &ProcessGroup,
+    placement: ServerPlacement,
+    observer: &mut dyn TrainObserver,
+) -> Result<TrainReport, TrainError> {
+    let config = context.config;
+    let device = train_loop::prepare(config)?;
+    let store = nn::VarStore::new(device);
+    let model = context.network.build(&store.root());
+    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
+        .build(&store, config.lr)?;
+    let mut timeline = Timeline::new(device, true);
+    crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
+    let world_size = group.world_size();
+    let server = placement.server_rank(world_size);
+    let params = store.trainable_variables();
+    let mut party = Party {
+        group,
+        server,
+        workers: (0..world_size).filter(|&rank| placement == ServerPlacement::Colocated || rank != server).collect(),
+        params,
+        optimizer,
+        device,
+    };
+    let started = std::time::Instant::now();
+    if placement == ServerPlacement::Dedicated && group.rank() == server {
+        party.serve_until_finished(&mut timeline)?;
+        let mut report = crate::TrainReport {
+            outcome: crate::TrainOutcome::Completed,
+            reason: None,
+            device: crate::device::device_label(device),
+            threads: config.threads,
+            numerics: crate::Numerics::current().unwrap_or(config.numerics),
+            steps_per_epoch: 0,
+            steps: Vec::new(),
+            epochs: Vec::new(),
+            evaluations: Vec::new(),
+            time_to_accuracy_s: None,
+            target_accuracy: config.target_accuracy,
+            wall_time_s: started.elapsed().as_secs_f64(),
+            events: Vec::new(),
+        };
+        report.events = timeline.into_events();
+        return Ok(report);
+    }
+    let shard = party.workers.iter().position(|&rank| rank == group.rank()).expect("a training rank");
+    let mut runner = ParameterServerStep {
+        party,
+        model: Box::new(model),
+        shard: (shard, placement.training_ranks(world_size)),
+        wall_time_budget: config.budget.seconds.is_some(),
+        out_of_time: false,
+        server_says_stop: false,
+    };
+    let result = train_loop::run(context, device, &mut runner, &mut timeline, observer);
+    if placement == ServerPlacement::Dedicated {
+        // Tell the server this worker is done, whatever ended its training.
+        runner.party.send_control(false, 0.0, false)?;
+    }
+    let mut report = result?;
+    observer.on_trained(&store);
+    report.events = timeline.into_events();
+    Ok(report)
+}
+
+/// What workers and server share: the group, the roles and the replica's parameters.
+struct Party<'a> {
+    group: &'a ProcessGroup,
+    server: usize,
+    /// Ranks that train, in order (the server among them when colocated).
+    workers: Vec<usize>,
+    params: Vec<Tensor>,
+    optimizer: nn::Optimizer,
+    device: Device,
+}
+
+impl Party<'_> {
+    fn is_server(&self) -> bool {
+        self.group.rank() == self.server
+    }
+
+    /// Host-side buffers for Gloo; device-side for NCCL.
+    fn comm_device(&self) -> Device {
+        match self.group.backend() {
+            stratlab_comm::Backend::Nccl => self.device,
+            stratlab_comm::Backend::Gloo => Device::Cpu,
+        }
+    }
+
+    fn flat_grads(&self) -> Tensor {
+        let grads: Vec<Tensor> = self.params.iter().map(|p| p.grad().view([-1])).collect();
+        tch::no_grad(|| Tensor::cat(&grads, 0)).to_device(self.comm_device())
+    }
+
+    fn flat_params_with_flag(&self, stop: bool) -> Tensor {
+        let mut parts: Vec<Tensor> = self.params.iter().map(|p| p.detach().view([-1])).collect();
+        parts.push(Tensor::from_slice(&[stop as i32 as f32]).to_device(self.device));
+        tch::no_grad(|| Tensor::cat(&parts, 0)).to_device(self.comm_device())
+    }
+
+    fn param_numel(&self) -> i64 {
+        self.params.iter().map(Tensor::numel).sum::<usize>() as i64
+    }
+
+    fn send_control(&self, go_on: bool, lr: f64, out_of_time: bool) -> Result<(), TrainError> {
+        let control = Tensor::from_slice(&[go_on as i32 as f64, lr, out_of_time as i32 as f64]);
+        self.group.send(&control.to_device(self.comm_device()), self.server, TAG_CONTROL)?;
+        Ok(())
+    }
+
+    /// One server round. `own` is the server's own gradient when it also trains.
+    /// Returns `None` once every worker said it has finished, else the stop flag it sent.
+    fn serve_round(&mut self, own: Option<(f64, bool)>, timeline: &mut Timeline) -> Result<Option<bool>, TrainError> {
+        let remote: Vec<usize> = self.workers.iter().copied().filter(|&rank| rank != self.server).collect();
+        let comm = self.comm_device();
+        let mut controls: Vec<(usize, Tensor, Work)> = Vec::new();
+        for &rank in &remote {
+            let mut control = Tensor::zeros([3], (Kind::Double, comm));
+            let work = self.group.recv_async(&mut control, rank, TAG_CONTROL)?;
+            controls.push((rank, control, work));
+        }
+        let mut lr = own.map(|(lr, _)| lr);
+        let mut out_of_time = own.is_some_and(|(_, stop)| stop);
+        let mut finished = 0;
+        for (rank, control, work) in controls {
+            let done = work.wait()?;
+            timeline.communication(EventKind::Recv, format!("control from rank {rank}"), &done);
+            let values = Vec::<f64>::try_from(control.to_device(Device::Cpu))?;
+            if values[0] == 0.0 {
+                finished += 1;
+                continue;
+            }
+            lr.get_or_insert(values[1]);
+            out_of_time |= values[2] != 0.0;
+        }
+        if finished > 0 {
+            if finished == remote.len() && own.is_none() {
+                return Ok(None);
+            }
+            return Err(TrainError::InvalidConfig {
+                field: "workers",
+                reason: format!("{finished} of {} workers finished while the others went on", remote.len()),
+            });
+        }
+        let numel = self.param_numel();
+        let mut incoming = Vec::new();
+        for &rank in &remote {
+            let mut grads = Tensor::zeros([numel], (Kind::Float, comm));
+            let work = self.group.recv_async(&mut grads, rank, TAG_GRADIENTS)?;
+            incoming.push((rank, grads, work));
+        }
+        let mut sum = match own {
+            Some(_) => self.flat_grads(),
+            None => Tensor::zeros([numel], (Kind::Float, comm)),
+        };
+        for (rank, grads, work) in incoming {
+            let done = work.wait()?;
+            timeline.communication(EventKind::Recv, format!("gradients from rank {rank}"), &done);
+            sum += grads;
+        }
+        let start = timeline.now();
+        let mean = (sum / self.workers.len() as f64).to_device(self.device);
+        tch::no_grad(|| {
+            let mut offset = 0;
+            for param in &self.params {
+                let numel = param.numel() as i64;
+                param.grad().copy_(&mean.narrow(0, offset, numel).view_as(param));
+                offset += numel;
+            }
+        });
+        self.optimizer.set_lr(lr.unwrap_or(0.0));
+        self.optimizer.step();
+        timeline.record(EventKind::Optimizer, "sgd (server)", start, timeline.now(), None);
+        let reply = self.flat_params_with_flag(out_of_time);
+        let sends: Vec<(usize, Work)> = remote
+            .iter()
+            .map(|&rank| self.group.send_async(&reply, rank, TAG_PARAMETERS).map(|work| (rank, work)))
+            .collect::<Result<_, _>>()?;
+        for (rank, work) in sends {
+            let done = work.wait()?;
+            timeline.communication(EventKind::Send, format!("parameters to rank {rank}"), &done);
+        }
+        Ok(Some(out_of_time))
+    }
+
+    /// The dedicated server's life: rounds until every worker has finished.
+    fn serve_until_finished(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
+        // A dedicated server never runs a forward pass: a backward of zero gives every
+        // parameter its (zero) gradient tensor, which the rounds then overwrite.
+        let zero = self.params.iter().map(|p| p.sum(Kind::Float) * 0.0).fold(Tensor::from(0f32), |a, b| a + b);
+        zero.f_backward()?;
+        let mut round = 0;
+        loop {
+            timeline.set_step(round);
+            if self.serve_round(None, timeline)?.is_none() {
+                return Ok(());
+            }
+            round += 1;
+        }
+    }
+}
+
+struct ParameterServerStep<'a> {
+    party: Party<'a>,
+    model: Box<dyn ModuleT>,
+    shard: (usize, usize),
+    wall_time_budget: bool,
+    /// This rank's own view of the wall-time budget, sent with the next round.
+    out_of_time: bool,
+    /// The server's verdict from the last round: some worker is out of wall time.
+    server_says_stop: bool,
+}
+
+impl StepRunner for ParameterServerStep<'_> {
+    fn model(&self) -> &dyn ModuleT {
+        self.model.as_ref()
+    }
+
+    fn shard(&self) -> (usize, usize) {
+        self.shard
+    }
+
+    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+        let party = &mut self.party;
+        party.optimizer.zero_grad();
+        let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
+        let loss = logits.cross_entropy_for_logits(labels);
+        let start = timeline.now();
+        loss.f_backward()?;
+        timeline.record(EventKind::Backward, "network", start, timeline.now(), None);
+        let mut comm_bytes = 0;
+        let mut comm_s = 0.0;
+        if party.is_server() {
+            let start = timeline.now();
+            let stop = party.serve_round(Some((lr, self.out_of_time)), timeline)?;
+            self.server_says_stop = stop.unwrap_or(true);
+            let numel = party.param_numel() as u64 * 4;
+            comm_bytes += numel * 2 * (party.workers.len() as u64 - 1);
+            comm_s += (timeline.now() - start) as f64 * 1e-9;
+        } else {
+            party.send_control(true, lr, self.out_of_time)?;
+            let grads = party.flat_grads();
+            let sent = party.group.send_async(&grads, party.server, TAG_GRADIENTS)?.wait()?;
+            timeline.communication(EventKind::Send, "gradients", &sent);
+            let mut reply = Tensor::zeros([party.param_numel() + 1], (Kind::Float, party.comm_device()));
+            let received = party.group.recv_async(&mut reply, party.server, TAG_PARAMETERS)?.wait()?;
+            timeline.communication(EventKind::Recv, "parameters", &received);
+            for done in [&sent, &received] {
+                comm_bytes += done.bytes;
+                comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
+            }
+            let reply = reply.to_device(party.device);
+            tch::no_grad(|| {
+                let mut offset = 0;
+                for param in &party.params {
+                    let numel = param.numel() as i64;
+                    param.shallow_clone().copy_(&reply.narrow(0, offset, numel).view_as(param));
+                    offset += numel;
+                }
+            });
+            self.server_says_stop = reply.double_value(&[party.param_numel()]) != 0.0;
+        }
+        Ok(StepOutput { logits, loss, comm_bytes, comm_s })
+    }
+
+    fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
+        if !self.wall_time_budget {
+            return Ok(local_stop);
+        }
+        self.out_of_time = local_stop;
+        Ok(self.server_says_stop)
+    }
+}
