@@ -32,12 +32,54 @@ pub fn evaluate(
     device: Device,
 ) -> Result<Evaluation, TrainError> {
     let started = Instant::now();
+    let sums = evaluate_shard(model, test, batch_size, limit, device, (0, 1))?;
+    sums.into_evaluation(started.elapsed().as_secs_f64())
+}
+
+/// Sums over the evaluated samples of one rank, to be added up across ranks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvalSums {
+    /// Sum of per-sample cross-entropy.
+    pub loss_sum: f64,
+    /// Samples classified correctly.
+    pub correct: f64,
+    /// Samples evaluated.
+    pub samples: f64,
+}
+
+impl EvalSums {
+    /// Mean loss and accuracy of the (possibly all-reduced) sums.
+    pub fn into_evaluation(self, time_s: f64) -> Result<Evaluation, TrainError> {
+        if self.samples < 1.0 {
+            return Err(TrainError::InvalidConfig { field: "test split", reason: "has no samples".into() });
+        }
+        Ok(Evaluation {
+            loss: self.loss_sum / self.samples,
+            accuracy: self.correct / self.samples,
+            samples: self.samples as usize,
+            time_s,
+        })
+    }
+}
+
+/// Evaluates rank `shard.0` of `shard.1`'s share of the first `limit` samples (every
+/// `shard.1`-th sample, as the loader shards), so ranks split the evaluation and add up
+/// their [`EvalSums`].
+pub fn evaluate_shard(
+    model: &dyn ModuleT,
+    test: &Arc<dyn Dataset>,
+    batch_size: usize,
+    limit: Option<usize>,
+    device: Device,
+    shard: (usize, usize),
+) -> Result<EvalSums, TrainError> {
+    let (rank, world_size) = shard;
     let loader = Loader::new(
         test.clone(),
-        // File order, one rank, one loader thread: `LoaderConfig::new`'s defaults, unshuffled.
-        LoaderConfig { shuffle: false, ..LoaderConfig::new(batch_size) },
+        // File order, one loader thread: `LoaderConfig::new`'s defaults, unshuffled.
+        LoaderConfig { shuffle: false, rank, world_size, ..LoaderConfig::new(batch_size) },
     )?;
-    let limit = limit.unwrap_or(usize::MAX);
+    let limit = limit.map_or(usize::MAX, |limit| limit.div_ceil(world_size));
     let mut loss_sum = 0.0;
     let mut correct = 0i64;
     let mut seen = 0usize;
@@ -57,15 +99,7 @@ pub fn evaluate(
         seen += take as usize;
     }
     synchronize(device);
-    if seen == 0 {
-        return Err(TrainError::InvalidConfig { field: "test split", reason: "has no samples".into() });
-    }
-    Ok(Evaluation {
-        loss: loss_sum / seen as f64,
-        accuracy: correct as f64 / seen as f64,
-        samples: seen,
-        time_s: started.elapsed().as_secs_f64(),
-    })
+    Ok(EvalSums { loss_sum, correct: correct as f64, samples: seen as f64 })
 }
 
 /// Accuracy of `logits` against `labels` as a count of correct predictions.

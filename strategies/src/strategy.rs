@@ -12,16 +12,23 @@ use serde::{Deserialize, Serialize};
 pub enum StrategyKind {
     /// One worker; the baseline every speedup divides by.
     Single,
+    /// Replicas on every worker, gradients all-reduced (Horovod-style).
+    DataParallel,
+    /// Workers push gradients to a server rank, which updates and returns the weights.
+    ParameterServer,
 }
 
 impl StrategyKind {
     /// Every strategy this build can train, in the order reports list them.
-    pub const ALL: &'static [StrategyKind] = &[StrategyKind::Single];
+    pub const ALL: &'static [StrategyKind] =
+        &[StrategyKind::Single, StrategyKind::DataParallel, StrategyKind::ParameterServer];
 
     /// The name used in suite files and results.
     pub fn name(self) -> &'static str {
         match self {
             StrategyKind::Single => "single",
+            StrategyKind::DataParallel => "data-parallel",
+            StrategyKind::ParameterServer => "parameter-server",
         }
     }
 
@@ -31,7 +38,18 @@ impl StrategyKind {
         match self {
             StrategyKind::Single if workers == 1 => Ok(()),
             StrategyKind::Single => Err(format!("single trains on exactly 1 worker, not {workers}")),
+            StrategyKind::DataParallel if workers >= 1 => Ok(()),
+            StrategyKind::DataParallel => Err("data-parallel needs at least 1 worker".into()),
+            StrategyKind::ParameterServer if workers >= 2 => Ok(()),
+            StrategyKind::ParameterServer => {
+                Err(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
+            }
         }
+    }
+
+    /// Whether the strategy's workers form a process group (and record timelines).
+    pub fn is_distributed(self) -> bool {
+        !matches!(self, StrategyKind::Single)
     }
 
     /// The valid names, for error messages.

@@ -22,7 +22,7 @@ use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
-use crate::evaluate::{correct_on_device, evaluate};
+use crate::evaluate::{correct_on_device, evaluate_shard, EvalSums};
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::timeline::{EventKind, Timeline};
 use crate::{TrainConfig, TrainError, TrainObserver};
@@ -53,6 +53,18 @@ pub trait StepRunner {
     /// Trains on one batch at learning rate `lr`, recording its events on `timeline`.
     fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline)
         -> Result<StepOutput, TrainError>;
+
+    /// This rank's share of each evaluation, `(rank, ranks)`; every rank evaluates all of
+    /// it unless the runner can add up the ranks' sums ([`StepRunner::sum_across_ranks`]).
+    fn eval_shard(&self) -> (usize, usize) {
+        (0, 1)
+    }
+
+    /// Adds `values` up across the ranks that evaluate (in place): evaluation is split
+    /// between ranks and its sums combined.
+    fn sum_across_ranks(&mut self, _values: &mut [f64]) -> Result<(), TrainError> {
+        Ok(())
+    }
 
     /// Whether to stop now, given this rank's own view (`local_stop`). Multi-rank runners
     /// agree collectively, so ranks never disagree on the number of steps.
@@ -137,7 +149,7 @@ pub fn run(
         let mut wait_started_ns = stratlab_comm::monotonic_ns();
         for batch in loader.epoch(epoch as u64) {
             if runner.agree_to_stop(run.budget_spent(started))? {
-                run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
+                run.finish_epoch(epoch, &mut clock, started, runner, context, observer)?;
                 break 'epochs;
             }
             let batch = batch?;
@@ -181,17 +193,17 @@ pub fn run(
             if evaluate_now || run.steps_done.is_multiple_of(config.metrics_every_steps) {
                 run.read_metrics(&mut clock, observer)?;
                 if run.outcome == TrainOutcome::Diverged {
-                    run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
+                    run.finish_epoch(epoch, &mut clock, started, runner, context, observer)?;
                     break 'epochs;
                 }
             }
             if evaluate_now {
-                run.evaluate(runner.model(), context, started, &mut clock, observer)?;
+                run.evaluate(runner, context, started, &mut clock, observer)?;
             }
             wait_started = Instant::now();
             wait_started_ns = stratlab_comm::monotonic_ns();
         }
-        run.finish_epoch(epoch, &mut clock, started, runner.model(), context, observer)?;
+        run.finish_epoch(epoch, &mut clock, started, runner, context, observer)?;
         if run.outcome == TrainOutcome::Diverged || runner.agree_to_stop(run.budget_spent(started))? {
             break;
         }
@@ -325,7 +337,7 @@ impl<'a> RunState<'a> {
 
     fn evaluate(
         &mut self,
-        model: &dyn ModuleT,
+        runner: &mut dyn StepRunner,
         context: &TrainContext<'_>,
         started: Instant,
         clock: &mut EpochClock,
@@ -334,8 +346,20 @@ impl<'a> RunState<'a> {
         if self.evaluations.last().is_some_and(|last| last.after_step == self.steps_done) {
             return Ok(self.evaluations.last().cloned().expect("checked above"));
         }
-        let result =
-            evaluate(model, &context.test, self.config.eval_batch_size, self.config.eval_samples, self.device)?;
+        let eval_started = Instant::now();
+        let config = self.config;
+        let sums = evaluate_shard(
+            runner.model(),
+            &context.test,
+            config.eval_batch_size,
+            config.eval_samples,
+            self.device,
+            runner.eval_shard(),
+        )?;
+        let mut values = [sums.loss_sum, sums.correct, sums.samples];
+        runner.sum_across_ranks(&mut values)?;
+        let [loss_sum, correct, samples] = values;
+        let result = EvalSums { loss_sum, correct, samples }.into_evaluation(eval_started.elapsed().as_secs_f64())?;
         clock.eval_s += result.time_s;
         let elapsed_s = started.elapsed().as_secs_f64();
         if self.time_to_accuracy_s.is_none() && result.accuracy >= self.config.target_accuracy {
@@ -361,7 +385,7 @@ impl<'a> RunState<'a> {
         epoch: usize,
         clock: &mut EpochClock,
         started: Instant,
-        model: &dyn ModuleT,
+        runner: &mut dyn StepRunner,
         context: &TrainContext<'_>,
         observer: &mut dyn TrainObserver,
     ) -> Result<(), TrainError> {
@@ -371,7 +395,7 @@ impl<'a> RunState<'a> {
             return Ok(());
         }
         let epoch_time_s = clock.training_s();
-        let eval = self.evaluate(model, context, started, clock, observer)?;
+        let eval = self.evaluate(runner, context, started, clock, observer)?;
         let record = EpochRecord {
             epoch,
             train_loss: stats.loss_sum / stats.steps as f64,

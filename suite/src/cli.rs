@@ -86,6 +86,11 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Measure the links between ranks: point-to-point latency and bandwidth for every
+    /// ordered pair, all-reduce time against message size; stored as a probe run.
+    /// Starts `--workers` ranks on this machine, or is one rank when RANK and WORLD_SIZE are
+    /// set (torchrun, srun).
+    Probe(ProbeArgs),
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
         /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.
@@ -124,6 +129,39 @@ pub enum ExportFormatArg {
     Csv,
     /// JSON, one file per table.
     Json,
+}
+
+/// Options of `stratlab probe`.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// Ranks to start on this machine (default 2). Under a launcher (RANK and WORLD_SIZE
+    /// set) WORLD_SIZE decides and this may be left out.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Timed iterations per pair (or all-reduce) and size.
+    #[arg(long, default_value_t = 20)]
+    pub repeats: usize,
+    /// Untimed iterations before the timed ones.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Message sizes, comma-separated: bytes, or with binary K, M, G (1M = 1 MiB); multiples
+    /// of 4 (float32 buffers).
+    #[arg(long, value_delimiter = ',', value_parser = crate::probe::parse_size,
+          default_value = crate::probe::DEFAULT_SIZES)]
+    pub sizes: Vec<u64>,
+    /// Where the probe run's folder is created (by rank 0).
+    #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
+    pub store: PathBuf,
+    /// Seconds a rank waits for its peers (rendezvous, each transfer) before failing.
+    #[arg(long = "timeout", value_name = "SECONDS", default_value_t = 120)]
+    pub timeout_s: u64,
+    /// Seconds the local ranks may take in all before they are stopped (local mode).
+    #[arg(long = "time-limit", value_name = "SECONDS", default_value_t = 900)]
+    pub time_limit_s: u64,
+    /// libtorch threads per rank (default: cores / workers locally; libtorch's own under a
+    /// launcher).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// Options of `stratlab train`.

@@ -77,6 +77,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Export { run, format, out } => export(&run, format, out),
+        Command::Probe(args) => crate::probe::probe(&args),
         Command::Env { check_cuda } => env(check_cuda),
         Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),
     }
@@ -163,7 +164,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let data = crate::training::open_data(&dataset, args.seed, true)?;
     let mut progress = TrainProgress::new(None);
     let report = train_catching_panics(|| {
-        crate::training::train(StrategyKind::Single, &args.network, &dataset, &data, &config, &mut progress)
+        crate::training::train(crate::training::StrategyChoice { kind: StrategyKind::Single, fusion_threshold_bytes: None, server: None }, &args.network, &dataset, &data, &config, &mut progress)
     })?;
     progress.finish();
     if args.json {

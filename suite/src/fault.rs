@@ -43,12 +43,20 @@ impl Fault {
     /// The environment variable that selects faults.
     pub const VARIABLE: &'static str = "STRATLAB_TEST_FAULT";
 
-    /// The fault configured for `trial_id`, if any; always `None` without the feature.
-    pub fn for_trial(trial_id: &str) -> Option<Fault> {
+    /// The fault configured for rank `rank` of `trial_id`, if any; always `None` without
+    /// the feature. A rule `<pattern>=<fault>` applies to every rank of matching trials,
+    /// `<pattern>=<fault>@<rank>` to that rank only (one rank of a group dying).
+    pub fn for_trial(trial_id: &str, rank: usize) -> Option<Fault> {
         let rules = configured_rules()?;
         rules.split(',').find_map(|rule| {
             let (pattern, fault) = rule.split_once('=')?;
-            trial_id.contains(pattern.trim()).then(|| Fault::parse(fault.trim())).flatten()
+            let (fault, only_rank) = match fault.split_once('@') {
+                Some((fault, only)) => (fault, Some(only.trim().parse::<usize>().ok()?)),
+                None => (fault, None),
+            };
+            (trial_id.contains(pattern.trim()) && only_rank.is_none_or(|only| only == rank))
+                .then(|| Fault::parse(fault.trim()))
+                .flatten()
         })
     }
 

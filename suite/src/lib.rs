@@ -5,6 +5,7 @@ pub mod fault;
 pub mod fingerprint;
 pub mod memory_guard;
 pub mod plan;
+pub mod probe;
 pub mod progress;
 pub mod protocol;
 pub mod runner;

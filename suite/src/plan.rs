@@ -54,6 +54,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
             balance: None,
             checkpoint: None,
             fusion_threshold_mib: None,
+            server: None,
         })
         .collect();
     for (cell, strategy) in suite.include.iter().zip(&included) {
@@ -119,6 +120,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         balance: strategy.balance.clone(),
         checkpoint: strategy.checkpoint,
         fusion_threshold_bytes: strategy.fusion_threshold_mib.map(|mib| mib << 20),
+        server: strategy.server,
         repeat,
         train: TrainConfig {
             batch_size,
@@ -212,20 +214,30 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
                 }
             }
         }
-        if strategy.name == StrategyKind::Single {
-            for (field, given) in [
-                ("micro_batches", strategy.micro_batches.is_some()),
-                ("balance", strategy.balance.is_some()),
-                ("checkpoint", strategy.checkpoint.is_some()),
-                ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some()),
-            ] {
-                if given {
-                    return err(
-                        &at(field),
-                        "does not apply to strategy single (it has one worker and no pipeline)".into(),
-                    );
-                }
+        // Each parameter belongs to the strategies it shapes; elsewhere it would be
+        // silently ignored, so it is an error naming the strategies it applies to.
+        for (field, given, applies_to) in [
+            ("micro_batches", strategy.micro_batches.is_some(), &[][..]),
+            ("balance", strategy.balance.is_some(), &[][..]),
+            ("checkpoint", strategy.checkpoint.is_some(), &[][..]),
+            ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some(), &[StrategyKind::DataParallel][..]),
+            ("server", strategy.server.is_some(), &[StrategyKind::ParameterServer][..]),
+        ] {
+            if given && !applies_to.contains(&strategy.name) {
+                let names: Vec<&str> = applies_to.iter().map(|kind| kind.name()).collect();
+                let where_it_applies = if names.is_empty() {
+                    "the pipeline strategies, which this build does not have yet".to_string()
+                } else {
+                    names.join(", ")
+                };
+                return err(
+                    &at(field),
+                    format!("does not apply to strategy {}; it applies to {where_it_applies}", strategy.name),
+                );
             }
+        }
+        if strategy.fusion_threshold_mib == Some(0) {
+            return err(&at("fusion_threshold_mib"), "must be at least 1 (MiB)".into());
         }
     }
     for dataset in &suite.datasets {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -25,7 +26,7 @@ use crate::training::open_data;
 use crate::trial::TrialSpec;
 use crate::trial_rows::telemetry_row;
 use crate::trial_rows::{record, Identity, RecordedTrial, WorkerEnd};
-use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, TrialTables, UtcTime};
+use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, UtcTime};
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
@@ -93,15 +94,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     for trial in trials.iter().filter(|trial| !finished.contains(&trial.trial_id)) {
         progress.start_trial(&trial.label());
         let recorded = run_trial(trial, store.run_id(), &fingerprint, &progress)?;
-        store.write_trial(TrialTables {
-            trial: &recorded.trial,
-            epochs: &recorded.epochs,
-            steps: &recorded.steps,
-            telemetry: &recorded.telemetry,
-            // Per-rank events and their breakdown are not recorded yet.
-            events: &[],
-            rank_breakdown: &[],
-        })?;
+        store.write_trial(recorded.tables())?;
         *outcomes.entry(recorded.trial.outcome.clone()).or_insert(0) += 1;
         progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
     }
@@ -197,8 +190,11 @@ fn run_trial(
     let mut stderr_tails = Vec::new();
     let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
     let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
+    // The group's rendezvous port, free on loopback now; every rank of the trial gets it.
+    let master = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let port = stratlab_comm::free_port(master).context("finding a free port for the workers' rendezvous")?;
     for rank in 0..trial.workers {
-        let mut child = spawn_worker(trial, rank, memory_limit)?;
+        let mut child = spawn_worker(trial, rank, master, port, memory_limit)?;
         let mut stdin = child.stdin.take().context("worker stdin")?;
         writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
         drop(stdin);
@@ -224,14 +220,17 @@ fn run_trial(
     }
     drop(events);
 
-    // `auto` was resolved before the run started, so this is the device the worker uses.
+    // `auto` was resolved before the run started, so these are the devices the workers use:
+    // one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK = cuda:i.
     let cuda_ordinals: Vec<usize> = match trial.train.device {
-        DeviceChoice::Cuda(index) => vec![index],
+        DeviceChoice::Cuda(index) if trial.workers == 1 => vec![index],
+        DeviceChoice::Cuda(_) => (0..trial.workers).collect(),
         _ => Vec::new(),
     };
-    // The lead worker's process tree: exact for the one-worker strategies that exist so far.
-    // Multi-worker strategies must sample every worker (e.g. the runner's own tree).
-    let sampler = choose_sampler(children[0].id(), &cuda_ordinals, &CudaEnv::for_workers());
+    // Every worker is sampled: one worker's process tree, or for a group the runner's own
+    // tree, which holds all its workers (and the runner's few threads beside them).
+    let sampled_root = if trial.workers == 1 { children[0].id() } else { std::process::id() };
+    let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
     let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
     let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
     let deadline = started + Duration::from_secs_f64(trial.timeout_s);
@@ -305,7 +304,13 @@ fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry:
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
 /// it started), dying with the runner (so a killed runner leaves no orphans that keep
 /// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]).
-fn spawn_worker(trial: &TrialSpec, rank: usize, memory_limit: MemoryLimit) -> anyhow::Result<Child> {
+fn spawn_worker(
+    trial: &TrialSpec,
+    rank: usize,
+    master: IpAddr,
+    port: u16,
+    memory_limit: MemoryLimit,
+) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     let address_space_limit = match memory_limit {
         MemoryLimit::AddressSpace(bytes) => Some(bytes),
@@ -314,10 +319,7 @@ fn spawn_worker(trial: &TrialSpec, rank: usize, memory_limit: MemoryLimit) -> an
     let mut command = Command::new(exe);
     command
         .arg("worker")
-        .env("RANK", rank.to_string())
-        .env("LOCAL_RANK", rank.to_string())
-        .env("WORLD_SIZE", trial.workers.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
+        .envs(stratlab_comm::Launch::local_env(rank, trial.workers, master, port))
         // CUDA numbers devices fastest-first unless told otherwise; NVML numbers them by PCI
         // bus. Bus order in both is what lets telemetry sample the boards a worker uses.
         .env("CUDA_DEVICE_ORDER", CudaEnv::PCI_BUS_ID)

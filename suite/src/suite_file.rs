@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
+use stratlab_strategies::parameter_server::ServerPlacement;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, StrategyKind, DEFAULT_METRICS_EVERY_STEPS};
 
 use crate::suite_error::SuiteError;
@@ -282,6 +283,8 @@ pub struct StrategyEntry {
     pub checkpoint: Option<Checkpoint>,
     /// Gradient fusion bucket size in MiB (data parallel; Horovod's default is 64).
     pub fusion_threshold_mib: Option<u64>,
+    /// Where the parameter server runs (`colocated` on rank 0, default, or `dedicated`).
+    pub server: Option<ServerPlacement>,
 }
 
 /// The map form of a strategy entry, as written.
@@ -299,6 +302,8 @@ struct StrategyMap {
     checkpoint: Option<Checkpoint>,
     #[serde(default)]
     fusion_threshold_mib: Option<u64>,
+    #[serde(default)]
+    server: Option<ServerPlacement>,
 }
 
 fn one_worker() -> Vec<usize> {
@@ -314,6 +319,7 @@ impl From<StrategyMap> for StrategyEntry {
             balance: map.balance,
             checkpoint: map.checkpoint,
             fusion_threshold_mib: map.fusion_threshold_mib,
+            server: map.server,
         }
     }
 }
@@ -335,6 +341,7 @@ impl<'de> Deserialize<'de> for StrategyEntry {
                     balance: None,
                     checkpoint: None,
                     fusion_threshold_mib: None,
+                    server: None,
                 }
                 .into())
             }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
+use stratlab_strategies::parameter_server::ServerPlacement;
 use stratlab_strategies::{StrategyKind, TrainConfig};
 
 use crate::suite_file::{Balance, Checkpoint};
@@ -30,6 +31,9 @@ pub struct TrialSpec {
     pub checkpoint: Option<Checkpoint>,
     /// Gradient fusion bucket size (data parallel).
     pub fusion_threshold_bytes: Option<u64>,
+    /// Parameter-server placement.
+    #[serde(default)]
+    pub server: Option<ServerPlacement>,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).

@@ -9,7 +9,10 @@ use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainRe
 
 use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
-use stratlab_results::{EpochRow, Fingerprint, Outcome, StepRow, TelemetryRow, TrialRow, UtcTime};
+use stratlab_results::{
+    rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, RankBreakdownRow, StepRow, TelemetryRow, TrialRow,
+    TrialTables, UtcTime,
+};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {
@@ -17,6 +20,22 @@ pub(crate) struct RecordedTrial {
     pub(crate) epochs: Vec<EpochRow>,
     pub(crate) steps: Vec<StepRow>,
     pub(crate) telemetry: Vec<TelemetryRow>,
+    pub(crate) events: Vec<EventRow>,
+    pub(crate) rank_breakdown: Vec<RankBreakdownRow>,
+}
+
+impl RecordedTrial {
+    /// The tables to write, borrowing from this record.
+    pub(crate) fn tables(&self) -> TrialTables<'_> {
+        TrialTables {
+            trial: &self.trial,
+            epochs: &self.epochs,
+            steps: &self.steps,
+            telemetry: &self.telemetry,
+            events: &self.events,
+            rank_breakdown: &self.rank_breakdown,
+        }
+    }
 }
 
 /// A worker's last word: its report, or why it has none.
@@ -72,14 +91,30 @@ pub(crate) fn record(
     started_at: UtcTime,
     started: Instant,
 ) -> RecordedTrial {
-    let failure = ends.iter().find_map(|end| match end {
-        WorkerEnd::Failed(outcome, reason) => Some((*outcome, Some(reason.clone()))),
-        WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
-            Some((Outcome::Diverged, report.reason.clone()))
+    let failures: Vec<(usize, Outcome, Option<String>)> = ends
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, end)| match end {
+            WorkerEnd::Failed(outcome, reason) => Some((rank, *outcome, Some(reason.clone()))),
+            WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
+                Some((rank, Outcome::Diverged, report.reason.clone()))
+            }
+            WorkerEnd::Report(_) => None,
+        })
+        .collect();
+    // A rank that lost its peer fails with a communication error; the peer's own failure
+    // (a crash, a kill) is the cause, so it names the outcome when there is one.
+    let cause = failures
+        .iter()
+        .find(|(_, _, reason)| !reason.as_deref().is_some_and(is_peer_loss))
+        .or_else(|| failures.first());
+    let (outcome, reason) = match cause {
+        None => (Outcome::Ok, None),
+        Some((rank, outcome, reason)) if ends.len() > 1 => {
+            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")))
         }
-        WorkerEnd::Report(_) => None,
-    });
-    let (outcome, reason) = failure.unwrap_or((Outcome::Ok, None));
+        Some((_, outcome, reason)) => (*outcome, reason.clone()),
+    };
     let reports: Vec<(usize, &TrainReport)> = ends
         .iter()
         .enumerate()
@@ -88,7 +123,11 @@ pub(crate) fn record(
             WorkerEnd::Failed(..) => None,
         })
         .collect();
-    let lead = reports.first().map(|(_, report)| *report);
+    // Ranks that trained on data (a dedicated parameter server reports no steps).
+    let training: Vec<&TrainReport> =
+        reports.iter().map(|(_, report)| *report).filter(|report| !report.steps.is_empty()).collect();
+    let paced = slowest_rank_pace(&training);
+    let lead = paced.as_ref().or(reports.first().map(|(_, report)| *report));
     let step_times = lead.map(|report| report.timed_step_times()).unwrap_or_default();
     let timed_median = |of: fn(&StepRecord) -> f64| {
         lead.and_then(|report| {
@@ -143,13 +182,14 @@ pub(crate) fn record(
         step_time_p90_s: stats::quantile(&step_times, 0.9),
         data_wait_median_s: timed_median(|step| step.data_wait_s),
         h2d_median_s: timed_median(|step| step.h2d_s),
-        // Throughput of the whole trial: every worker's samples over the lead's time.
+        // Throughput of the whole trial: every training rank's samples over the slowest
+        // rank's time per step (the lead report carries those times).
         step_samples_per_s: lead
             .and_then(|report| report.step_samples_per_s())
-            .map(|per_worker| per_worker * reports.len() as f64),
+            .map(|per_worker| per_worker * training.len().max(1) as f64),
         wall_samples_per_s: lead
             .and_then(|report| report.wall_samples_per_s())
-            .map(|per_worker| per_worker * reports.len() as f64),
+            .map(|per_worker| per_worker * training.len().max(1) as f64),
         val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
         time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
         final_accuracy: lead.and_then(|report| report.final_accuracy()),
@@ -200,7 +240,63 @@ pub(crate) fn record(
             warmup: step.warmup,
         }));
     }
-    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec() }
+    let events = event_rows(run_id, &trial.trial_id, &reports);
+    let rank_breakdown = rank_breakdown(run_id, &trial.trial_id, &events, trial.train.warmup_steps as u64);
+    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec(), events, rank_breakdown }
+}
+
+/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`).
+fn is_peer_loss(reason: &str) -> bool {
+    reason.starts_with("communication:")
+}
+
+/// Rank 0's report with each step's times replaced by the slowest training rank's: a
+/// synchronous step is over only when every rank is done, so the trial's pace is the
+/// slowest rank's. `None` for one-rank trials (the report is used as it is).
+fn slowest_rank_pace(training: &[&TrainReport]) -> Option<TrainReport> {
+    let (first, others) = training.split_first()?;
+    if others.is_empty() {
+        return None;
+    }
+    let mut paced = (*first).clone();
+    for (index, step) in paced.steps.iter_mut().enumerate() {
+        for other in others {
+            if let Some(theirs) = other.steps.get(index) {
+                step.step_time_s = step.step_time_s.max(theirs.step_time_s);
+                step.data_wait_s = step.data_wait_s.max(theirs.data_wait_s);
+                step.h2d_s = step.h2d_s.max(theirs.h2d_s);
+            }
+        }
+    }
+    Some(paced)
+}
+
+/// Every rank's events, on one time axis starting at the earliest event of the trial
+/// (the ranks of one machine share CLOCK_MONOTONIC).
+fn event_rows(run_id: &str, trial_id: &str, reports: &[(usize, &TrainReport)]) -> Vec<EventRow> {
+    let origin = reports.iter().flat_map(|(_, report)| report.events.iter().map(|event| event.start_ns)).min();
+    let Some(origin) = origin else {
+        return Vec::new();
+    };
+    let seconds = |ns: i64| (ns - origin) as f64 * 1e-9;
+    reports
+        .iter()
+        .flat_map(|(rank, report)| {
+            report.events.iter().map(move |event| EventRow {
+                run_id: run_id.to_string(),
+                trial_id: trial_id.to_string(),
+                rank: *rank as u32,
+                step: event.step,
+                micro_batch: event.micro_batch,
+                kind: event.kind.name().to_string(),
+                name: event.name.clone(),
+                start_s: seconds(event.start_ns),
+                end_s: seconds(event.end_ns),
+                bytes: event.bytes,
+                lane: if event.kind.is_communication() { Lane::Comm } else { Lane::Compute }.name().to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Tags a recorder's sample with its run and trial.

@@ -15,7 +15,7 @@ use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
 use crate::protocol::{failure_outcome, panic_message, WorkerEvent};
-use crate::training::{open_data, train, TrainingData};
+use crate::training::{open_data, train, StrategyChoice, TrainingData};
 use crate::trial::TrialSpec;
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
@@ -33,7 +33,8 @@ pub fn run_worker() -> i32 {
             return 2;
         }
     };
-    let fault = Fault::for_trial(&spec.trial_id);
+    let rank = std::env::var("RANK").ok().and_then(|rank| rank.parse().ok()).unwrap_or(0);
+    let fault = Fault::for_trial(&spec.trial_id, rank);
     let mut emitter = Emitter { fault, poisoned: Arc::new(AtomicBool::new(false)) };
     // Panics inside libtorch calls (tch's non-`f_` methods panic on C++ exceptions, an
     // out-of-memory among them) become a `Failed` event rather than a bare exit code.
@@ -62,7 +63,12 @@ fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, Tra
             test: data.test,
         };
     }
-    train(spec.strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
+    let strategy = StrategyChoice {
+        kind: spec.strategy,
+        fusion_threshold_bytes: spec.fusion_threshold_bytes,
+        server: spec.server,
+    };
+    train(strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
 }
 
 fn emit(event: &WorkerEvent) {

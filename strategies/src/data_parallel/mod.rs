@@ -194,9 +194,33 @@ impl StepRunner for DataParallelStep<'_> {
         Ok(StepOutput { logits, loss, comm_bytes, comm_s })
     }
 
+    fn eval_shard(&self) -> (usize, usize) {
+        self.shard()
+    }
+
+    fn sum_across_ranks(&mut self, values: &mut [f64]) -> Result<(), TrainError> {
+        sum_over_group(self.group, self.device, values)
+    }
+
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
         agree_any(self.group, self.device, local_stop, self.wall_time_budget)
     }
+}
+
+/// Sums `values` over every rank of `group`, in place (float64 on the backend's device).
+pub(crate) fn sum_over_group(group: &ProcessGroup, device: Device, values: &mut [f64]) -> Result<(), TrainError> {
+    if group.world_size() == 1 {
+        return Ok(());
+    }
+    let comm_device = match group.backend() {
+        stratlab_comm::Backend::Nccl => device,
+        stratlab_comm::Backend::Gloo => Device::Cpu,
+    };
+    let mut tensor = Tensor::from_slice(values).to_device(comm_device);
+    group.all_reduce(&mut tensor, ReduceOp::Sum)?;
+    let summed = Vec::<f64>::try_from(tensor.to_device(Device::Cpu))?;
+    values.copy_from_slice(&summed);
+    Ok(())
 }
 
 /// Copies the averaged buffer back into each parameter's gradient.

@@ -1,0 +1,220 @@
+//! `stratlab probe` across a real network link: two network namespaces joined by a veth pair
+//! stand in for two machines, each running one rank as a launcher (torchrun, srun) would
+//! start it: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME.
+//!
+//! Needs root (CAP_NET_ADMIN) and iproute2. Without them the test says why and passes,
+//! unless STRATLAB_REQUIRE_NETNS is set (CI on a machine that can): then it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use stratlab_results::{ProbeRow, RunStore};
+
+const RANK0_ADDR: &str = "10.231.0.1";
+const RANK1_ADDR: &str = "10.231.0.2";
+const SIZES: [u64; 3] = [4, 64 << 10, 1 << 20];
+const REPEATS: u32 = 5;
+
+/// Two namespaces and the veth pair between them; deleted on drop, whatever happened.
+struct VethPair {
+    /// Namespace of rank 0 and of rank 1.
+    namespaces: [String; 2],
+    /// The veth end in each namespace.
+    interfaces: [String; 2],
+}
+
+impl VethPair {
+    /// Creates `<prefix>-a` and `<prefix>-b` joined by a veth pair with 10.231.0.1/24 and
+    /// 10.231.0.2/24, loopback and veth up. Names carry this process's id and a counter so
+    /// concurrent runs never collide.
+    fn create() -> Result<VethPair, String> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let pair = VethPair {
+            namespaces: [format!("stratlab-probe-{pid}-{n}-a"), format!("stratlab-probe-{pid}-{n}-b")],
+            // Interface names have at most 15 bytes.
+            interfaces: [format!("slpa{pid}{n}"), format!("slpb{pid}{n}")],
+        };
+        let [ns_a, ns_b] = &pair.namespaces;
+        let [if_a, if_b] = &pair.interfaces;
+        ip(&["netns", "add", ns_a])?;
+        ip(&["netns", "add", ns_b])?;
+        ip(&["link", "add", if_a, "type", "veth", "peer", "name", if_b])?;
+        ip(&["link", "set", if_a, "netns", ns_a])?;
+        ip(&["link", "set", if_b, "netns", ns_b])?;
+        for (ns, interface, addr) in [(ns_a, if_a, RANK0_ADDR), (ns_b, if_b, RANK1_ADDR)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", interface])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "link", "set", interface, "up"])?;
+        }
+        Ok(pair)
+    }
+
+    /// Bytes received and sent by rank `side`'s veth end so far.
+    fn counters(&self, side: usize) -> (u64, u64) {
+        let out = Command::new("ip")
+            .args(["-n", &self.namespaces[side], "-j", "-s", "link", "show", "dev", &self.interfaces[side]])
+            .output()
+            .expect("ip -s link show");
+        assert!(out.status.success(), "ip -s link show: {}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("ip -j output is JSON");
+        let stats = &json[0]["stats64"];
+        let bytes = |direction: &str| {
+            stats[direction]["bytes"].as_u64().unwrap_or_else(|| panic!("no {direction} bytes in {json}"))
+        };
+        (bytes("rx"), bytes("tx"))
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it, and with it the peer. If the
+        // pair never got moved, it is still in this namespace.
+        for namespace in &self.namespaces {
+            let _ = ip(&["netns", "delete", namespace]);
+        }
+        let _ = Command::new("ip").args(["link", "delete", &self.interfaces[0]]).stderr(Stdio::null()).status();
+    }
+}
+
+/// Runs `ip args`, its stderr as the error.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip` (iproute2): {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// The namespaces, or `None` after saying why they cannot be made here (fails instead when
+/// STRATLAB_REQUIRE_NETNS is set).
+fn veth_pair_or_skip() -> Option<VethPair> {
+    match VethPair::create() {
+        Ok(pair) => Some(pair),
+        Err(reason) if std::env::var_os("STRATLAB_REQUIRE_NETNS").is_some() => {
+            panic!("STRATLAB_REQUIRE_NETNS is set but network namespaces cannot be created: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipping: network namespaces need root (CAP_NET_ADMIN) and iproute2: {reason}");
+            None
+        }
+    }
+}
+
+/// Starts rank `rank` of 2 in its namespace, as a launcher would.
+fn start_rank(pair: &VethPair, rank: usize, port: u16, store: &Path) -> std::process::Child {
+    let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
+    Command::new("ip")
+        .args(["netns", "exec", &pair.namespaces[rank], env!("CARGO_BIN_EXE_stratlab"), "probe"])
+        .args(["--sizes", &sizes.join(","), "--repeats", &REPEATS.to_string(), "--warmup", "2"])
+        .args(["--timeout", "30", "--threads", "1", "--store"])
+        .arg(store)
+        .env("RANK", rank.to_string())
+        .env("WORLD_SIZE", "2")
+        // Each namespace is a machine of its own, with one rank.
+        .env("LOCAL_RANK", "0")
+        .env("MASTER_ADDR", RANK0_ADDR)
+        .env("MASTER_PORT", port.to_string())
+        .env("GLOO_SOCKET_IFNAME", &pair.interfaces[rank])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a rank")
+}
+
+/// Waits for both ranks (killing them after `limit`) and returns their outputs.
+fn wait_ranks(children: Vec<std::process::Child>, limit: Duration) -> Vec<Output> {
+    let pids: Vec<u32> = children.iter().map(|child| child.id()).collect();
+    let (sender, receiver) = mpsc::channel();
+    for (rank, child) in children.into_iter().enumerate() {
+        let sender = sender.clone();
+        std::thread::spawn(move || sender.send((rank, child.wait_with_output())).unwrap());
+    }
+    let mut outputs: Vec<Option<Output>> = vec![None, None];
+    for _ in 0..pids.len() {
+        match receiver.recv_timeout(limit) {
+            Ok((rank, output)) => outputs[rank] = Some(output.expect("wait for a rank")),
+            Err(_) => {
+                for pid in &pids {
+                    // SAFETY: plain signal to our own children (`ip netns exec` execs stratlab).
+                    unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+                }
+                panic!("the ranks did not finish within {limit:?}");
+            }
+        }
+    }
+    outputs.into_iter().map(Option::unwrap).collect()
+}
+
+fn only_run(store: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(store).expect("store folder").map(|e| e.unwrap().path()).collect();
+    assert_eq!(runs.len(), 1, "one probe run expected in {}: {runs:?}", store.display());
+    runs.into_iter().next().unwrap()
+}
+
+#[test]
+fn probe_between_two_network_namespaces_measures_both_directions_over_the_veth() {
+    let Some(pair) = veth_pair_or_skip() else { return };
+    let store = tempfile::tempdir().expect("temp dir");
+    let (rx_before, _) = pair.counters(1);
+    let (_, tx_before) = pair.counters(0);
+
+    let children = vec![start_rank(&pair, 0, 29517, store.path()), start_rank(&pair, 1, 29517, store.path())];
+    let outputs = wait_ranks(children, Duration::from_secs(180));
+    for (rank, output) in outputs.iter().enumerate() {
+        assert!(
+            output.status.success(),
+            "rank {rank} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let rank0_stdout = String::from_utf8_lossy(&outputs[0].stdout);
+    assert!(rank0_stdout.contains("probe run:"), "rank 0 prints the run's path:\n{rank0_stdout}");
+    assert!(outputs[1].stdout.is_empty(), "only rank 0 reports: {}", String::from_utf8_lossy(&outputs[1].stdout));
+
+    let run = RunStore::open(&only_run(store.path())).expect("the probe run opens");
+    let rows: Vec<ProbeRow> = run.load_rows().expect("probe rows");
+    for bytes in SIZES {
+        for (src, dst) in [(0, 1), (1, 0)] {
+            let row = rows
+                .iter()
+                .find(|row| row.kind == "p2p" && row.src == Some(src) && row.dst == Some(dst) && row.bytes == bytes)
+                .unwrap_or_else(|| panic!("no p2p {src}→{dst} row of {bytes} bytes in {rows:#?}"));
+            assert_eq!((row.world_size, row.repeats, row.backend.as_str()), (2, REPEATS, "gloo"));
+            assert!(row.algorithm_gbps > 0.0 && row.min_s <= row.median_s && row.median_s <= row.max_s, "{row:?}");
+        }
+        let all_reduce = rows
+            .iter()
+            .find(|row| row.kind == "all_reduce" && row.bytes == bytes)
+            .unwrap_or_else(|| panic!("no all-reduce row of {bytes} bytes in {rows:#?}"));
+        assert_eq!((all_reduce.src, all_reduce.dst), (None, None));
+        // With W = 2, bus bandwidth = algorithm bandwidth × 2(W−1)/W = algorithm bandwidth.
+        assert!(all_reduce.bus_gbps > 0.0, "{all_reduce:?}");
+        assert!((all_reduce.bus_gbps - all_reduce.algorithm_gbps).abs() <= 1e-12 * all_reduce.algorithm_gbps);
+    }
+    assert_eq!(rows.len(), SIZES.len() * 3, "2 pairs and the all-reduce per size: {rows:#?}");
+
+    // The bytes really crossed the veth: every timed p2p transfer moved `bytes` from rank 0's
+    // namespace to rank 1's (the ping of 0→1, the pong of 1→0), warm-up and all-reduce on top.
+    let p2p_bytes_to_rank1: u64 =
+        rows.iter().filter(|row| row.kind == "p2p").map(|row| row.bytes * u64::from(row.repeats)).sum();
+    let (rx_after, _) = pair.counters(1);
+    let (_, tx_after) = pair.counters(0);
+    assert!(
+        rx_after - rx_before >= p2p_bytes_to_rank1,
+        "rank 1's veth received {} bytes, fewer than the {p2p_bytes_to_rank1} the probe sent it",
+        rx_after - rx_before
+    );
+    assert!(
+        tx_after - tx_before >= p2p_bytes_to_rank1,
+        "rank 0's veth sent {} bytes, fewer than {p2p_bytes_to_rank1}",
+        tx_after - tx_before
+    );
+}
