@@ -141,6 +141,8 @@ fn steps(trial: &TrialRow, n: i64, per_epoch: i64, nan_from: Option<i64>) -> Vec
             samples: trial.batch_size,
             lr: 0.01,
             warmup: step == 0,
+            comm_bytes: None,
+            comm_s: None,
         })
         .collect()
 }

@@ -314,6 +314,14 @@ pub struct StepRow {
     pub lr: f64,
     /// Whether the step is in the warm-up excluded from statistics.
     pub warmup: bool,
+    /// Bytes this worker sent or reduced in the step (multi-worker strategies; null for
+    /// single and for runs stored before the column existed).
+    #[serde(default)]
+    pub comm_bytes: Option<i64>,
+    /// Seconds this worker's communication was in flight in the step, launch to completion,
+    /// summed (hidden behind compute or not: `rank_breakdown` tells which).
+    #[serde(default)]
+    pub comm_s: Option<f64>,
 }
 
 impl Table for StepRow {
@@ -334,6 +342,8 @@ impl Table for StepRow {
             ("samples", Int64),
             ("lr", Float64),
             ("warmup", Boolean),
+            ("comm_bytes", Int64),
+            ("comm_s", Float64),
         ])
     }
 

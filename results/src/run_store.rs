@@ -271,6 +271,7 @@ impl RunStore {
             let part = ParquetReader::new(file)
                 .finish()
                 .map_err(|source| StoreError::Polars { path: path.clone(), source })?;
+            let part = with_added_columns(part, &schema).map_err(|source| StoreError::Polars { path: path.clone(), source })?;
             if part.schema().as_ref() != &schema {
                 return Err(StoreError::SchemaMismatch {
                     path,
@@ -410,4 +411,24 @@ mod tests {
         assert!(check_trial_id(".hidden").is_err());
         assert!(check_trial_id("a/b").is_err());
     }
+}
+
+/// A part written before columns were added to its table gets them as nulls, in schema
+/// order, so runs stored by older builds stay readable (and comparable). Anything else —
+/// a missing column the part cannot be given, a column of another type — is left for the
+/// schema check to report.
+fn with_added_columns(part: DataFrame, schema: &polars::prelude::Schema) -> polars::prelude::PolarsResult<DataFrame> {
+    let present = part.schema();
+    if present.as_ref() == schema || present.iter_names().any(|name| !schema.contains(name)) {
+        return Ok(part);
+    }
+    let height = part.height();
+    let mut columns = Vec::with_capacity(schema.len());
+    for (name, dtype) in schema.iter() {
+        match part.column(name) {
+            Ok(column) => columns.push(column.clone()),
+            Err(_) => columns.push(polars::prelude::Column::full_null(name.clone(), height, dtype)),
+        }
+    }
+    DataFrame::new(height, columns)
 }

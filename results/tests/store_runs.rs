@@ -47,6 +47,8 @@ fn steps(run_id: &str, trial_id: &str, n: i64) -> Vec<StepRow> {
             samples: 32,
             lr: 0.01,
             warmup: step < 5,
+            comm_bytes: (step % 3 == 0).then_some(4096),
+            comm_s: (step % 3 == 0).then_some(0.002),
         })
         .collect()
 }
@@ -271,6 +273,32 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
     }
     let trials: Vec<TrialRow> = serde_json::from_slice(&fs::read(&json_files[0]).expect("read")).expect("typed");
     assert_eq!(trials[2], trial(&run, "c", 2));
+}
+
+#[test]
+fn parts_stored_before_a_column_was_added_read_back_with_it_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = new_store(dir.path());
+    let trial_row = trial(store.run_id(), "t0", 0);
+    let steps = steps(store.run_id(), "t0", 6);
+    store.write_trial(TrialTables { steps: &steps, ..TrialTables::new(&trial_row) }).unwrap();
+    // Rewrite the steps part as an older build wrote it: without the communication columns.
+    let part = std::fs::read_dir(store.run_dir().join("steps")).unwrap().next().unwrap().unwrap().path();
+    let mut frame = polars::prelude::ParquetReader::new(std::fs::File::open(&part).unwrap()).finish().unwrap();
+    let mut old = frame.drop_many(["comm_bytes", "comm_s"]);
+    polars::prelude::ParquetWriter::new(std::fs::File::create(&part).unwrap()).finish(&mut old).unwrap();
+    let read: Vec<StepRow> = store.load_rows().unwrap();
+    assert_eq!(read.len(), 6);
+    assert!(read.iter().all(|step| step.comm_bytes.is_none() && step.comm_s.is_none()));
+    assert_eq!(read[3].step_time_s, steps[3].step_time_s);
+    // A part with a column of the wrong type is still a schema error, not silently patched.
+    let mut wrong = frame.clone();
+    {
+        use polars::prelude::NamedFrom;
+        wrong.replace("warmup", polars::prelude::Series::new("warmup".into(), vec![1i64; 6]).into()).unwrap();
+    }
+    polars::prelude::ParquetWriter::new(std::fs::File::create(&part).unwrap()).finish(&mut wrong).unwrap();
+    assert!(matches!(store.load_rows::<StepRow>(), Err(stratlab_results::StoreError::SchemaMismatch { .. })));
 }
 
 #[test]

@@ -238,6 +238,8 @@ pub(crate) fn record(
             samples: step.samples as i64,
             lr: step.lr,
             warmup: step.warmup,
+            comm_bytes: (trial.workers > 1).then_some(step.comm_bytes as i64),
+            comm_s: (trial.workers > 1).then_some(step.comm_s),
         }));
     }
     let events = event_rows(run_id, &trial.trial_id, &reports);
