@@ -46,9 +46,11 @@ fn main() {
 }
 
 /// `include/` folders of the nvidia wheels installed next to a CUDA torch
-/// (`site-packages/nvidia/<package>/include`, or `nvidia/cu13/include`).
+/// (`site-packages/nvidia/<package>/include`, or `nvidia/cu13/include`). `tools/libtorch.py`
+/// links the install's `lib/` into the venv's `site-packages/torch/lib`.
 fn nvidia_include_dirs(libtorch: &Path) -> Vec<PathBuf> {
-    let Some(nvidia) = libtorch.parent().map(|site| site.join("nvidia")) else {
+    let torch_lib = libtorch.join("lib").canonicalize().unwrap_or_else(|_| libtorch.join("lib"));
+    let Some(nvidia) = torch_lib.parent().and_then(Path::parent).map(|site| site.join("nvidia")) else {
         return Vec::new();
     };
     let Ok(entries) = std::fs::read_dir(&nvidia) else {

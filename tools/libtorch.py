@@ -100,11 +100,21 @@ def install_cpu(staging: Path) -> Path:
     return staging
 
 
+# Headers-only wheels for compiling against ProcessGroupNCCL.hpp (CUDA 13, as torch 2.13.0).
+CUDA_HEADER_WHEELS = ["nvidia-cuda-crt==13.0.88", "nvidia-cuda-cccl==13.0.85"]
+
+
 def install_cuda(staging: Path) -> Path:
     venv = staging / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    command = [str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH_VERSION}"]
+    # torch's own wheels bring the CUDA libraries but not all headers its c10d headers
+    # include: crt/host_config.h (nvidia-cuda-crt) and nv/target (nvidia-cuda-cccl), which the
+    # NCCL path of the c10d shim (comm/cpp/c10d_shim.cpp) needs to compile.
+    command = [
+        str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH_VERSION}",
+        *CUDA_HEADER_WHEELS,
+    ]
     log(" ".join(command))
     subprocess.run(command, check=True)
     site = subprocess.run(
