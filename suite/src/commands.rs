@@ -291,14 +291,26 @@ fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {
             .map(|out| out.status.success() && String::from_utf8_lossy(&out.stdout).contains("GPU"))
             .unwrap_or(false);
         let cuda = tch::Cuda::is_available();
+        let nccl = stratlab_comm::Backend::Nccl.is_available();
         match (gpu_listed, cuda) {
             (true, false) => bail!(
                 "nvidia-smi lists a GPU but libtorch sees no CUDA: is the CUDA libtorch installed \
                  (STRATLAB_LIBTORCH_VARIANT=cuda just setup) and libtorch_cuda linked?"
             ),
-            (true, true) => eprintln!("check-cuda: libtorch sees {} CUDA device(s)", tch::Cuda::device_count()),
+            (true, true) if !nccl => bail!(
+                "libtorch sees CUDA but the c10d shim was built without NCCL: rebuild after \
+                 `STRATLAB_LIBTORCH_VARIANT=cuda just setup` so comm/build.rs finds libtorch_cuda"
+            ),
+            (true, true) => eprintln!(
+                "check-cuda: libtorch sees {} CUDA device(s); c10d NCCL compiled in",
+                tch::Cuda::device_count()
+            ),
             (false, _) => {
-                eprintln!("check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use")
+                eprintln!(
+                    "check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use; \
+                     c10d NCCL {}",
+                    if nccl { "compiled in" } else { "not built (CPU-only libtorch): Gloo only" }
+                )
             }
         }
     }
