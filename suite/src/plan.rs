@@ -108,6 +108,13 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
     if let Some(m) = cell.micro_batches {
         trial_id += &format!("__m{m}");
     }
+    // Strategy parameters that change what is measured are part of the cell's identity.
+    if let Some(mib) = strategy.fusion_threshold_mib {
+        trial_id += &format!("__fusion{mib}mib");
+    }
+    if let Some(server) = strategy.server {
+        trial_id += &format!("__server-{}", server.name());
+    }
     trial_id += &format!("__r{repeat}");
     TrialSpec {
         trial_id,
