@@ -1,7 +1,7 @@
 //! Paper-style figures from a run's prepared numbers (SPEC §8): speedup bars and scaling
 //! lines (thesis figs. 3.1, 3.2), throughput and epoch time, time-to-accuracy and loss
 //! curves, device utilisation and memory (seed 000 figs. 7–18), and pipeline timelines
-//! (thesis figs. 2.5, 6.1, 7.2).
+//! (thesis figs. 2.5, 6.1, 7.2), and each rank's step-time breakdown (Holistic Trace Analysis).
 //!
 //! Each figure kind is one function in its own file, taking small named structs and a
 //! [`FigureTarget`], writing SVG and PNG, and returning the paths written. Failed trials are
@@ -31,6 +31,7 @@ pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
 pub use figures::pipeline_timeline::{pipeline_timeline, EventKind, Timeline, TimelineEvent};
 pub use figures::scaling::{speedup_scaling, ScalingPoint};
 pub use figures::speedup_bars::{speedup_bars, SpeedupBar};
+pub use figures::step_breakdown::{step_breakdown, StepBreakdownBar, StepSegments};
 pub use figures::throughput::{throughput, ThroughputBar};
 pub use figures::time_to_accuracy::{time_to_accuracy, AccuracyCurve, AccuracyPoint, TimeToAccuracy};
 pub use format::Format;

@@ -9,14 +9,16 @@ use std::path::{Path, PathBuf};
 use stratlab_results::{Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
 
 use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
+use crate::figures::step_breakdown::fitting_height_px;
 use crate::figures::unique_in_order;
 use crate::tables::{
-    device_usage_table, loss_table, matrix_for_terminal, results_matrix, speedup_table, throughput_table,
-    time_to_accuracy_table, SummaryTable,
+    device_usage_table, loss_table, matrix_for_terminal, results_matrix, speedup_table, step_breakdown_table,
+    throughput_table, time_to_accuracy_table, SummaryTable,
 };
 use crate::{
-    device_usage, loss_curves, speedup_bars, speedup_scaling, throughput, time_to_accuracy, write_report_html,
-    FailedTrial, FigureTarget, Format, HtmlTable, ReportError, ReportFigure, ReportPage, ReportSection,
+    device_usage, loss_curves, speedup_bars, speedup_scaling, step_breakdown, throughput, time_to_accuracy,
+    write_report_html, FailedTrial, FigureTarget, Format, HtmlTable, ReportError, ReportFigure, ReportPage,
+    ReportSection,
 };
 
 /// What was written for a run.
@@ -61,6 +63,9 @@ pub fn write_run_report(run_dir: &Path, out_dir: &Path, format: Format) -> Resul
         sections.push(accuracy_section(&aggregates, &figure, &mut tables)?);
         sections.push(loss_section(&aggregates, &figure, &mut tables)?);
         sections.push(device_section(&aggregates, &figure, &mut tables)?);
+    }
+    if !aggregates.step_breakdown.is_empty() {
+        sections.push(step_breakdown_section(&aggregates, &figure, &mut tables)?);
     }
 
     let mut table_files = Vec::new();
@@ -216,6 +221,36 @@ fn device_section(
          processes' CPU use (100 % = all cores) and resident memory from /proc.",
         figures,
         device_usage_table(aggregates)?,
+        tables,
+    ))
+}
+
+/// Holistic Trace Analysis' temporal and overlap breakdowns: where each rank's step went.
+fn step_breakdown_section(
+    aggregates: &RunAggregates,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let bars = aggregates.step_breakdown_bars();
+    let target = figure("step_breakdown");
+    let width_px = target.width_px;
+    let target = target.with_size(width_px, fitting_height_px(&bars));
+    let figures = embed(
+        step_breakdown(&bars, &target)?,
+        "Step time per rank in ms: compute, exposed communication and idle stacked, overlapped \
+         communication hatched inside compute"
+            .to_owned(),
+    );
+    Ok(section(
+        "step-breakdown",
+        "Step-time breakdown",
+        "Per trial and rank, the mean step after warm-up from the trial's events (as Holistic \
+         Trace Analysis splits it): compute, communication while nothing is computed (exposed: \
+         it lengthens the step), and idle time (loader waits, gaps) add up to the step; \
+         communication running beside compute is hidden (hatched). The shares are exposed \
+         communication ÷ step, all communication ÷ step, and overlapped ÷ all communication.",
+        figures,
+        step_breakdown_table(aggregates)?,
         tables,
     ))
 }

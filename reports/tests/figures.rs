@@ -215,6 +215,44 @@ fn gpipe_timeline_shows_every_pass_and_the_bubble() {
 }
 
 #[test]
+fn step_breakdown_stacks_compute_exposed_communication_and_idle_per_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = step_breakdown(&step_breakdown_input(), &FigureTarget::new(dir.path(), "breakdown")).unwrap();
+    let (svg, png) = outputs(&written, dir.path(), "breakdown");
+    assert_labels(
+        &svg,
+        &[
+            "resnet50 / imagenet",
+            "data-parallel W=4 · rank 3",
+            "parameter-server W=2 · rank 1 (CRASHED)",
+            "no step after warm-up",
+            // Rank 0: 12 of 198 ms exposed; 45 of 57 ms of communication hidden.
+            "exposed 6.06 % · overlap 78.9 %",
+            "exposed 25.0 % · overlap 0 %",
+            "ms per step",
+            "communication overlapped with compute",
+            "idle",
+        ],
+    );
+    // The hidden communication is hatched: many short diagonal lines.
+    assert!(count(&svg, "polyline") + count(&svg, "line") > 40);
+    assert_fonts_readable(&svg);
+    assert_png_is_a_figure(&png);
+}
+
+#[test]
+fn step_breakdown_refuses_negative_times_with_their_field() {
+    let mut bars = step_breakdown_input();
+    bars[1].per_step.as_mut().unwrap().idle_s = -0.001;
+    let err = step_breakdown(&bars, &FigureTarget::new(std::env::temp_dir(), "never")).unwrap_err();
+    assert!(err.to_string().contains("bars[1].per_step.idle_s"), "{err}");
+    assert!(matches!(
+        step_breakdown(&[], &FigureTarget::new(std::env::temp_dir(), "never")),
+        Err(ReportError::Empty { .. })
+    ));
+}
+
+#[test]
 fn timeline_refuses_events_that_end_before_they_start() {
     let mut timeline = gpipe_timeline();
     timeline.events[5].end_s = timeline.events[5].start_s - 1.0;

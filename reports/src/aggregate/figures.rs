@@ -2,7 +2,8 @@
 
 use super::{CellKey, RunAggregates};
 use crate::{
-    AccuracyCurve, DeviceUsageBar, LossCurve, LossCurves, ScalingPoint, SpeedupBar, ThroughputBar, TimeToAccuracy,
+    AccuracyCurve, DeviceUsageBar, LossCurve, LossCurves, ScalingPoint, SpeedupBar, StepBreakdownBar, StepSegments,
+    ThroughputBar, TimeToAccuracy,
 };
 
 impl RunAggregates {
@@ -136,5 +137,29 @@ impl RunAggregates {
             }
         }
         figures
+    }
+
+    /// One bar per trial and rank with a step-time breakdown, in matrix order then by rank;
+    /// failed trials carry their failure (their bar is what they recorded before it).
+    pub fn step_breakdown_bars(&self) -> Vec<StepBreakdownBar> {
+        self.step_breakdown
+            .iter()
+            .map(|rank| StepBreakdownBar {
+                network: rank.trial.key.network.clone(),
+                dataset: rank.trial.key.dataset.clone(),
+                strategy: rank.trial.key.strategy.clone(),
+                workers: rank.trial.key.workers,
+                batch_size: rank.trial.key.batch_size,
+                repeat: rank.trial.repeat,
+                rank: rank.rank,
+                failure: rank.trial.failure.as_ref().map(|failed| failed.failure()),
+                per_step: rank.per_step.map(|step| StepSegments {
+                    compute_s: step.compute_s,
+                    exposed_communication_s: step.exposed_communication_s,
+                    overlapped_communication_s: step.overlapped_communication_s,
+                    idle_s: step.idle_s,
+                }),
+            })
+            .collect()
     }
 }

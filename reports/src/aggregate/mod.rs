@@ -1,6 +1,7 @@
 //! From a run's tables to the numbers behind its figures and tables (SPEC §7): throughput,
 //! epoch time and speedup per cell with the spread over repeats, device usage, accuracy and
-//! loss curves per trial, and the pipeline bubble of a timeline.
+//! loss curves per trial, where each rank's step time went (compute, exposed and overlapped
+//! communication, idle), and the pipeline bubble of a timeline.
 //!
 //! Only `ok` trials are measurements; failed ones are counted and their outcome kept, so a
 //! cell whose repeats all failed shows as that failure, never as a gap or a made-up number.
@@ -14,11 +15,12 @@ mod device;
 mod figures;
 mod loss;
 mod speedup;
+mod step_breakdown;
 mod throughput;
 mod trial;
 
 use polars::prelude::{Column, DataFrame};
-use stratlab_results::{EpochRow, RunStore, StepRow, Table, TrialRow};
+use stratlab_results::{EpochRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
 
 use crate::ReportError;
 
@@ -29,6 +31,7 @@ pub use columns::CellKey;
 pub use device::DeviceUsageCell;
 pub use loss::{StepsPerEpoch, TrialLoss, MAX_LOSS_POINTS};
 pub use speedup::{Speedup, NO_BASELINE};
+pub use step_breakdown::{RankStepBreakdown, StepTimes};
 pub use throughput::ThroughputCell;
 pub use trial::TrialInfo;
 
@@ -47,6 +50,9 @@ pub struct RunAggregates {
     pub accuracy: Vec<TrialAccuracy>,
     /// Training loss per trial.
     pub loss: Vec<TrialLoss>,
+    /// Step-time breakdown per trial and rank, for trials that recorded one (multi-worker
+    /// strategies with events); empty for runs without any.
+    pub step_breakdown: Vec<RankStepBreakdown>,
 }
 
 impl RunAggregates {
@@ -56,23 +62,41 @@ impl RunAggregates {
     }
 }
 
-/// Loads the trials, epochs and steps tables of `store` once and aggregates them. A run
-/// without finished trials gives empty aggregates, not an error.
+/// Loads the trials, epochs, steps and rank-breakdown tables of `store` once and aggregates
+/// them. A run without finished trials gives empty aggregates, not an error; a run folder
+/// from before the `rank_breakdown` table existed reads as having no breakdown.
 pub fn aggregate_run(store: &RunStore) -> Result<RunAggregates, ReportError> {
     let load = |table: &'static str| store.load(table).map_err(|source| ReportError::Load { table, source });
     let trials = load(TrialRow::NAME)?;
     let epochs = load(EpochRow::NAME)?;
     let steps = load(StepRow::NAME)?;
-    aggregate_frames(store.run_id(), &trials, &epochs, &steps)
+    let rank_breakdown = if store.run_dir().join(RankBreakdownRow::NAME).is_dir() {
+        load(RankBreakdownRow::NAME)?
+    } else {
+        DataFrame::empty_with_schema(&RankBreakdownRow::schema())
+    };
+    aggregate_frames(
+        store.run_id(),
+        &RunFrames { trials: &trials, epochs: &epochs, steps: &steps, rank_breakdown: &rank_breakdown },
+    )
 }
 
-/// Aggregates already loaded tables (with the store's column names and types).
-pub fn aggregate_frames(
-    run_id: &str,
-    trials: &DataFrame,
-    epochs: &DataFrame,
-    steps: &DataFrame,
-) -> Result<RunAggregates, ReportError> {
+/// A run's tables as loaded frames (with the store's column names and types).
+#[derive(Debug, Clone, Copy)]
+pub struct RunFrames<'a> {
+    /// The trials table: one row per finished trial.
+    pub trials: &'a DataFrame,
+    /// The epochs table.
+    pub epochs: &'a DataFrame,
+    /// The steps table.
+    pub steps: &'a DataFrame,
+    /// The rank-breakdown table (empty for runs without multi-worker events).
+    pub rank_breakdown: &'a DataFrame,
+}
+
+/// Aggregates already loaded tables.
+pub fn aggregate_frames(run_id: &str, frames: &RunFrames<'_>) -> Result<RunAggregates, ReportError> {
+    let RunFrames { trials, epochs, steps, rank_breakdown } = *frames;
     if trials.height() == 0 {
         return Ok(RunAggregates { run_id: run_id.to_owned(), ..RunAggregates::default() });
     }
@@ -86,6 +110,7 @@ pub fn aggregate_frames(
         device_usage: device::device_usage_cells(&cells, &ok)?,
         accuracy: accuracy::trial_accuracies(&records, epochs)?,
         loss: loss::trial_losses(&records, steps)?,
+        step_breakdown: step_breakdown::step_breakdowns(&records, rank_breakdown)?,
     })
 }
 

@@ -5,6 +5,7 @@ pub mod loss_curves;
 pub mod pipeline_timeline;
 pub mod scaling;
 pub mod speedup_bars;
+pub mod step_breakdown;
 mod strategy_bars;
 pub mod throughput;
 pub mod time_to_accuracy;

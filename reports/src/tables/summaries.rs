@@ -4,7 +4,7 @@
 use polars::prelude::{Column, DataFrame};
 
 use super::{SummaryTable, OUTCOME_COLUMN};
-use crate::aggregate::{bubble_share, CellKey, Repeats, RunAggregates, StepsPerEpoch, TrialInfo};
+use crate::aggregate::{bubble_share, CellKey, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo};
 use crate::{EventKind, Outcome, ReportError, Stat, Timeline};
 
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -190,6 +190,36 @@ pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportErro
         .int("diverged at step", trials.iter().map(|t| t.diverged_at_step).collect());
     columns.0.extend(tail.0);
     columns.finish("loss_curves", "Training loss per trial (cross-entropy)")
+}
+
+/// Where each rank's step time went, per trial and rank: ms per counted step (after
+/// warm-up) of compute, exposed and overlapped communication and idle time, and the shares.
+pub fn step_breakdown_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let ranks = &aggregates.step_breakdown;
+    let (head, tail) = trial_columns(ranks.iter().map(|r| &r.trial));
+    let ms = |f: fn(&StepTimes) -> f64| -> Vec<Option<f64>> {
+        ranks.iter().map(|r| r.per_step.as_ref().map(|s| f(s) * 1e3)).collect()
+    };
+    let pct = |f: fn(&StepTimes) -> Option<f64>| -> Vec<Option<f64>> {
+        ranks.iter().map(|r| r.per_step.as_ref().and_then(f).map(|share| share * 100.0)).collect()
+    };
+    let mut columns = head
+        .int("rank", ranks.iter().map(|r| Some(i64::from(r.rank))).collect())
+        .int("steps", ranks.iter().map(|r| i64::try_from(r.steps).ok()).collect())
+        .float("step (ms/step)", ms(|s| s.wall_s))
+        .float("compute (ms/step)", ms(|s| s.compute_s))
+        .float("exposed comm (ms/step)", ms(|s| s.exposed_communication_s))
+        .float("overlapped comm (ms/step)", ms(|s| s.overlapped_communication_s))
+        .float("comm (ms/step)", ms(|s| s.communication_s))
+        .float("idle (ms/step)", ms(|s| s.idle_s))
+        .float("exposed comm (% of step)", pct(|s| s.exposed_communication_share))
+        .float("comm (% of step)", pct(|s| s.communication_share))
+        .float("overlapped (% of comm)", pct(|s| s.overlap_share));
+    columns.0.extend(tail.0);
+    columns.finish(
+        "step_breakdown",
+        "Step-time breakdown per rank: ms per step after warm-up and the share communication takes",
+    )
 }
 
 /// Measured and theoretical (GPipe) bubble share of each timeline.

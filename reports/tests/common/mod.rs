@@ -234,3 +234,28 @@ pub fn gpipe_timeline() -> Timeline {
     }
     Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, events }
 }
+
+/// Holistic Trace Analysis' temporal breakdown: data-parallel ranks hiding most of their
+/// all-reduce behind backward, parameter-server ranks exposing theirs, one crashed rank
+/// that counted no step.
+pub fn step_breakdown_input() -> Vec<StepBreakdownBar> {
+    let bar = |strategy: &str, workers: u32, rank: u32, per_step: Option<[f64; 4]>| StepBreakdownBar {
+        network: "resnet50".into(),
+        dataset: "imagenet".into(),
+        strategy: strategy.into(),
+        workers,
+        batch_size: 64,
+        repeat: 0,
+        rank,
+        failure: (per_step.is_none()).then_some(Failure::Crashed),
+        per_step: per_step.map(|[compute_s, exposed_communication_s, overlapped_communication_s, idle_s]| {
+            StepSegments { compute_s, exposed_communication_s, overlapped_communication_s, idle_s }
+        }),
+    };
+    let mut bars: Vec<StepBreakdownBar> = (0..4)
+        .map(|rank| bar("data-parallel", 4, rank, Some([0.180 + 0.004 * f64::from(rank), 0.012, 0.045, 0.006])))
+        .collect();
+    bars.push(bar("parameter-server", 2, 0, Some([0.150, 0.060, 0.0, 0.030])));
+    bars.push(bar("parameter-server", 2, 1, None));
+    bars
+}
