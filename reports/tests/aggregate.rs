@@ -53,6 +53,7 @@ fn trial(
         balance: None,
         checkpoint: None,
         fusion_threshold_bytes: None,
+        server: None,
         epochs_budget: Some(2),
         steps_budget: None,
         seconds_budget: None,

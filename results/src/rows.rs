@@ -48,6 +48,9 @@ pub struct TrialRow {
     pub checkpoint: Option<String>,
     /// Gradient-bucket fusion threshold in bytes, for data-parallel strategies.
     pub fusion_threshold_bytes: Option<i64>,
+    /// Parameter-server placement (`colocated`, `dedicated`), when given.
+    #[serde(default)]
+    pub server: Option<String>,
     /// Epoch budget, when the trial was bounded by epochs.
     pub epochs_budget: Option<i64>,
     /// Step budget, when the trial was bounded by steps.
@@ -168,6 +171,7 @@ impl Table for TrialRow {
             ("balance", String),
             ("checkpoint", String),
             ("fusion_threshold_bytes", Int64),
+            ("server", String),
             ("epochs_budget", Int64),
             ("steps_budget", Int64),
             ("seconds_budget", Float64),

@@ -155,6 +155,7 @@ pub(crate) fn record(
         balance: trial.balance.as_ref().map(ToString::to_string),
         checkpoint: trial.checkpoint.map(|checkpoint| checkpoint.to_string()),
         fusion_threshold_bytes: trial.fusion_threshold_bytes.map(|b| b as i64),
+        server: trial.server.map(|server| server.name().to_string()),
         epochs_budget: budget.epochs.map(|e| e as i64),
         steps_budget: budget.steps.map(|s| s as i64),
         seconds_budget: budget.seconds,

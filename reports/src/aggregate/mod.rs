@@ -131,6 +131,26 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
         .collect();
     let mut trials = trials.clone();
     trials.replace("dataset", Column::new("dataset".into(), named)).map_err(error("dataset"))?;
+    // Cells that differ only in a strategy parameter are different cells: the parameter
+    // joins the strategy's label (`parameter-server (dedicated)`), as `:synthetic` joins
+    // the data set's.
+    let strategy = trials.column("strategy").and_then(|c| c.str().cloned()).map_err(error("strategy"))?;
+    let fusion = trials.column("fusion_threshold_bytes").and_then(|c| c.i64().cloned()).ok();
+    let server = trials.column("server").and_then(|c| c.str().cloned()).ok();
+    let labelled: Vec<Option<String>> = (0..trials.height())
+        .map(|i| {
+            let name = strategy.get(i)?;
+            let mut parameters = Vec::new();
+            if let Some(bytes) = fusion.as_ref().and_then(|f| f.get(i)) {
+                parameters.push(format!("fusion {} MiB", bytes >> 20));
+            }
+            if let Some(placement) = server.as_ref().and_then(|s| s.get(i)) {
+                parameters.push(placement.to_owned());
+            }
+            Some(if parameters.is_empty() { name.to_owned() } else { format!("{name} ({})", parameters.join(", ")) })
+        })
+        .collect();
+    trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;
     Ok(trials)
 }
 

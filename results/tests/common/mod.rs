@@ -28,6 +28,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         balance: Some("uniform".into()),
         checkpoint: None,
         fusion_threshold_bytes: None,
+        server: None,
         epochs_budget: Some(3),
         steps_budget: None,
         seconds_budget: Some(600.0),
