@@ -1,0 +1,100 @@
+//! The measurements: ping-pong between every ordered pair, all-reduce per size, each
+//! iteration after a barrier, the all-reduce's time the slowest rank's.
+
+use super::*;
+
+/// Every ordered pair's ping-pong, then the all-reduce, at every size. Every rank takes part
+/// in every step (barriers, sharing the times) and returns the same measurements.
+pub(super) fn measure(
+    group: &ProcessGroup,
+    plan: &ProbePlan,
+    report_progress: bool,
+) -> anyhow::Result<Vec<Measurement>> {
+    let world_size = group.world_size();
+    let pairs: Vec<(usize, usize)> = (0..world_size)
+        .flat_map(|src| (0..world_size).filter(move |&dst| dst != src).map(move |dst| (src, dst)))
+        .collect();
+    let mut measurements = Vec::with_capacity((pairs.len() + 1) * plan.sizes.len());
+    for &(src, dst) in &pairs {
+        if report_progress {
+            eprintln!("probe: p2p {src}→{dst}, {} sizes", plan.sizes.len());
+        }
+        for &bytes in &plan.sizes {
+            let times_s = ping_pong(group, src, dst, bytes, plan)
+                .with_context(|| format!("p2p {src}→{dst} of {}", format_size(bytes)))?;
+            measurements.push(Measurement { kind: ProbeKind::P2p, src: Some(src), dst: Some(dst), bytes, times_s });
+        }
+    }
+    if report_progress {
+        eprintln!("probe: all-reduce over {world_size} ranks, {} sizes", plan.sizes.len());
+    }
+    for &bytes in &plan.sizes {
+        let times_s =
+            all_reduce(group, bytes, plan).with_context(|| format!("all-reduce of {}", format_size(bytes)))?;
+        measurements.push(Measurement { kind: ProbeKind::AllReduce, src: None, dst: None, bytes, times_s });
+    }
+    Ok(measurements)
+}
+
+/// `src` sends `bytes` to `dst`, which sends them back; half the round trip is one transfer.
+/// Each iteration starts from a barrier of all ranks; the others wait it out.
+pub(super) fn ping_pong(
+    group: &ProcessGroup,
+    src: usize,
+    dst: usize,
+    bytes: u64,
+    plan: &ProbePlan,
+) -> Result<Vec<f64>, CommError> {
+    let ping = float_buffer(bytes);
+    let mut pong = float_buffer(bytes);
+    let rank = group.rank();
+    let mut times_s = vec![0.0; plan.repeats];
+    for iteration in 0..plan.warmup + plan.repeats {
+        group.barrier()?;
+        if rank == src {
+            let started = Instant::now();
+            // Posted first, so the pong lands as soon as it arrives.
+            let receiving = group.recv_async(&mut pong, dst, PONG_TAG)?;
+            group.send(&ping, dst, PING_TAG)?;
+            receiving.wait()?;
+            let one_way_s = started.elapsed().as_secs_f64() / 2.0;
+            if let Some(slot) = iteration.checked_sub(plan.warmup) {
+                times_s[slot] = one_way_s;
+            }
+        } else if rank == dst {
+            group.recv(&mut pong, src, PING_TAG)?;
+            group.send(&pong, src, PONG_TAG)?;
+        }
+    }
+    // Only `src` timed; the others hold zeros, so the maximum is its times, on every rank.
+    share_max(group, &times_s)
+}
+
+/// All ranks all-reduce (sum) `bytes` of float32; each iteration's time is the slowest
+/// rank's, the time of the collective.
+pub(super) fn all_reduce(group: &ProcessGroup, bytes: u64, plan: &ProbePlan) -> Result<Vec<f64>, CommError> {
+    // Zeros stay zeros under a sum, so repeated reductions never overflow.
+    let mut buffer = float_buffer(bytes);
+    let mut times_s = vec![0.0; plan.repeats];
+    for iteration in 0..plan.warmup + plan.repeats {
+        group.barrier()?;
+        let started = Instant::now();
+        group.all_reduce(&mut buffer, ReduceOp::Sum)?;
+        let elapsed_s = started.elapsed().as_secs_f64();
+        if let Some(slot) = iteration.checked_sub(plan.warmup) {
+            times_s[slot] = elapsed_s;
+        }
+    }
+    share_max(group, &times_s)
+}
+
+/// The element-wise maximum of every rank's `times_s`, on every rank.
+pub(super) fn share_max(group: &ProcessGroup, times_s: &[f64]) -> Result<Vec<f64>, CommError> {
+    let mut shared = Tensor::from_slice(times_s);
+    group.all_reduce(&mut shared, ReduceOp::Max)?;
+    Ok(Vec::<f64>::try_from(&shared).expect("a 1-D float64 tensor converts to Vec<f64>"))
+}
+
+pub(super) fn float_buffer(bytes: u64) -> Tensor {
+    Tensor::zeros([(bytes / ELEMENT_BYTES) as i64], (Kind::Float, Device::Cpu))
+}

@@ -1,0 +1,101 @@
+//! Rank 0's output: the probe rows for the store and the terminal tables.
+
+use super::*;
+
+/// The stored rows of `measurements`.
+pub(super) fn probe_rows(
+    run_id: &str,
+    world_size: usize,
+    measurements: &[Measurement],
+) -> anyhow::Result<Vec<ProbeRow>> {
+    let world_size = u32::try_from(world_size).context("world size")?;
+    measurements
+        .iter()
+        .map(|m| {
+            let spec = ProbeSpec {
+                run_id: run_id.to_owned(),
+                kind: m.kind,
+                backend: BACKEND.name().to_owned(),
+                world_size,
+                src: m.src.map(|rank| rank as u32),
+                dst: m.dst.map(|rank| rank as u32),
+                bytes: m.bytes,
+            };
+            ProbeRow::from_times(spec, &m.times_s).map_err(anyhow::Error::from)
+        })
+        .collect()
+}
+
+/// Prints one table per kind: size, median/min/max time, algorithm and bus bandwidth.
+pub(super) fn print_tables(rows: &[ProbeRow], world_size: usize, plan: &ProbePlan) {
+    let repeats = format!("{} repeats after {} warm-up", plan.repeats, plan.warmup);
+    println!(
+        "point-to-point, {} over {world_size} ranks: ping-pong, one-way time = round trip / 2; {repeats}",
+        BACKEND.name()
+    );
+    println!("{}", kind_table(rows, ProbeKind::P2p));
+    println!(
+        "all-reduce (sum, float32), {} over {world_size} ranks: each repeat's time is the slowest rank's; \
+         busbw = algbw × 2(W−1)/W; {repeats}",
+        BACKEND.name()
+    );
+    println!("{}", kind_table(rows, ProbeKind::AllReduce));
+}
+
+pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    let p2p = kind == ProbeKind::P2p;
+    let mut header = vec!["size", "median", "min", "max", "algbw GB/s", "busbw GB/s"];
+    if p2p {
+        header.insert(0, "pair");
+    }
+    table.set_header(header.clone());
+    for row in rows.iter().filter(|row| row.kind == kind.name()) {
+        let mut cells = vec![
+            format_size(row.bytes),
+            format_duration(row.median_s),
+            format_duration(row.min_s),
+            format_duration(row.max_s),
+            format_gbps(row.algorithm_gbps),
+            format_gbps(row.bus_gbps),
+        ];
+        if p2p {
+            let rank = |rank: Option<u32>| rank.map_or("?".to_owned(), |rank| rank.to_string());
+            cells.insert(0, format!("{}→{}", rank(row.src), rank(row.dst)));
+        }
+        table.add_row(cells);
+    }
+    for column in usize::from(p2p)..header.len() {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// `12.3 µs`, `4.56 ms`, `1.23 s`.
+pub(super) fn format_duration(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.1} µs", seconds * 1e6)
+    } else if seconds < 1.0 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
+/// Three significant digits, without switching to scientific notation.
+pub(super) fn format_gbps(gbps: f64) -> String {
+    if gbps >= 100.0 {
+        format!("{gbps:.0}")
+    } else if gbps >= 10.0 {
+        format!("{gbps:.1}")
+    } else if gbps >= 1.0 {
+        format!("{gbps:.2}")
+    } else if gbps >= 0.001 {
+        format!("{gbps:.3}")
+    } else {
+        format!("{gbps:.2e}")
+    }
+}
