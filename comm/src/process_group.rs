@@ -187,6 +187,15 @@ impl ProcessGroup {
         self.backend
     }
 
+    /// Where this group's buffers must live for a model on `device`: host memory for Gloo,
+    /// the device itself for NCCL.
+    pub fn tensor_device(&self, device: Device) -> Device {
+        match self.backend {
+            Backend::Nccl => device,
+            Backend::Gloo => Device::Cpu,
+        }
+    }
+
     /// The collective timeout the group was built with.
     pub fn timeout(&self) -> Duration {
         self.timeout

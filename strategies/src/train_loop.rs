@@ -96,6 +96,14 @@ pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     Ok(device)
 }
 
+/// The optimizer every strategy steps with: SGD with the configuration's momentum and
+/// weight decay, no dampening, no Nesterov (torch.optim.SGD's defaults otherwise).
+pub fn sgd(store: &tch::nn::VarStore, config: &TrainConfig) -> Result<tch::nn::Optimizer, TrainError> {
+    use tch::nn::OptimizerConfig;
+    Ok(tch::nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
+        .build(store, config.lr)?)
+}
+
 /// Runs the loop over `context`'s data with `runner` doing each step, on `device`.
 ///
 /// Divergence (a NaN or infinite loss) ends training with [`TrainOutcome::Diverged`]; it is a

@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use stratlab_comm::{ProcessGroup, ReduceOp, Work};
 use stratlab_networks::Network;
-use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
@@ -37,8 +37,7 @@ pub fn train(
     let device = train_loop::prepare(config)?;
     let store = nn::VarStore::new(device);
     let model = StagedModel::build(context.network, &store);
-    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(&store, config.lr)?;
+    let optimizer = train_loop::sgd(&store, config)?;
     let mut timeline = Timeline::new(device, true);
     broadcast_variables(group, &store, &mut timeline)?;
     let params = store.trainable_variables();
@@ -145,14 +144,13 @@ impl StepRunner for DataParallelStep<'_> {
         let (inputs, outputs) = timeline.span(EventKind::Forward, "network", || {
             let mut inputs = Vec::with_capacity(stage_count);
             let mut outputs: Vec<Tensor> = Vec::with_capacity(stage_count);
-            for (index, stage) in self.model.stages.iter().enumerate() {
+            for stage in &self.model.stages {
                 let input = match outputs.last() {
                     None => images.shallow_clone(),
                     Some(previous) => previous.detach().set_requires_grad(true),
                 };
                 outputs.push(stage.forward_t(&input, true));
                 inputs.push(input);
-                let _ = index;
             }
             (inputs, outputs)
         });
@@ -212,11 +210,7 @@ pub(crate) fn sum_over_group(group: &ProcessGroup, device: Device, values: &mut 
     if group.world_size() == 1 {
         return Ok(());
     }
-    let comm_device = match group.backend() {
-        stratlab_comm::Backend::Nccl => device,
-        stratlab_comm::Backend::Gloo => Device::Cpu,
-    };
-    let mut tensor = Tensor::from_slice(values).to_device(comm_device);
+    let mut tensor = Tensor::from_slice(values).to_device(group.tensor_device(device));
     group.all_reduce(&mut tensor, ReduceOp::Sum)?;
     let summed = Vec::<f64>::try_from(tensor.to_device(Device::Cpu))?;
     values.copy_from_slice(&summed);
@@ -246,11 +240,7 @@ pub(crate) fn agree_any(
     if !wall_time_budget || group.world_size() == 1 {
         return Ok(local_stop);
     }
-    let comm_device = match group.backend() {
-        stratlab_comm::Backend::Nccl => device,
-        stratlab_comm::Backend::Gloo => Device::Cpu,
-    };
-    let mut flag = Tensor::from_slice(&[local_stop as i32 as f32]).to_device(comm_device);
+    let mut flag = Tensor::from_slice(&[local_stop as i32 as f32]).to_device(group.tensor_device(device));
     group.all_reduce(&mut flag, ReduceOp::Max)?;
     Ok(flag.to_kind(Kind::Float).double_value(&[0]) > 0.0)
 }

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_comm::{ProcessGroup, Work};
-use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::timeline::{EventKind, Timeline};
@@ -84,8 +84,7 @@ pub fn train(
     let device = train_loop::prepare(config)?;
     let store = nn::VarStore::new(device);
     let model = context.network.build(&store.root());
-    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(&store, config.lr)?;
+    let optimizer = train_loop::sgd(&store, config)?;
     let mut timeline = Timeline::new(device, true);
     crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
     let world_size = group.world_size();
@@ -158,10 +157,7 @@ impl Party<'_> {
 
     /// Host-side buffers for Gloo; device-side for NCCL.
     fn comm_device(&self) -> Device {
-        match self.group.backend() {
-            stratlab_comm::Backend::Nccl => self.device,
-            stratlab_comm::Backend::Gloo => Device::Cpu,
-        }
+        self.group.tensor_device(self.device)
     }
 
     fn flat_grads(&self) -> Tensor {

@@ -1,7 +1,7 @@
 //! `single`: one worker trains the whole network on its device. The baseline every speedup
 //! divides by.
 
-use tch::nn::{self, ModuleT, OptimizerConfig};
+use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use crate::timeline::{EventKind, Timeline};
@@ -15,8 +15,7 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
     let device = train_loop::prepare(config)?;
     let store = nn::VarStore::new(device);
     let model = context.network.build(&store.root());
-    let optimizer = nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(&store, config.lr)?;
+    let optimizer = train_loop::sgd(&store, config)?;
     let mut runner = SingleStep { model: Box::new(model), optimizer };
     let mut timeline = Timeline::new(device, false);
     let report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
