@@ -37,9 +37,6 @@ pub enum ServerPlacement {
 }
 
 impl ServerPlacement {
-    /// Every placement, for error messages.
-    pub const ALL: [ServerPlacement; 2] = [ServerPlacement::Colocated, ServerPlacement::Dedicated];
-
     /// The name used in suites and results.
     pub fn name(self) -> &'static str {
         match self {
@@ -64,13 +61,6 @@ impl ServerPlacement {
         }
     }
 
-    /// The fewest ranks the placement needs.
-    pub fn min_workers(self) -> usize {
-        match self {
-            ServerPlacement::Colocated => 2,
-            ServerPlacement::Dedicated => 2,
-        }
-    }
 }
 
 /// Trains with a synchronous parameter server over `group`; every rank calls this.
@@ -101,7 +91,7 @@ pub fn train(
     let started = std::time::Instant::now();
     if placement == ServerPlacement::Dedicated && group.rank() == server {
         party.serve_until_finished(&mut timeline)?;
-        let mut report = crate::TrainReport {
+        let report = crate::TrainReport {
             outcome: crate::TrainOutcome::Completed,
             reason: None,
             device: crate::device::device_label(device),
@@ -114,9 +104,8 @@ pub fn train(
             time_to_accuracy_s: None,
             target_accuracy: config.target_accuracy,
             wall_time_s: started.elapsed().as_secs_f64(),
-            events: Vec::new(),
+            events: timeline.into_events(),
         };
-        report.events = timeline.into_events();
         return Ok(report);
     }
     let shard = party.workers.iter().position(|&rank| rank == group.rank()).expect("a training rank");
