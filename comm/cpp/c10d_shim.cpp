@@ -8,6 +8,7 @@
 // at::Tensor shares storage, so collectives write into the caller's tensor), and every
 // handle is a heap object the Rust side frees exactly once.
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef STRATLAB_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -114,6 +115,20 @@ int stratlab_store_tcp(const char* host, uint16_t port, int is_server, int world
 }
 
 void stratlab_store_free(stratlab_store* store) { delete store; }
+
+// A view of `store` whose keys are all under `prefix`: what c10d's new_group uses so the
+// subgroups' rendezvous keys do not collide with the world group's.
+int stratlab_store_prefixed(stratlab_store* store, const char* prefix, stratlab_store** out) {
+  try {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), store->store);
+    *out = new stratlab_store{prefixed};
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(e);
+  } catch (...) {
+    return fail_unknown();
+  }
+}
 
 int stratlab_store_set(stratlab_store* store, const char* key, const uint8_t* value, size_t len) {
   try {

@@ -33,6 +33,7 @@ extern "C" {
         out: *mut *mut RawStore,
     ) -> c_int;
     pub fn stratlab_store_free(store: *mut RawStore);
+    pub fn stratlab_store_prefixed(store: *mut RawStore, prefix: *const c_char, out: *mut *mut RawStore) -> c_int;
     pub fn stratlab_store_set(store: *mut RawStore, key: *const c_char, value: *const u8, len: usize) -> c_int;
     pub fn stratlab_store_get(store: *mut RawStore, key: *const c_char, value: *mut *mut u8, len: *mut usize) -> c_int;
 

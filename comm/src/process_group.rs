@@ -102,8 +102,10 @@ pub struct ProcessGroup {
     world_size: usize,
     backend: Backend,
     timeout: Duration,
-    // The backend holds its own reference to the store; kept so the store outlives it.
-    _store: Store,
+    options: GroupOptions,
+    // The backend holds its own reference to the store; kept so the store outlives it, and
+    // so subgroups can rendezvous through it.
+    store: Store,
 }
 
 // SAFETY: c10d backends are called from several threads by PyTorch; the handle is freed
@@ -169,7 +171,45 @@ impl ProcessGroup {
         if status != 0 {
             return Err(fail(ffi::last_error()));
         }
-        Ok(ProcessGroup { raw, rank, world_size, backend: options.backend, timeout: options.timeout, _store: store })
+        Ok(ProcessGroup {
+            raw,
+            rank,
+            world_size,
+            backend: options.backend,
+            timeout: options.timeout,
+            options: options.clone(),
+            store,
+        })
+    }
+
+    /// A group of some of this group's ranks (c10d's `new_group`): `ranks` in their new
+    /// order, so `ranks[i]` becomes rank `i` of the subgroup. Every rank of `ranks` must
+    /// call this with the same `name` and `ranks`; `name` keeps the subgroup's rendezvous
+    /// keys apart from the world's and from other subgroups'. Ranks not in `ranks` need not
+    /// call it.
+    pub fn subgroup(&self, name: &str, ranks: &[usize]) -> Result<ProcessGroup, CommError> {
+        let misuse = |message: String| CommError::Operation {
+            operation: "subgroup",
+            rank: self.rank,
+            world_size: self.world_size,
+            message,
+        };
+        let position = ranks
+            .iter()
+            .position(|&rank| rank == self.rank)
+            .ok_or_else(|| misuse(format!("rank {} is not one of {ranks:?}", self.rank)))?;
+        if let Some(&outside) = ranks.iter().find(|&&rank| rank >= self.world_size) {
+            return Err(misuse(format!("rank {outside} is outside the group of {}", self.world_size)));
+        }
+        let prefix = CString::new(format!("subgroup/{name}/"))
+            .map_err(|_| misuse(format!("subgroup name {name:?} has a NUL")))?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: live store, valid C string, out-pointer to a local.
+        let status = unsafe { ffi::stratlab_store_prefixed(self.store.raw, prefix.as_ptr(), &mut raw) };
+        if status != 0 {
+            return Err(misuse(ffi::last_error()));
+        }
+        ProcessGroup::with_store(Store { raw }, position, ranks.len(), &self.options)
     }
 
     /// This process's rank.

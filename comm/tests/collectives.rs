@@ -191,3 +191,21 @@ fn a_rank_that_dies_fails_its_peer_within_the_timeout() {
     assert!(error.is_peer_failure(), "{error}");
     assert!(error.to_string().contains("all_reduce on rank 0 of 2"), "{error}");
 }
+
+#[test]
+fn subgroups_reduce_among_their_own_ranks_only() {
+    // Ranks {0, 2} and {1, 3}, as a hybrid pipeline's stage-0 and stage-1 replicas.
+    let sums = on_ranks(4, |world| {
+        let members: Vec<usize> = (0..4).filter(|rank| rank % 2 == world.rank() % 2).collect();
+        let group = world.subgroup(&format!("stage{}", world.rank() % 2), &members).expect("subgroup");
+        assert_eq!((group.rank(), group.world_size()), (world.rank() / 2, 2));
+        let mut tensor = Tensor::from_slice(&[world.rank() as f32 + 1.0]);
+        group.all_reduce(&mut tensor, ReduceOp::Sum).expect("subgroup all-reduce");
+        // The world group still works beside its subgroups.
+        world.barrier().expect("world barrier");
+        values(&tensor)[0]
+    });
+    assert_eq!(sums, vec![1.0 + 3.0, 2.0 + 4.0, 1.0 + 3.0, 2.0 + 4.0]);
+    let refused = on_ranks(2, |world| world.subgroup("odd", &[1]).map(|_| ()).map_err(|e| e.to_string()));
+    assert!(refused[0].as_ref().unwrap_err().contains("rank 0 is not one of [1]"), "{refused:?}");
+}

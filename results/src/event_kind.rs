@@ -20,6 +20,9 @@ pub enum EventKind {
     Forward,
     /// Backward pass.
     Backward,
+    /// Forward pass run again during backward because its activations were not kept
+    /// (activation checkpointing, PipeDream's weight stashing).
+    Recompute,
     /// All-reduce of gradients (a bucket, or everything).
     AllReduce,
     /// Broadcast (initial parameters, buffers).
@@ -44,11 +47,12 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind, in the order of a training step.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         EventKind::DataWait,
         EventKind::H2d,
         EventKind::Forward,
         EventKind::Backward,
+        EventKind::Recompute,
         EventKind::AllReduce,
         EventKind::Broadcast,
         EventKind::Reduce,
@@ -68,6 +72,7 @@ impl EventKind {
             EventKind::H2d => "h2d",
             EventKind::Forward => "forward",
             EventKind::Backward => "backward",
+            EventKind::Recompute => "recompute",
             EventKind::AllReduce => "all_reduce",
             EventKind::Broadcast => "broadcast",
             EventKind::Reduce => "reduce",
@@ -105,7 +110,7 @@ impl fmt::Display for EventKind {
 
 /// A stored event kind that is not one of [`EventKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown event kind {0:?} (expected one of: data_wait, h2d, forward, backward, all_reduce, broadcast, reduce, all_gather, send, recv, barrier, optimizer, idle, eval)")]
+#[error("unknown event kind {0:?} (expected one of: data_wait, h2d, forward, backward, recompute, all_reduce, broadcast, reduce, all_gather, send, recv, barrier, optimizer, idle, eval)")]
 pub struct UnknownEventKind(pub String);
 
 impl FromStr for EventKind {

@@ -15,6 +15,7 @@ pub use stratlab_results::nonfinite;
 pub mod numerics;
 pub mod observer;
 pub mod parameter_server;
+pub mod pipeline;
 pub mod record;
 pub mod schedule;
 pub mod single;

@@ -16,12 +16,45 @@ pub enum StrategyKind {
     DataParallel,
     /// Workers push gradients to a server rank, which updates and returns the weights.
     ParameterServer,
+    /// The network cut into consecutive stages, one per worker, one whole batch at a time
+    /// (at most one worker busy at any moment).
+    ModelParallel,
+    /// GPipe: the batch split into micro-batches, all forwards then all backwards (fill and
+    /// drain), one optimizer step per batch.
+    Gpipe,
+    /// PipeDream-flush (1F1B): warm-up forwards, then one forward and one backward in
+    /// turn, then drain; one optimizer step per batch, same updates as GPipe.
+    OneFOneB,
+    /// PipeDream: asynchronous 1F1B with weight stashing; every stage updates after every
+    /// micro-batch's backward, so updates are stale by the stage's depth.
+    PipeDream,
+    /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
+    /// all-reduced among its replicas.
+    Hybrid,
 }
 
 impl StrategyKind {
     /// Every strategy this build can train, in the order reports list them.
-    pub const ALL: &'static [StrategyKind] =
-        &[StrategyKind::Single, StrategyKind::DataParallel, StrategyKind::ParameterServer];
+    pub const ALL: &'static [StrategyKind] = &[
+        StrategyKind::Single,
+        StrategyKind::DataParallel,
+        StrategyKind::ParameterServer,
+        StrategyKind::ModelParallel,
+        StrategyKind::Gpipe,
+        StrategyKind::OneFOneB,
+        StrategyKind::PipeDream,
+        StrategyKind::Hybrid,
+    ];
+
+    /// The strategies that cut the network into stages (and take micro-batches, balance
+    /// and checkpoint parameters).
+    pub const PIPELINES: &'static [StrategyKind] = &[
+        StrategyKind::ModelParallel,
+        StrategyKind::Gpipe,
+        StrategyKind::OneFOneB,
+        StrategyKind::PipeDream,
+        StrategyKind::Hybrid,
+    ];
 
     /// The name used in suite files and results.
     pub fn name(self) -> &'static str {
@@ -29,6 +62,11 @@ impl StrategyKind {
             StrategyKind::Single => "single",
             StrategyKind::DataParallel => "data-parallel",
             StrategyKind::ParameterServer => "parameter-server",
+            StrategyKind::ModelParallel => "model-parallel",
+            StrategyKind::Gpipe => "gpipe",
+            StrategyKind::OneFOneB => "1f1b",
+            StrategyKind::PipeDream => "pipedream",
+            StrategyKind::Hybrid => "hybrid",
         }
     }
 
@@ -44,7 +82,21 @@ impl StrategyKind {
             StrategyKind::ParameterServer => {
                 Err(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
             }
+            // A one-stage pipeline is the single-device baseline of a scaling curve.
+            kind if kind.is_pipeline() && workers >= 1 => Ok(()),
+            kind => Err(format!("{kind} needs at least 1 worker")),
         }
+    }
+
+    /// Whether the strategy cuts the network into pipeline stages.
+    pub fn is_pipeline(self) -> bool {
+        Self::PIPELINES.contains(&self)
+    }
+
+    /// Whether every worker trains on its own shard of the batch, so a step consumes
+    /// `batch × workers` samples; pipeline stages share one batch (hybrid: one per replica).
+    pub fn shards_batch(self) -> bool {
+        matches!(self, StrategyKind::DataParallel | StrategyKind::ParameterServer)
     }
 
     /// Whether the strategy's workers form a process group (and record timelines).

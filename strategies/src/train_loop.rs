@@ -22,7 +22,7 @@ use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
-use crate::evaluate::{correct_on_device, evaluate_shard, EvalSums};
+use crate::evaluate::{evaluate_shard, EvalSums};
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::timeline::{EventKind, Timeline};
 use crate::{TrainConfig, TrainError, TrainObserver};
@@ -66,6 +66,24 @@ pub trait StepRunner {
         Ok(())
     }
 
+    /// Loss and accuracy sums over the first `limit` test samples, the same on every rank.
+    /// By default this rank evaluates its [`StepRunner::eval_shard`] with
+    /// [`StepRunner::model`] and the sums are added across ranks; a pipeline, where no rank
+    /// holds the whole model, runs the test batches through its stages instead.
+    fn evaluate(
+        &mut self,
+        test: &Arc<dyn Dataset>,
+        batch_size: usize,
+        limit: Option<usize>,
+        device: Device,
+    ) -> Result<EvalSums, TrainError> {
+        let sums = evaluate_shard(self.model(), test, batch_size, limit, device, self.eval_shard())?;
+        let mut values = [sums.loss_sum, sums.correct, sums.samples];
+        self.sum_across_ranks(&mut values)?;
+        let [loss_sum, correct, samples] = values;
+        Ok(EvalSums { loss_sum, correct, samples })
+    }
+
     /// Whether to stop now, given this rank's own view (`local_stop`). Multi-rank runners
     /// agree collectively, so ranks never disagree on the number of steps.
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
@@ -75,10 +93,11 @@ pub trait StepRunner {
 
 /// What a step leaves for the loop's bookkeeping.
 pub struct StepOutput {
-    /// The logits of this rank's batch (on the device).
-    pub logits: Tensor,
-    /// The loss of this rank's batch (on the device).
+    /// The loss of this rank's batch (on the device, not read back yet).
     pub loss: Tensor,
+    /// Correct predictions in this rank's batch, a 0-d count on the device
+    /// ([`crate::evaluate::correct_on_device`]).
+    pub correct: Tensor,
     /// Bytes this rank sent or reduced in the step.
     pub comm_bytes: u64,
     /// Seconds this rank's communication was in flight (launch to completion, summed).
@@ -175,7 +194,6 @@ pub fn run(
             let lr = config.schedule.rate(config.lr, epoch, run.steps_done, total_steps);
             let output = runner.step(&images, &labels, lr, timeline)?;
             // Loss and accuracy stay on the device until the next read: no host sync here.
-            let correct = correct_on_device(&output.logits, &labels);
             synchronize(device);
             let step_time_s = step_started.elapsed().as_secs_f64();
 
@@ -194,7 +212,7 @@ pub fn run(
                     comm_s: output.comm_s,
                 },
                 loss: output.loss.detach(),
-                correct,
+                correct: output.correct,
             });
             run.steps_done += 1;
             let evaluate_now = config.eval_every_steps.is_some_and(|every| run.steps_done.is_multiple_of(every));
@@ -356,18 +374,8 @@ impl<'a> RunState<'a> {
         }
         let eval_started = Instant::now();
         let config = self.config;
-        let sums = evaluate_shard(
-            runner.model(),
-            &context.test,
-            config.eval_batch_size,
-            config.eval_samples,
-            self.device,
-            runner.eval_shard(),
-        )?;
-        let mut values = [sums.loss_sum, sums.correct, sums.samples];
-        runner.sum_across_ranks(&mut values)?;
-        let [loss_sum, correct, samples] = values;
-        let result = EvalSums { loss_sum, correct, samples }.into_evaluation(eval_started.elapsed().as_secs_f64())?;
+        let sums = runner.evaluate(&context.test, config.eval_batch_size, config.eval_samples, self.device)?;
+        let result = sums.into_evaluation(eval_started.elapsed().as_secs_f64())?;
         clock.eval_s += result.time_s;
         let elapsed_s = started.elapsed().as_secs_f64();
         if self.time_to_accuracy_s.is_none() && result.accuracy >= self.config.target_accuracy {

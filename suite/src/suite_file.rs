@@ -10,6 +10,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::parameter_server::ServerPlacement;
+pub use stratlab_strategies::pipeline::{Balance, Checkpoint};
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, StrategyKind, DEFAULT_METRICS_EVERY_STEPS};
 
 use crate::suite_error::SuiteError;
@@ -211,60 +212,6 @@ fn positive_batch(value: i64) -> Result<usize, String> {
         Ok(value as usize)
     } else {
         Err(format!("batch size must be a positive integer, got {value}"))
-    }
-}
-
-/// How a pipeline's stages are split among workers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Balance {
-    /// The same number of stages per worker.
-    Uniform,
-    /// Equal parameter counts.
-    Parameters,
-    /// Equal profiled forward+backward time.
-    Time,
-    /// Equal memory.
-    Size,
-    /// Stages per worker, given explicitly (e.g. `[2, 3, 2, 3]`).
-    #[serde(untagged)]
-    Explicit(Vec<usize>),
-}
-
-impl fmt::Display for Balance {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Balance::Uniform => f.write_str("uniform"),
-            Balance::Parameters => f.write_str("parameters"),
-            Balance::Time => f.write_str("time"),
-            Balance::Size => f.write_str("size"),
-            Balance::Explicit(stages) => {
-                let stages: Vec<String> = stages.iter().map(|n| n.to_string()).collect();
-                write!(f, "[{}]", stages.join(","))
-            }
-        }
-    }
-}
-
-/// GPipe's activation checkpointing mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Checkpoint {
-    /// Recompute every micro-batch's activations in the backward pass.
-    Always,
-    /// All but the last micro-batch (torchgpipe's default).
-    ExceptLast,
-    /// Keep all activations.
-    Never,
-}
-
-impl fmt::Display for Checkpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Checkpoint::Always => "always",
-            Checkpoint::ExceptLast => "except_last",
-            Checkpoint::Never => "never",
-        })
     }
 }
 

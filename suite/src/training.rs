@@ -87,5 +87,6 @@ pub fn train(
         StrategyKind::ParameterServer => {
             parameter_server::train(&context, &group, strategy.server.unwrap_or_default(), observer)
         }
+        kind => Err(TrainError::InvalidConfig { field: "strategy", reason: format!("{kind} is not wired yet") }),
     }
 }

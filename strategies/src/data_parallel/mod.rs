@@ -18,6 +18,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
+use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
@@ -189,7 +190,7 @@ impl StepRunner for DataParallelStep<'_> {
         }
         timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
         timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
-        Ok(StepOutput { logits, loss, comm_bytes, comm_s })
+        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s })
     }
 
     fn eval_shard(&self) -> (usize, usize) {

@@ -17,6 +17,7 @@ use stratlab_comm::{ProcessGroup, Work};
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
+use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
@@ -322,7 +323,7 @@ impl StepRunner for ParameterServerStep<'_> {
             });
             self.server_says_stop = reply.double_value(&[party.param_numel()]) != 0.0;
         }
-        Ok(StepOutput { logits, loss, comm_bytes, comm_s })
+        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s })
     }
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {

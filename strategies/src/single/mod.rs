@@ -4,6 +4,7 @@
 use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
+use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner};
 pub use crate::train_loop::TrainContext;
@@ -38,6 +39,6 @@ impl StepRunner for SingleStep {
         let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
         let loss = logits.cross_entropy_for_logits(labels);
         self.optimizer.backward_step(&loss);
-        Ok(StepOutput { logits, loss, comm_bytes: 0, comm_s: 0.0 })
+        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes: 0, comm_s: 0.0 })
     }
 }
