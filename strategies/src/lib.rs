@@ -33,6 +33,6 @@ pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
 pub use schedule::LrSchedule;
 pub use strategy::StrategyKind;
 pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
-pub use timeline::{Timeline, TimelineEvent};
+pub use timeline::{EventKind, Timeline, TimelineEvent};
 pub use train_error::TrainError;
 pub use train_loop::TrainContext;

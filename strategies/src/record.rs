@@ -129,6 +129,9 @@ pub struct TrainReport {
     /// This rank's timed events (multi-worker strategies; empty for single).
     #[serde(default)]
     pub events: Vec<crate::timeline::TimelineEvent>,
+    /// This rank's stage, plan and activation memory (pipeline strategies only).
+    #[serde(default)]
+    pub pipeline: Option<crate::pipeline::PipelineStageReport>,
 }
 
 impl TrainReport {

@@ -35,13 +35,14 @@ pub struct Timeline {
     device: Device,
     enabled: bool,
     step: u64,
+    micro_batch: Option<u32>,
     events: Vec<TimelineEvent>,
 }
 
 impl Timeline {
     /// A timeline for work on `device`; `enabled` is false for single-worker strategies.
     pub fn new(device: Device, enabled: bool) -> Self {
-        Timeline { device, enabled, step: 0, events: Vec::new() }
+        Timeline { device, enabled, step: 0, micro_batch: None, events: Vec::new() }
     }
 
     /// Whether events are recorded.
@@ -52,6 +53,12 @@ impl Timeline {
     /// The step that following events belong to.
     pub fn set_step(&mut self, step: u64) {
         self.step = step;
+    }
+
+    /// The micro-batch that following events belong to (`None` outside a pipeline's
+    /// per-micro-batch work).
+    pub fn set_micro_batch(&mut self, micro_batch: Option<usize>) {
+        self.micro_batch = micro_batch.map(|mb| mb as u32);
     }
 
     /// The clock, after synchronising the device when recording.
@@ -67,7 +74,7 @@ impl Timeline {
         if self.enabled {
             self.events.push(TimelineEvent {
                 step: self.step,
-                micro_batch: None,
+                micro_batch: self.micro_batch,
                 kind,
                 name: name.into(),
                 start_ns,

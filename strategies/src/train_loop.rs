@@ -445,6 +445,7 @@ impl<'a> RunState<'a> {
             target_accuracy: config.target_accuracy,
             wall_time_s: started.elapsed().as_secs_f64(),
             events: Vec::new(),
+            pipeline: None,
         }
     }
 }

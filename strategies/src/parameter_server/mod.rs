@@ -106,6 +106,7 @@ pub fn train(
             target_accuracy: config.target_accuracy,
             wall_time_s: started.elapsed().as_secs_f64(),
             events: timeline.into_events(),
+            pipeline: None,
         };
         return Ok(report);
     }

@@ -9,11 +9,190 @@
 pub mod memory;
 pub mod partition;
 pub mod schedule;
+mod stage_worker;
+
+use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
+use stratlab_comm::ProcessGroup;
+use stratlab_datasets::Dataset;
+use tch::nn::{self, ModuleT};
+use tch::{Device, Kind, Tensor};
 
+use crate::data_parallel::agree_any;
+use crate::evaluate::EvalSums;
+use crate::timeline::Timeline;
+use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
+use crate::{StrategyKind, TrainError, TrainObserver, TrainReport};
 pub use partition::{check_balance, plan_stages, Balance, PartitionError, StagePlan};
+pub use schedule::Schedule;
+use stage_worker::{Layout, StageWorker};
+
+/// A pipeline strategy and its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineOptions {
+    /// Which pipeline strategy.
+    pub kind: StrategyKind,
+    /// Micro-batches per batch (model-parallel runs 1).
+    pub micro_batches: usize,
+    /// How the network's stages are split.
+    pub balance: Balance,
+    /// Activation checkpointing.
+    pub checkpoint: Checkpoint,
+    /// Stages per pipeline (pp); the world holds world_size / pp replicas. Hybrid only;
+    /// the other pipelines use every rank as a stage.
+    pub stages: Option<usize>,
+}
+
+impl PipelineOptions {
+    /// `(stages, replicas)` for a world of `world_size` ranks, or why it does not divide.
+    pub fn shape(&self, world_size: usize) -> Result<(usize, usize), String> {
+        let stages = match self.kind {
+            StrategyKind::Hybrid => self.stages.ok_or("hybrid needs pipeline_stages (pp)")?,
+            _ => world_size,
+        };
+        if stages == 0 || world_size % stages != 0 {
+            return Err(format!("{world_size} workers cannot form pipelines of {stages} stages (workers = dp × pp)"));
+        }
+        Ok((stages, world_size / stages))
+    }
+}
+
+/// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
+/// with the same initial weights a single-device build has, then runs the schedule on
+/// every batch.
+pub fn train(
+    context: &TrainContext<'_>,
+    world: &ProcessGroup,
+    options: &PipelineOptions,
+    observer: &mut dyn TrainObserver,
+) -> Result<TrainReport, TrainError> {
+    let config = context.config;
+    let invalid = |field: &'static str, reason: String| TrainError::InvalidConfig { field, reason };
+    let schedule = Schedule::of(options.kind).ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", options.kind)))?;
+    let (stages, replicas) = options.shape(world.world_size()).map_err(|reason| invalid("workers", reason))?;
+    let layout = Layout::of(world.rank(), stages, replicas);
+    let device = train_loop::prepare(config)?;
+    let micro_batch = (config.batch_size / schedule.micro_batches(options.micro_batches)).max(1) as i64;
+    let plan = agree_on_plan(context.network, options, stages, micro_batch, device, world)?;
+
+    // Built whole and copied, so a stage's weights are the ones a single-device build
+    // draws from the same seed.
+    let store = {
+        let whole = nn::VarStore::new(device);
+        let _ = context.network.build(&whole.root());
+        let mut store = nn::VarStore::new(device);
+        let local = context.network.build_range(plan.ranges[layout.stage].clone(), &store.root());
+        store.copy(&whole)?;
+        (store, local)
+    };
+    let (store, local) = store;
+    let replica_group = if replicas > 1 {
+        let members: Vec<usize> = (0..replicas).map(|replica| replica * stages + layout.stage).collect();
+        Some(world.subgroup(&format!("stage{}", layout.stage), &members)?)
+    } else {
+        None
+    };
+    let worker = StageWorker {
+        world,
+        replica_group,
+        layout,
+        schedule,
+        micro_batches: options.micro_batches,
+        checkpoint: options.checkpoint,
+        spec: context.network,
+        plan,
+        local,
+        optimizer: train_loop::sgd(&store, config)?,
+        params: store.trainable_variables(),
+        device,
+        steps_done: 0,
+        warmup_steps: config.warmup_steps,
+        peak_activation_bytes: None,
+    };
+    let mut runner = PipelineStep { worker, wall_time_budget: config.budget.seconds.is_some() };
+    let mut timeline = Timeline::new(device, true);
+    let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
+    observer.on_trained(&store);
+    report.events = timeline.into_events();
+    report.pipeline = Some(runner.worker.report());
+    Ok(report)
+}
+
+/// Every rank must cut the network the same way: rank 0 plans (profiling, for `time`) and
+/// broadcasts the stage counts and predicted costs.
+fn agree_on_plan(
+    spec: &stratlab_networks::NetworkSpec,
+    options: &PipelineOptions,
+    stages: usize,
+    micro_batch: i64,
+    device: Device,
+    world: &ProcessGroup,
+) -> Result<StagePlan, TrainError> {
+    let partition_error = |error: PartitionError| TrainError::InvalidConfig { field: "balance", reason: error.to_string() };
+    let mut plan = if world.rank() == 0 || options.balance != Balance::Time {
+        plan_stages(spec, &options.balance, stages, micro_batch, device).map_err(partition_error)?
+    } else {
+        check_balance(spec.stages.len(), &options.balance, stages).map_err(partition_error)?;
+        let mut placeholder = plan_stages(spec, &Balance::Uniform, stages, micro_batch, device).map_err(partition_error)?;
+        placeholder.balance = Balance::Time;
+        placeholder.unit = "seconds".into();
+        placeholder
+    };
+    if world.world_size() > 1 {
+        let mut shared: Vec<f64> = plan.ranges.iter().map(|range| range.len() as f64).collect();
+        shared.extend(&plan.costs);
+        let mut tensor = Tensor::from_slice(&shared).to_kind(Kind::Double).to_device(world.tensor_device(device));
+        world.broadcast(&mut tensor, 0)?;
+        let shared = Vec::<f64>::try_from(tensor.to_device(Device::Cpu))?;
+        let mut start = 0;
+        plan.ranges = shared[..stages]
+            .iter()
+            .map(|&count| {
+                let range = start..start + count as usize;
+                start = range.end;
+                range
+            })
+            .collect();
+        plan.costs = shared[stages..].to_vec();
+    }
+    Ok(plan)
+}
+
+struct PipelineStep<'a> {
+    worker: StageWorker<'a>,
+    wall_time_budget: bool,
+}
+
+impl StepRunner for PipelineStep<'_> {
+    fn model(&self) -> &dyn ModuleT {
+        &self.worker.local
+    }
+
+    fn shard(&self) -> (usize, usize) {
+        (self.worker.layout.replica, self.worker.layout.replicas)
+    }
+
+    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+        self.worker.run_step(images, labels, lr, timeline)
+    }
+
+    fn evaluate(
+        &mut self,
+        test: &Arc<dyn Dataset>,
+        batch_size: usize,
+        limit: Option<usize>,
+        _device: Device,
+    ) -> Result<EvalSums, TrainError> {
+        let [loss_sum, correct, samples] = self.worker.evaluate_through(test, batch_size, limit)?;
+        Ok(EvalSums { loss_sum, correct, samples })
+    }
+
+    fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
+        agree_any(self.worker.world, self.worker.device, local_stop, self.wall_time_budget)
+    }
+}
 
 /// GPipe's activation checkpointing mode (torchgpipe's `checkpoint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -48,5 +227,38 @@ impl fmt::Display for Checkpoint {
             Checkpoint::ExceptLast => "except_last",
             Checkpoint::Never => "never",
         })
+    }
+}
+
+/// What one pipeline rank reports about its stage, next to its timeline: the plan it ran
+/// and the memory its activations took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PipelineStageReport {
+    /// Position in the pipeline, from 0.
+    pub stage: usize,
+    /// Stages in the pipeline (pp).
+    pub stages: usize,
+    /// Which data-parallel replica of the pipeline, from 0 (hybrid; 0 otherwise).
+    pub replica: usize,
+    /// Replicas of the pipeline (dp).
+    pub replicas: usize,
+    /// Micro-batches per batch as run (model-parallel runs 1).
+    pub micro_batches: usize,
+    /// The plan every rank ran (the same on all ranks).
+    pub plan: StagePlan,
+    /// Names of the network stages this rank holds.
+    pub layers: Vec<String>,
+    /// Trainable parameters of this rank's stages.
+    pub parameters: u64,
+    /// Largest growth of allocated memory over a timed step, from the step's start (weights,
+    /// gradients and optimizer state already allocated) to its peak: the activations and
+    /// buffers in flight. `None` where the allocator cannot tell.
+    pub peak_activation_bytes: Option<u64>,
+}
+
+impl PipelineStageReport {
+    /// This rank's range of network stages.
+    pub fn layer_range(&self) -> std::ops::Range<usize> {
+        self.plan.ranges[self.stage].clone()
     }
 }

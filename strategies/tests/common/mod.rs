@@ -1,0 +1,140 @@
+//! What the equivalence tests of multi-process strategies share: the configuration, data
+//! and network they train, a weight-collecting observer, child-process ranks and the
+//! comparison with single-device training.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use stratlab_comm::{free_port, Launch};
+use stratlab_datasets::{open, DataCache, Dataset, DatasetSelector, OpenOptions, Split};
+use stratlab_networks::{InputShape, NetworkSpec};
+use stratlab_strategies::{single, Budget, DeviceChoice, TrainConfig, TrainContext, TrainObserver};
+use tch::Tensor;
+
+pub const ROLE: &str = "STRATLAB_EQUIVALENCE_ROLE";
+pub const OUT: &str = "STRATLAB_EQUIVALENCE_OUT";
+pub const PER_RANK_BATCH: usize = 16;
+pub const STEPS: usize = 5;
+
+pub fn config(batch_size: usize) -> TrainConfig {
+    TrainConfig {
+        batch_size,
+        eval_batch_size: 500,
+        budget: Budget { steps: Some(STEPS), ..Budget::default() },
+        lr: 0.05,
+        warmup_steps: 1,
+        eval_samples: Some(200),
+        seed: 11,
+        device: DeviceChoice::Cpu,
+        threads: 1,
+        ..TrainConfig::default()
+    }
+}
+
+pub fn data() -> (Arc<dyn Dataset>, Arc<dyn Dataset>) {
+    let selector = DatasetSelector::synthetic("mnist").unwrap();
+    let options = OpenOptions { seed: 11, allow_fetch: false };
+    let cache = DataCache::from_env();
+    (open(&selector, Split::Train, &cache, &options).unwrap(), open(&selector, Split::Test, &cache, &options).unwrap())
+}
+
+pub fn network(train: &Arc<dyn Dataset>) -> NetworkSpec {
+    let info = train.info();
+    let input = InputShape {
+        channels: info.channels as i64,
+        height: info.height as i64,
+        width: info.width as i64,
+        classes: info.classes as i64,
+    };
+    let spec = stratlab_networks::spec("small-cnn", &input).unwrap();
+    assert!(!spec.has_batch_norm(), "the equivalence holds only without batch norm");
+    spec
+}
+
+/// Keeps the final weights.
+#[derive(Default)]
+pub struct Weights(pub Vec<(String, Tensor)>);
+
+impl TrainObserver for Weights {
+    fn on_trained(&mut self, variables: &tch::nn::VarStore) {
+        let mut named: Vec<(String, Tensor)> =
+            variables.variables().into_iter().map(|(name, t)| (name, t.detach().copy())).collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        self.0 = named;
+    }
+}
+
+/// Runs `role` on `world_size` child processes, each this test binary re-run on the test
+/// `child_test` with the role and the output folder `out` in its environment.
+pub fn run_ranks(child_test: &str, role: &str, world_size: usize, out: &Path) {
+    let port = free_port(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+    let children: Vec<_> = (0..world_size)
+        .map(|rank| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", child_test, "--test-threads=1"])
+                .envs(Launch::local_env(rank, world_size, IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+                .env(ROLE, role)
+                .env(OUT, out)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success(), "a {role} rank failed");
+    }
+}
+
+/// Where rank `rank` saves its weights under `out`.
+pub fn weights_path(out: &Path, rank: usize) -> PathBuf {
+    out.join(format!("rank{rank}.pt"))
+}
+
+/// Saves `weights` (what a rank holds) for the parent.
+pub fn save_weights(weights: &Weights, path: &Path) {
+    Tensor::save_multi(&weights.0.iter().map(|(n, t)| (n.as_str(), t)).collect::<Vec<_>>(), path).unwrap();
+}
+
+/// The weights saved by `ranks` under `out`, merged by name (replicas hold the same names;
+/// the first rank's copy is kept) and sorted.
+pub fn load_weights(out: &Path, ranks: impl IntoIterator<Item = usize>) -> Vec<(String, Tensor)> {
+    let mut merged: Vec<(String, Tensor)> = Vec::new();
+    for rank in ranks {
+        for (name, tensor) in Tensor::load_multi(weights_path(out, rank)).unwrap() {
+            if !merged.iter().any(|(known, _)| *known == name) {
+                merged.push((name, tensor));
+            }
+        }
+    }
+    merged.sort_by(|a, b| a.0.cmp(&b.0));
+    merged
+}
+
+/// libtorch's seed is process-global: tests training in this process take turns, or one
+/// test's initialisation would draw from another's random stream.
+pub static IN_PROCESS_TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub fn single_weights(global_batch: usize) -> Vec<(String, Tensor)> {
+    let _turn = IN_PROCESS_TRAINING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let (train, test) = data();
+    let spec = network(&train);
+    let config = config(global_batch);
+    let context = TrainContext { network: &spec, train, test, config: &config };
+    let mut weights = Weights::default();
+    single::train(&context, &mut weights).unwrap();
+    weights.0
+}
+
+pub fn assert_same_weights(strategy: &str, got: &[(String, Tensor)], expected: &[(String, Tensor)]) {
+    assert_eq!(got.len(), expected.len());
+    let initial_scale = 1e-3;
+    for ((name, a), (other, b)) in got.iter().zip(expected) {
+        assert_eq!(name, other);
+        let difference = (a - b).norm().double_value(&[]);
+        let scale = b.norm().double_value(&[]).max(initial_scale);
+        assert!(difference / scale <= 1e-5, "{strategy}: {name} differs by {:.3e} relative", difference / scale);
+    }
+}
+
