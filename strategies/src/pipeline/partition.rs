@@ -1,4 +1,13 @@
-//! STUB — replaced by the partitioner work (see the helper's brief). Contract only.
+//! Pipeline partitioning: which consecutive network stages each pipeline stage (worker)
+//! holds, chosen by a [`Balance`] and checked before anything is built.
+//!
+//! Every balance but `uniform` and an explicit list first puts a cost on each network stage
+//! ([`stage_costs`]), then cuts the stage list into the contiguous parts whose largest cost
+//! is smallest ([`linear_partition`]): a pipeline runs at the pace of its slowest stage.
+
+mod linear;
+mod profile;
+mod saved;
 
 use std::fmt;
 use std::ops::Range;
@@ -6,6 +15,14 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
 use tch::Device;
+
+pub use linear::linear_partition;
+pub use profile::PROFILE_REPEATS;
+pub use saved::{activation_bytes_per_sample, ActivationBytes};
+
+/// Bytes per parameter the `size` balance charges: the f32 weight, its gradient and SGD's
+/// momentum buffer (every strategy trains with momentum SGD, see `train_loop::sgd`).
+pub const SIZE_BYTES_PER_PARAMETER: u64 = 3 * std::mem::size_of::<f32>() as u64;
 
 /// How a pipeline's stages are split among workers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,41 +79,165 @@ impl StagePlan {
     pub fn predicted_imbalance(&self) -> f64 {
         let mean = self.costs.iter().sum::<f64>() / self.costs.len().max(1) as f64;
         let max = self.costs.iter().copied().fold(0.0, f64::max);
-        if mean > 0.0 { max / mean - 1.0 } else { 0.0 }
+        if mean > 0.0 {
+            max / mean - 1.0
+        } else {
+            0.0
+        }
     }
+}
+
+/// A cost per network stage, and what it counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageCosts {
+    /// One cost per network stage, in order.
+    pub per_stage: Vec<f64>,
+    /// `stages`, `parameters`, `seconds` or `bytes`.
+    pub unit: &'static str,
+}
+
+/// Stages per part under `uniform`: part `i` of `parts` gets `n / parts` stages plus one
+/// if `i < n % parts` (earlier parts take the remainder).
+pub fn uniform_counts(stage_count: usize, parts: usize) -> Vec<usize> {
+    (0..parts).map(|i| stage_count / parts + usize::from(i < stage_count % parts)).collect()
 }
 
 /// Checks that `balance` can split `stage_count` network stages into `parts` without
 /// building or profiling anything (what the planner uses to mark a trial infeasible).
 pub fn check_balance(stage_count: usize, balance: &Balance, parts: usize) -> Result<(), PartitionError> {
-    if parts == 0 || parts > stage_count {
-        return Err(PartitionError(format!("{parts} pipeline stages requested but the network has {stage_count} stages")));
+    let fail = |reason: String| Err(PartitionError(reason));
+    if parts == 0 {
+        return fail("0 pipeline stages requested; a pipeline needs at least 1".into());
+    }
+    if parts > stage_count {
+        return fail(format!(
+            "{parts} pipeline stages requested but the network has only {stage_count} stages to split"
+        ));
     }
     if let Balance::Explicit(list) = balance {
-        if list.len() != parts || list.iter().sum::<usize>() != stage_count || list.contains(&0) {
-            return Err(PartitionError(format!("balance {balance} must list {parts} positive counts summing to {stage_count}")));
+        if list.len() != parts {
+            return fail(format!("balance {balance} lists {} pipeline stages but {parts} were requested", list.len()));
+        }
+        if let Some(empty) = list.iter().position(|&count| count == 0) {
+            return fail(format!(
+                "balance {balance} gives pipeline stage {empty} no network stages; every count must be at least 1"
+            ));
+        }
+        let sum: usize = list.iter().sum();
+        if sum != stage_count {
+            return fail(format!(
+                "balance {balance} sums to {sum} but must sum to {stage_count}, the network's stage count"
+            ));
         }
     }
     Ok(())
 }
 
+/// Puts a cost on every network stage of `spec` as `balance` measures it:
+///
+/// - `uniform`: 1 per stage (unit `stages`);
+/// - `parameters` and explicit lists: trainable parameters (unit `parameters`), so an
+///   explicit list's predicted imbalance still says how lopsided it is;
+/// - `time`: median forward+backward seconds of one micro-batch of `micro_batch` samples
+///   on `device` (unit `seconds`; see *Time* below);
+/// - `size`: bytes one micro-batch needs (unit `bytes`): [`SIZE_BYTES_PER_PARAMETER`] per
+///   parameter, plus the stage's output and the tensors autograd keeps inside the stage
+///   ([`activation_bytes_per_sample`]), both for `micro_batch` samples.
+///
+/// # Time
+///
+/// Builds the whole network in a throwaway VarStore on `device` and runs every stage once
+/// to warm up, then [`PROFILE_REPEATS`] timed passes, the device synchronised before each
+/// clock read; the cost is the median. Inputs are ones of the stage's input shape (the
+/// previous stage's output), requiring a gradient from the second stage on, as a pipeline
+/// worker's received activations do. Building draws initial weights from libtorch's global
+/// generator, so plan *before* seeding the weights a trial trains.
+///
+/// # Size
+///
+/// An estimate from the ops, not a measurement: one micro-batch's activations and SGD
+/// state, with no allocator caching, workspaces or fragmentation, and with no extra copy
+/// of a pipeline worker's received input; a schedule that keeps several micro-batches in
+/// flight (GPipe without checkpointing) holds several times the activation part.
+/// torchgpipe's `balance_by_size` instead profiles the CUDA memory a sample micro-batch
+/// allocates, which needs the device and a run.
+pub fn stage_costs(
+    spec: &NetworkSpec,
+    balance: &Balance,
+    micro_batch: i64,
+    device: Device,
+) -> Result<StageCosts, PartitionError> {
+    // Parameters and per-sample shapes: batch 1, whatever the micro-batch.
+    let analyze = || spec.analyze(1).map_err(|error| PartitionError(format!("cannot analyse {}: {error}", spec.name)));
+    let micro_batch_checked = || {
+        if micro_batch < 1 {
+            return Err(PartitionError(format!(
+                "balance {balance} needs a micro-batch of at least 1 sample, got {micro_batch}"
+            )));
+        }
+        Ok(micro_batch)
+    };
+    let (per_stage, unit) = match balance {
+        Balance::Uniform => (vec![1.0; spec.stages.len()], "stages"),
+        Balance::Parameters | Balance::Explicit(_) => {
+            (analyze()?.stages.iter().map(|s| s.parameters as f64).collect(), "parameters")
+        }
+        Balance::Time => (profile::stage_seconds(spec, micro_batch_checked()?, device)?, "seconds"),
+        Balance::Size => {
+            let batch = micro_batch_checked()? as u64;
+            let analysis = analyze()?;
+            let mut input = spec.input.sample_dims();
+            let mut per_stage = Vec::with_capacity(spec.stages.len());
+            for (stage, row) in spec.stages.iter().zip(&analysis.stages) {
+                let activation = activation_bytes_per_sample(&stage.block, &input)
+                    .map_err(|reason| PartitionError(format!("stage `{}`: {reason}", stage.name)))?;
+                let bytes = row.parameters * SIZE_BYTES_PER_PARAMETER + activation.total() * batch;
+                per_stage.push(bytes as f64);
+                input = row.output_shape[1..].to_vec();
+            }
+            (per_stage, "bytes")
+        }
+    };
+    Ok(StageCosts { per_stage, unit })
+}
+
 /// Splits `spec` into `parts` pipeline stages by `balance` for micro-batches of
 /// `micro_batch` samples on `device` (`time` profiles there).
+///
+/// `uniform` and explicit lists take their counts as given; the other balances cut
+/// [`stage_costs`] with [`linear_partition`]. The plan's `costs` sum each part's
+/// network-stage costs.
 pub fn plan_stages(
     spec: &NetworkSpec,
     balance: &Balance,
     parts: usize,
-    _micro_batch: i64,
-    _device: Device,
+    micro_batch: i64,
+    device: Device,
 ) -> Result<StagePlan, PartitionError> {
     let n = spec.stages.len();
     check_balance(n, balance, parts)?;
-    let counts: Vec<usize> = match balance {
-        Balance::Explicit(list) => list.clone(),
-        _ => (0..parts).map(|i| n / parts + usize::from(i < n % parts)).collect(),
+    let costs = stage_costs(spec, balance, micro_batch, device)?;
+    let ranges = match balance {
+        Balance::Uniform => ranges_from_counts(&uniform_counts(n, parts)),
+        Balance::Explicit(list) => ranges_from_counts(list),
+        _ => linear_partition(&costs.per_stage, parts),
     };
-    let mut start = 0;
-    let ranges: Vec<Range<usize>> = counts.iter().map(|&c| { let r = start..start + c; start += c; r }).collect();
-    let costs = counts.iter().map(|&c| c as f64).collect();
-    Ok(StagePlan { balance: balance.clone(), ranges, costs, unit: "stages".into() })
+    let part_costs = ranges.iter().map(|range| costs.per_stage[range.clone()].iter().sum()).collect();
+    Ok(StagePlan { balance: balance.clone(), ranges, costs: part_costs, unit: costs.unit.to_string() })
 }
+
+/// Consecutive ranges of the given lengths, starting at 0.
+fn ranges_from_counts(counts: &[usize]) -> Vec<Range<usize>> {
+    let mut start = 0;
+    counts
+        .iter()
+        .map(|&count| {
+            let range = start..start + count;
+            start += count;
+            range
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
