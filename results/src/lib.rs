@@ -2,7 +2,7 @@
 //!
 //! Layout (see `results/README.md`): `runs/<run_id>/` holds `fingerprint.json`,
 //! `suite.yaml` and one folder per table (`trials/`, `epochs/`, `steps/`, `telemetry/`,
-//! `events/`, `rank_breakdown/`) with one `<trial_id>.parquet` per finished trial, plus
+//! `events/`, `rank_breakdown/`, `pipeline_stages/`) with one `<trial_id>.parquet` per finished trial, plus
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
 //! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead.
@@ -20,6 +20,7 @@ mod fingerprint;
 mod intervals;
 pub mod nonfinite;
 mod outcome;
+mod pipeline_stage;
 mod probe_row;
 mod rank_breakdown;
 mod rows;
@@ -35,6 +36,7 @@ pub use event_row::EventRow;
 pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use outcome::{Outcome, UnknownOutcome};
+pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec, UnknownProbeKind};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};

@@ -14,18 +14,19 @@ use polars::prelude::{
 
 use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
 use crate::{
-    chrome_trace, to_frame, EpochRow, EventRow, ExportFormat, Fingerprint, ProbeRow, RankBreakdownRow, StepRow,
-    StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
+    chrome_trace, to_frame, EpochRow, EventRow, ExportFormat, Fingerprint, PipelineStageRow, ProbeRow,
+    RankBreakdownRow, StepRow, StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
 /// The run's tables, in the order they are exported: the per-trial ones, then `probes`.
-pub const TABLE_NAMES: [&str; 7] = [
+pub const TABLE_NAMES: [&str; 8] = [
     TrialRow::NAME,
     EpochRow::NAME,
     StepRow::NAME,
     TelemetryRow::NAME,
     EventRow::NAME,
     RankBreakdownRow::NAME,
+    PipelineStageRow::NAME,
     ProbeRow::NAME,
 ];
 
@@ -175,7 +176,7 @@ impl RunStore {
     /// the earlier trace. Empty slices still write a part (with zero rows), so "all parts
     /// exist" holds for every finished trial.
     pub fn write_trial(&self, tables: TrialTables<'_>) -> Result<(), StoreError> {
-        let TrialTables { trial, epochs, steps, telemetry, events, rank_breakdown } = tables;
+        let TrialTables { trial, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages } = tables;
         let id = trial.trial_id.as_str();
         check_trial_id(id)?;
         check_rows(id, epochs)?;
@@ -183,12 +184,14 @@ impl RunStore {
         check_rows(id, telemetry)?;
         check_rows(id, events)?;
         check_rows(id, rank_breakdown)?;
+        check_rows(id, pipeline_stages)?;
         remove_if_present(&self.part_path(TrialRow::NAME, id))?;
         self.write_part(id, epochs)?;
         self.write_part(id, steps)?;
         self.write_part(id, telemetry)?;
         self.write_part(id, events)?;
         self.write_part(id, rank_breakdown)?;
+        self.write_part(id, pipeline_stages)?;
         self.write_trace(id, events)?;
         self.write_part(id, std::slice::from_ref(trial))
     }
@@ -230,6 +233,7 @@ impl RunStore {
             TelemetryRow::NAME => self.load_table::<TelemetryRow>(),
             EventRow::NAME => self.load_table::<EventRow>(),
             RankBreakdownRow::NAME => self.load_table::<RankBreakdownRow>(),
+            PipelineStageRow::NAME => self.load_table::<PipelineStageRow>(),
             ProbeRow::NAME => self.load_table::<ProbeRow>(),
             other => Err(StoreError::UnknownTable { name: other.to_owned() }),
         }
@@ -267,23 +271,23 @@ impl RunStore {
             if finished.as_ref().is_some_and(|ids| !ids.contains(&id)) {
                 continue;
             }
-            let file = File::open(&path).map_err(io_error(&path))?;
-            let part = ParquetReader::new(file)
-                .finish()
-                .map_err(|source| StoreError::Polars { path: path.clone(), source })?;
-            let part = with_added_columns(part, &schema).map_err(|source| StoreError::Polars { path: path.clone(), source })?;
-            if part.schema().as_ref() != &schema {
-                return Err(StoreError::SchemaMismatch {
-                    path,
-                    table: T::NAME,
-                    expected: describe(&schema),
-                    found: describe(part.schema()),
-                });
-            }
+            let part = read_part::<T>(&path)?;
             frame.vstack_mut_owned(part).map_err(|source| StoreError::Polars { path, source })?;
         }
         frame.rechunk_mut();
         Ok(frame)
+    }
+
+    /// The rows of per-trial table `T` of one finished trial, read from that trial's part
+    /// alone, so a large table (`events`) need not be loaded whole for one trial. Empty when
+    /// the trial is not finished or has no part of the table (a run from before it existed).
+    pub fn load_trial_rows<T: Table>(&self, trial_id: &str) -> Result<Vec<T>, StoreError> {
+        check_trial_id(trial_id)?;
+        let path = self.part_path(T::NAME, trial_id);
+        if !self.part_path(TrialRow::NAME, trial_id).is_file() || !path.is_file() {
+            return Ok(Vec::new());
+        }
+        super::from_frame(&read_part::<T>(&path)?)
     }
 
     /// Writes one part of a table atomically: a trial's (named by its id) or a run-level one.
@@ -301,11 +305,17 @@ impl RunStore {
     }
 
     /// Finished parts of a table as (part name, path), sorted by name; temp files are
-    /// skipped. A per-trial table's part name is its trial id.
+    /// skipped. A per-trial table's part name is its trial id. A run written before the
+    /// table existed may lack its folder: that is a table without parts, not an error.
     fn part_files(&self, table: &str) -> Result<Vec<(String, PathBuf)>, StoreError> {
         let dir = self.run_dir.join(table);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::Io { path: dir, source: e }),
+        };
         let mut parts = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_error(&dir))? {
+        for entry in entries {
             let entry = entry.map_err(io_error(&dir))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -411,6 +421,25 @@ mod tests {
         assert!(check_trial_id(".hidden").is_err());
         assert!(check_trial_id("a/b").is_err());
     }
+}
+
+/// One Parquet part of table `T`, with columns added since it was written filled with
+/// nulls; any other difference from `T::schema()` is an error naming the file.
+fn read_part<T: Table>(path: &Path) -> Result<DataFrame, StoreError> {
+    let schema = T::schema();
+    let polars_error = |source| StoreError::Polars { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(io_error(path))?;
+    let part = ParquetReader::new(file).finish().map_err(polars_error)?;
+    let part = with_added_columns(part, &schema).map_err(polars_error)?;
+    if part.schema().as_ref() != &schema {
+        return Err(StoreError::SchemaMismatch {
+            path: path.to_path_buf(),
+            table: T::NAME,
+            expected: describe(&schema),
+            found: describe(part.schema()),
+        });
+    }
+    Ok(part)
 }
 
 /// A part written before columns were added to its table gets them as nulls, in schema

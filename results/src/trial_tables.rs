@@ -1,6 +1,6 @@
 //! Everything one finished trial writes, handed to `RunStore::write_trial` in one piece.
 
-use crate::{EpochRow, EventRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
+use crate::{EpochRow, EventRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
 
 /// The rows of one trial for every per-trial table: grouped so adding a table adds a field
 /// instead of another positional argument at every call site.
@@ -21,11 +21,22 @@ pub struct TrialTables<'a> {
     pub events: &'a [EventRow],
     /// Per-rank step-time breakdown (see [`crate::rank_breakdown()`]).
     pub rank_breakdown: &'a [RankBreakdownRow],
+    /// One row per pipeline rank (see [`crate::pipeline_stage_rows()`]); empty for
+    /// strategies that do not cut the network into stages.
+    pub pipeline_stages: &'a [PipelineStageRow],
 }
 
 impl<'a> TrialTables<'a> {
     /// The trial row with every other table empty.
     pub fn new(trial: &'a TrialRow) -> TrialTables<'a> {
-        TrialTables { trial, epochs: &[], steps: &[], telemetry: &[], events: &[], rank_breakdown: &[] }
+        TrialTables {
+            trial,
+            epochs: &[],
+            steps: &[],
+            telemetry: &[],
+            events: &[],
+            rank_breakdown: &[],
+            pipeline_stages: &[],
+        }
     }
 }

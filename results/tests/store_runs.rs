@@ -186,8 +186,8 @@ fn run_folder_has_the_documented_layout() {
     // 20261122T214501Z-default
     assert_eq!(id.len(), "20261122T214501Z-default".len(), "{id}");
     assert!(id.ends_with("Z-default"), "{id}");
-    for name in ["fingerprint.json", "suite.yaml", "trials", "epochs", "steps", "telemetry", "events", "rank_breakdown"]
-    {
+    let tables = ["trials", "epochs", "steps", "telemetry", "events", "rank_breakdown", "pipeline_stages"];
+    for name in ["fingerprint.json", "suite.yaml"].into_iter().chain(tables) {
         assert!(store.run_dir().join(name).exists(), "{name} missing");
     }
     assert_eq!(fs::read_to_string(store.run_dir().join("suite.yaml")).expect("suite copy"), "name: default\n");
@@ -250,11 +250,12 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
         ("telemetry", 9),
         ("events", 0),
         ("rank_breakdown", 0),
+        ("pipeline_stages", 0),
         ("probes", 0),
     ];
 
     let csv_files = store.export(ExportFormat::Csv, &dir.path().join("csv")).expect("csv export");
-    assert_eq!(csv_files.len(), 7);
+    assert_eq!(csv_files.len(), expected.len());
     for (path, (table, rows)) in csv_files.iter().zip(expected) {
         assert!(path.ends_with(format!("{table}.csv")), "{}", path.display());
         let frame = CsvReadOptions::default()
@@ -284,7 +285,7 @@ fn parts_stored_before_a_column_was_added_read_back_with_it_null() {
     store.write_trial(TrialTables { steps: &steps, ..TrialTables::new(&trial_row) }).unwrap();
     // Rewrite the steps part as an older build wrote it: without the communication columns.
     let part = std::fs::read_dir(store.run_dir().join("steps")).unwrap().next().unwrap().unwrap().path();
-    let mut frame = polars::prelude::ParquetReader::new(std::fs::File::open(&part).unwrap()).finish().unwrap();
+    let frame = polars::prelude::ParquetReader::new(std::fs::File::open(&part).unwrap()).finish().unwrap();
     let mut old = frame.drop_many(["comm_bytes", "comm_s"]);
     polars::prelude::ParquetWriter::new(std::fs::File::create(&part).unwrap()).finish(&mut old).unwrap();
     let read: Vec<StepRow> = store.load_rows().unwrap();

@@ -5,31 +5,13 @@ mod common;
 
 use std::fs;
 
-use common::{assert_schema_matches_serde, fingerprint, new_store, trial};
+use common::{assert_schema_matches_serde, event, fingerprint, new_store, trial};
 use polars::prelude::DataType;
 use serde_json::Value;
 use stratlab_results::{
     chrome_trace, rank_breakdown, EventKind, EventRow, ProbeKind, ProbeRow, ProbeSpec, RankBreakdownRow, RunStore,
     Table, TrialTables, TABLE_NAMES,
 };
-
-/// An event of `rank` in `step`, on the lane its kind usually runs on.
-fn event(rank: u32, step: u64, kind: EventKind, start_s: f64, end_s: f64) -> EventRow {
-    let lane = if kind.is_communication() { "comm" } else { "compute" };
-    EventRow {
-        run_id: "r".into(),
-        trial_id: "t".into(),
-        rank,
-        step,
-        micro_batch: None,
-        kind: kind.name().into(),
-        name: String::new(),
-        start_s,
-        end_s,
-        bytes: kind.is_communication().then_some(4 << 20),
-        lane: lane.into(),
-    }
-}
 
 /// The events of one trial of run `run_id`, with labels and micro-batches set on some.
 fn trial_events(run_id: &str, trial_id: &str) -> Vec<EventRow> {

@@ -1,10 +1,13 @@
 //! Fixtures shared by the store's integration tests: a fingerprint, a full trial row, a
 //! fresh run, and the schema-versus-serde check every table must pass.
 
+// Each test file uses its own part of the fixtures.
+#![allow(dead_code)]
+
 use std::fs;
 use std::path::Path;
 
-use stratlab_results::{Fingerprint, RunStore, Table, TrialRow};
+use stratlab_results::{EventKind, EventRow, Fingerprint, RunStore, Table, TrialRow};
 
 /// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
 pub fn fingerprint() -> Fingerprint {
@@ -74,6 +77,25 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         wall_time_s: 40.2,
         started_at: "2026-11-22T21:45:01Z".into(),
         finished_at: "2026-11-22T21:45:41Z".into(),
+    }
+}
+
+/// An event of `rank` in `step` of trial `t` of run `r`, on the lane its kind usually runs
+/// on; communication moves 4 MiB.
+pub fn event(rank: u32, step: u64, kind: EventKind, start_s: f64, end_s: f64) -> EventRow {
+    let lane = if kind.is_communication() { "comm" } else { "compute" };
+    EventRow {
+        run_id: "r".into(),
+        trial_id: "t".into(),
+        rank,
+        step,
+        micro_batch: None,
+        kind: kind.name().into(),
+        name: String::new(),
+        start_s,
+        end_s,
+        bytes: kind.is_communication().then_some(4 << 20),
+        lane: lane.into(),
     }
 }
 
