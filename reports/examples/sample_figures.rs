@@ -17,6 +17,8 @@ fn main() -> Result<(), ReportError> {
     written.extend(time_to_accuracy(&common::time_to_accuracy_input(), &target("time_to_accuracy"))?);
     written.extend(loss_curves(&common::loss_curves_input(), &target("loss_curves"))?);
     written.extend(pipeline_timeline(&common::gpipe_timeline(), &target("pipeline_timeline"))?);
+    written.extend(pipeline_timeline(&common::recompute_timeline(), &target("pipeline_timeline_recompute"))?);
+    written.extend(pipeline_bubble(&common::pipeline_bubble_input(), &target("pipeline_bubble"))?);
     written.extend(step_breakdown(&common::step_breakdown_input(), &target("step_breakdown"))?);
     for path in written {
         println!("{}", path.display());

@@ -1,7 +1,8 @@
 //! Paper-style figures from a run's prepared numbers (SPEC §8): speedup bars and scaling
 //! lines (thesis figs. 3.1, 3.2), throughput and epoch time, time-to-accuracy and loss
-//! curves, device utilisation and memory (seed 000 figs. 7–18), and pipeline timelines
-//! (thesis figs. 2.5, 6.1, 7.2), and each rank's step-time breakdown (Holistic Trace Analysis).
+//! curves, device utilisation and memory (seed 000 figs. 7–18), pipeline timelines
+//! (thesis figs. 2.5, 6.1, 7.2) and the bubble against micro-batches, and each rank's
+//! step-time breakdown (Holistic Trace Analysis).
 //!
 //! Each figure kind is one function in its own file, taking small named structs and a
 //! [`FigureTarget`], writing SVG and PNG, and returning the paths written. Failed trials are
@@ -28,6 +29,7 @@ pub use aggregate::{aggregate_run, RunAggregates};
 pub use figure_target::FigureTarget;
 pub use figures::device_usage::{device_usage, DeviceUsageBar};
 pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
+pub use figures::pipeline_bubble::{pipeline_bubble, BubblePoint, PipelineBubble};
 pub use figures::pipeline_timeline::{pipeline_timeline, EventKind, Timeline, TimelineEvent};
 pub use figures::scaling::{speedup_scaling, ScalingPoint};
 pub use figures::speedup_bars::{speedup_bars, SpeedupBar};

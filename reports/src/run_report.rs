@@ -6,19 +6,19 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use stratlab_results::{Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
+use stratlab_results::{EventRow, Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
 
 use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;
 use crate::figures::unique_in_order;
 use crate::tables::{
-    device_usage_table, loss_table, matrix_for_terminal, results_matrix, speedup_table, step_breakdown_table,
-    throughput_table, time_to_accuracy_table, SummaryTable,
+    device_usage_table, loss_table, matrix_for_terminal, pipeline_stages_table, results_matrix, speedup_table,
+    step_breakdown_table, throughput_table, time_to_accuracy_table, SummaryTable,
 };
 use crate::{
-    device_usage, loss_curves, speedup_bars, speedup_scaling, step_breakdown, throughput, time_to_accuracy,
-    write_report_html, FailedTrial, FigureTarget, Format, HtmlTable, ReportError, ReportFigure, ReportPage,
-    ReportSection,
+    device_usage, loss_curves, pipeline_bubble, pipeline_timeline, speedup_bars, speedup_scaling, step_breakdown,
+    throughput, time_to_accuracy, write_report_html, FailedTrial, FigureTarget, Format, HtmlTable, ReportError,
+    ReportFigure, ReportPage, ReportSection,
 };
 
 /// What was written for a run.
@@ -66,6 +66,9 @@ pub fn write_run_report(run_dir: &Path, out_dir: &Path, format: Format) -> Resul
     }
     if !aggregates.step_breakdown.is_empty() {
         sections.push(step_breakdown_section(&aggregates, &figure, &mut tables)?);
+    }
+    if !aggregates.pipelines.is_empty() {
+        sections.push(pipeline_section(&aggregates, &store, &figure, &mut tables)?);
     }
 
     let mut table_files = Vec::new();
@@ -255,6 +258,52 @@ fn step_breakdown_section(
     ))
 }
 
+/// Thesis figs. 2.5, 6.1 and 7.2 and the GPipe paper's bubble curve: each pipeline trial's
+/// stages, one timed step of each as a timeline, and the bubble against m where a run has
+/// several micro-batch counts.
+fn pipeline_section(
+    aggregates: &RunAggregates,
+    store: &RunStore,
+    figure: &dyn Fn(&str) -> FigureTarget,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let mut figures = Vec::new();
+    for chart in aggregates.pipeline_bubbles() {
+        let stem =
+            format!("pipeline_bubble_{}_{}_p{}", file_part(&chart.network), file_part(&chart.dataset), chart.stages);
+        let alt = format!(
+            "Pipeline bubble against micro-batches, {} on {} with {} stages: theoretical line, measured markers",
+            chart.network, chart.dataset, chart.stages
+        );
+        figures.extend(embed(pipeline_bubble(&chart, &figure(&stem))?, alt));
+    }
+    for pipeline in &aggregates.pipelines {
+        let trial_id = &pipeline.trial.trial_id;
+        let events: Vec<EventRow> =
+            store.load_trial_rows(trial_id).map_err(|source| ReportError::Load { table: EventRow::NAME, source })?;
+        let Some(timeline) = pipeline.timeline(&events) else { continue };
+        let alt = format!("Pipeline timeline, ranks against time: {}", timeline.title);
+        figures.extend(embed(
+            pipeline_timeline(&timeline, &figure(&format!("pipeline_timeline_{}", file_part(trial_id))))?,
+            alt,
+        ));
+    }
+    Ok(section(
+        "pipelines",
+        "Pipelines",
+        "Per pipeline trial and stage, over the steps after warm-up: the layers the partitioner \
+         gave the stage, its imbalance (slowest ÷ mean stage − 1) as the partitioner predicted \
+         and as measured from forward, backward and recompute time (a hybrid stage's replicas \
+         averaged), and the bubble: the share of the step, from the pipeline's first pass to \
+         its last, in which the stage computed nothing, next to (p − 1)/(m + p − 1). Timelines \
+         show the first step after warm-up, a row per rank: F forward, R recompute \
+         (cross-hatched), B backward, numbered by micro-batch.",
+        figures,
+        pipeline_stages_table(aggregates)?,
+        tables,
+    ))
+}
+
 /// The page section of one figure kind; its table joins the report's tables.
 fn section(
     id: &str,
@@ -345,11 +394,13 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
             mixed.len()
         ));
     }
-    notes.push(
-        "Pipeline timelines and bubble shares appear once the run holds multi-worker strategies \
-         that record events."
-            .to_owned(),
-    );
+    if aggregates.pipelines.is_empty() {
+        notes.push(
+            "Pipeline timelines and bubble shares appear once the run holds multi-worker strategies \
+             that record events."
+                .to_owned(),
+        );
+    }
     Ok(notes)
 }
 

@@ -337,7 +337,8 @@ fn gpipe_bubble_of_two_stages_and_four_micro_batches() {
             events.push(event(EventKind::Backward, backward));
         }
     }
-    let timeline = Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, events };
+    let timeline =
+        Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, worker_labels: Vec::new(), events };
     let share = bubble_share(&timeline);
     assert!((share.measured - 0.2).abs() < 1e-12, "{share:?}");
     assert!((share.theoretical.expect("a pipeline") - 0.2).abs() < 1e-12);

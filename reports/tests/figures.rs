@@ -215,6 +215,63 @@ fn gpipe_timeline_shows_every_pass_and_the_bubble() {
 }
 
 #[test]
+fn recomputed_passes_are_labelled_and_cross_hatched_on_named_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = pipeline_timeline(&recompute_timeline(), &FigureTarget::new(dir.path(), "recompute")).unwrap();
+    let (svg, png) = outputs(&written, dir.path(), "recompute");
+    let all = texts(&svg);
+    for pass in ["R0", "R1", "F0", "B1"] {
+        assert!(all.iter().any(|t| t == pass), "no {pass}: {all:?}");
+    }
+    assert_labels(&svg, &["stage 0", "stage 1", "recompute (R)", "pale cross-hatched: recompute", "send/receive"]);
+    assert!(!all.iter().any(|t| t.starts_with("worker")), "rows carry their given names");
+    assert_fonts_readable(&svg);
+    assert_png_is_a_figure(&png);
+
+    // Without recompute the legend and subtitle do not mention it.
+    let svg = std::fs::read_to_string(
+        &pipeline_timeline(&gpipe_timeline(), &FigureTarget::new(dir.path(), "plain").with_formats(&[Format::Svg]))
+            .unwrap()[0],
+    )
+    .unwrap();
+    assert!(!svg.contains("recompute"));
+}
+
+#[test]
+fn pipeline_bubble_draws_the_theoretical_curve_and_a_marker_per_schedule_and_m() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = pipeline_bubble(&pipeline_bubble_input(), &FigureTarget::new(dir.path(), "bubble")).unwrap();
+    let (svg, png) = outputs(&written, dir.path(), "bubble");
+    assert_labels(
+        &svg,
+        &[
+            "resnet50 / imagenet, p = 4",
+            "theoretical (p − 1)/(m + p − 1), p = 4",
+            "gpipe",
+            "1f1b",
+            "OOM",
+            "micro-batches per step m",
+            "bubble (% of the step)",
+            "16",
+        ],
+    );
+    // 9 measured points: a white backing and a dot each.
+    assert!(count(&svg, "circle") >= 18, "{} circles", count(&svg, "circle"));
+    assert_fonts_readable(&svg);
+    assert_png_is_a_figure(&png);
+
+    let mut input = pipeline_bubble_input();
+    input.points[3].micro_batches = 0;
+    let err = pipeline_bubble(&input, &FigureTarget::new(dir.path(), "never")).unwrap_err();
+    assert!(err.to_string().contains("points[3].micro_batches"), "{err}");
+    input.points.clear();
+    assert!(matches!(
+        pipeline_bubble(&input, &FigureTarget::new(dir.path(), "never")),
+        Err(ReportError::Empty { figure: "pipeline_bubble" })
+    ));
+}
+
+#[test]
 fn step_breakdown_stacks_compute_exposed_communication_and_idle_per_rank() {
     let dir = tempfile::tempdir().unwrap();
     let written = step_breakdown(&step_breakdown_input(), &FigureTarget::new(dir.path(), "breakdown")).unwrap();

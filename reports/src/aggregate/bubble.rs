@@ -17,10 +17,10 @@ pub struct BubbleShare {
 }
 
 /// The bubble of GPipe (and of 1F1B, which reorders but keeps it) with `stages` stages and
-/// `micro_batches` micro-batches of equal cost; `None` when either is zero.
+/// `micro_batches` micro-batches of equal cost ([`stratlab_results::theoretical_bubble`],
+/// the one definition); `None` when either is zero (not a pipeline).
 pub fn gpipe_bubble(stages: u32, micro_batches: u32) -> Option<f64> {
-    (stages > 0 && micro_batches > 0)
-        .then(|| f64::from(stages - 1) / (f64::from(micro_batches) + f64::from(stages) - 1.0))
+    (stages > 0 && micro_batches > 0).then(|| stratlab_results::theoretical_bubble(stages, micro_batches))
 }
 
 /// Measured and theoretical bubble of `timeline`. The stage count is the timeline's worker
@@ -68,8 +68,12 @@ mod tests {
             start_s,
             end_s,
         };
-        let timeline =
-            Timeline { title: "dp".into(), workers: 2, events: vec![event(0, 0.0, 4.0), event(1, 1.0, 4.0)] };
+        let timeline = Timeline {
+            title: "dp".into(),
+            workers: 2,
+            worker_labels: Vec::new(),
+            events: vec![event(0, 0.0, 4.0), event(1, 1.0, 4.0)],
+        };
         let share = bubble_share(&timeline);
         assert_eq!(share.theoretical, None);
         assert!((share.measured - 0.125).abs() < 1e-12);

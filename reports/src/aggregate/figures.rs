@@ -1,10 +1,15 @@
 //! The aggregates as the figures' inputs: whatever the run holds is drawn, failures included.
 
-use super::{CellKey, RunAggregates};
+use super::cells::NOT_RECORDED;
+use super::{CellKey, PipelineTrial, RunAggregates};
 use crate::{
-    AccuracyCurve, DeviceUsageBar, LossCurve, LossCurves, ScalingPoint, SpeedupBar, StepBreakdownBar, StepSegments,
-    ThroughputBar, TimeToAccuracy,
+    AccuracyCurve, BubblePoint, DeviceUsageBar, Failure, LossCurve, LossCurves, Outcome, PipelineBubble, ScalingPoint,
+    SpeedupBar, Stat, StepBreakdownBar, StepSegments, ThroughputBar, TimeToAccuracy,
 };
+
+/// The schedules whose bubble the arithmetic (p − 1) ÷ (m + p − 1) describes: synchronous,
+/// flushed every step.
+const FLUSHED_SCHEDULES: [&str; 2] = ["gpipe", "1f1b"];
 
 impl RunAggregates {
     /// Speedup bars of every cell with W > 1, ordered by W; a run with only W = 1 gives its
@@ -161,5 +166,61 @@ impl RunAggregates {
                 }),
             })
             .collect()
+    }
+
+    /// One figure per network, data set and stage count in which `gpipe` or `1f1b` trials
+    /// ran with more than one micro-batch count: a point per schedule and count, the `ok`
+    /// trials' measured bubbles over repeats, or the first failure when none was measured.
+    pub fn pipeline_bubbles(&self) -> Vec<PipelineBubble> {
+        // (network, data set, p) → its flushed-schedule trials, in matrix order.
+        let mut groups: Vec<((String, String, u32), Vec<&PipelineTrial>)> = Vec::new();
+        for pipeline in self.pipelines.iter().filter(|p| FLUSHED_SCHEDULES.contains(&p.schedule())) {
+            let key = &pipeline.trial.key;
+            let group = (key.network.clone(), key.dataset.clone(), pipeline.stage_count());
+            match groups.iter_mut().find(|(known, _)| *known == group) {
+                Some((_, trials)) => trials.push(pipeline),
+                None => groups.push((group, vec![pipeline])),
+            }
+        }
+        groups
+            .into_iter()
+            .filter_map(|((network, dataset, stages), trials)| {
+                let mut cases: Vec<(&str, u32)> = trials.iter().map(|p| (p.schedule(), p.micro_batches())).collect();
+                cases.sort_unstable();
+                cases.dedup();
+                let counts = cases.iter().map(|(_, m)| *m);
+                if counts.clone().min() == counts.max() {
+                    return None;
+                }
+                let points = cases
+                    .into_iter()
+                    .map(|(schedule, micro_batches)| {
+                        let case: Vec<&PipelineTrial> = trials
+                            .iter()
+                            .copied()
+                            .filter(|p| p.schedule() == schedule && p.micro_batches() == micro_batches)
+                            .collect();
+                        BubblePoint { schedule: schedule.to_owned(), micro_batches, bubble: bubble_over_repeats(&case) }
+                    })
+                    .collect();
+                Some(PipelineBubble { network, dataset, stages, points })
+            })
+            .collect()
+    }
+}
+
+/// The measured bubbles of the `ok` trials of one case over its repeats; the first failure
+/// when none was measured, or "not recorded" when `ok` trials timed no step.
+fn bubble_over_repeats(trials: &[&PipelineTrial]) -> Outcome {
+    let measured: Vec<f64> =
+        trials.iter().filter(|p| p.trial.failure.is_none()).filter_map(|p| p.bubble_measured()).collect();
+    match Stat::from_samples(&measured) {
+        Some(stat) => Outcome::Measured(stat),
+        None => Outcome::Failed(
+            trials
+                .iter()
+                .find_map(|p| p.trial.failure.as_ref().map(|failed| failed.failure()))
+                .unwrap_or_else(|| Failure::Other(NOT_RECORDED.into())),
+        ),
     }
 }

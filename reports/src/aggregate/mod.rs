@@ -1,7 +1,8 @@
 //! From a run's tables to the numbers behind its figures and tables (SPEC §7): throughput,
 //! epoch time and speedup per cell with the spread over repeats, device usage, accuracy and
 //! loss curves per trial, where each rank's step time went (compute, exposed and overlapped
-//! communication, idle), and the pipeline bubble of a timeline.
+//! communication, idle), each pipeline stage's imbalance and bubble, and the pipeline bubble
+//! of a timeline.
 //!
 //! Only `ok` trials are measurements; failed ones are counted and their outcome kept, so a
 //! cell whose repeats all failed shows as that failure, never as a gap or a made-up number.
@@ -14,13 +15,16 @@ mod columns;
 mod device;
 mod figures;
 mod loss;
+mod pipeline;
 mod speedup;
 mod step_breakdown;
 mod throughput;
 mod trial;
 
+use std::collections::{BTreeSet, HashMap};
+
 use polars::prelude::{Column, DataFrame};
-use stratlab_results::{EpochRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
+use stratlab_results::{EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
 
 use crate::ReportError;
 
@@ -30,6 +34,7 @@ pub use cells::{failure_of, FailedTrial, Repeats, NOT_RECORDED};
 pub use columns::CellKey;
 pub use device::DeviceUsageCell;
 pub use loss::{StepsPerEpoch, TrialLoss, MAX_LOSS_POINTS};
+pub use pipeline::{PipelineStage, PipelineTrial};
 pub use speedup::{Speedup, NO_BASELINE};
 pub use step_breakdown::{RankStepBreakdown, StepTimes};
 pub use throughput::ThroughputCell;
@@ -53,6 +58,9 @@ pub struct RunAggregates {
     /// Step-time breakdown per trial and rank, for trials that recorded one (multi-worker
     /// strategies with events); empty for runs without any.
     pub step_breakdown: Vec<RankStepBreakdown>,
+    /// Pipeline trials with their stages' rows (strategies that cut the network into
+    /// stages); empty for runs without any.
+    pub pipelines: Vec<PipelineTrial>,
 }
 
 impl RunAggregates {
@@ -62,9 +70,10 @@ impl RunAggregates {
     }
 }
 
-/// Loads the trials, epochs, steps and rank-breakdown tables of `store` once and aggregates
-/// them. A run without finished trials gives empty aggregates, not an error; a run folder
-/// from before the `rank_breakdown` table existed reads as having no breakdown.
+/// Loads the trials, epochs, steps, rank-breakdown and pipeline-stage tables of `store` once
+/// and aggregates them. A run without finished trials gives empty aggregates, not an error;
+/// a run folder from before the `rank_breakdown` or `pipeline_stages` table existed reads as
+/// having no breakdown or no pipeline stages.
 pub fn aggregate_run(store: &RunStore) -> Result<RunAggregates, ReportError> {
     let load = |table: &'static str| store.load(table).map_err(|source| ReportError::Load { table, source });
     let trials = load(TrialRow::NAME)?;
@@ -75,9 +84,16 @@ pub fn aggregate_run(store: &RunStore) -> Result<RunAggregates, ReportError> {
     } else {
         DataFrame::empty_with_schema(&RankBreakdownRow::schema())
     };
+    let pipeline_stages = load(PipelineStageRow::NAME)?;
     aggregate_frames(
         store.run_id(),
-        &RunFrames { trials: &trials, epochs: &epochs, steps: &steps, rank_breakdown: &rank_breakdown },
+        &RunFrames {
+            trials: &trials,
+            epochs: &epochs,
+            steps: &steps,
+            rank_breakdown: &rank_breakdown,
+            pipeline_stages: &pipeline_stages,
+        },
     )
 }
 
@@ -92,11 +108,13 @@ pub struct RunFrames<'a> {
     pub steps: &'a DataFrame,
     /// The rank-breakdown table (empty for runs without multi-worker events).
     pub rank_breakdown: &'a DataFrame,
+    /// The pipeline-stages table (empty for runs without pipeline strategies).
+    pub pipeline_stages: &'a DataFrame,
 }
 
 /// Aggregates already loaded tables.
 pub fn aggregate_frames(run_id: &str, frames: &RunFrames<'_>) -> Result<RunAggregates, ReportError> {
-    let RunFrames { trials, epochs, steps, rank_breakdown } = *frames;
+    let RunFrames { trials, epochs, steps, rank_breakdown, pipeline_stages } = *frames;
     if trials.height() == 0 {
         return Ok(RunAggregates { run_id: run_id.to_owned(), ..RunAggregates::default() });
     }
@@ -111,6 +129,7 @@ pub fn aggregate_frames(run_id: &str, frames: &RunFrames<'_>) -> Result<RunAggre
         accuracy: accuracy::trial_accuracies(&records, epochs)?,
         loss: loss::trial_losses(&records, steps)?,
         step_breakdown: step_breakdown::step_breakdowns(&records, rank_breakdown)?,
+        pipelines: pipeline::pipeline_trials(&records, pipeline_stages)?,
     })
 }
 
@@ -137,10 +156,24 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
     let strategy = trials.column("strategy").and_then(|c| c.str().cloned()).map_err(error("strategy"))?;
     let fusion = trials.column("fusion_threshold_bytes").and_then(|c| c.i64().cloned()).ok();
     let server = trials.column("server").and_then(|c| c.str().cloned()).ok();
+    let micro_batches = trials.column("micro_batches").and_then(|c| c.i64().cloned()).ok();
+    // A pipeline run over several micro-batch counts has one cell per count: `m` joins the
+    // label of a strategy that ran with more than one (one count needs no telling apart).
+    let mut counts_of: HashMap<&str, BTreeSet<i64>> = HashMap::new();
+    for i in 0..trials.height() {
+        if let (Some(name), Some(m)) = (strategy.get(i), micro_batches.as_ref().and_then(|m| m.get(i))) {
+            counts_of.entry(name).or_default().insert(m);
+        }
+    }
     let labelled: Vec<Option<String>> = (0..trials.height())
         .map(|i| {
             let name = strategy.get(i)?;
             let mut parameters = Vec::new();
+            if counts_of.get(name).is_some_and(|counts| counts.len() > 1) {
+                if let Some(m) = micro_batches.as_ref().and_then(|m| m.get(i)) {
+                    parameters.push(format!("m {m}"));
+                }
+            }
             if let Some(bytes) = fusion.as_ref().and_then(|f| f.get(i)) {
                 parameters.push(format!("fusion {} MiB", bytes >> 20));
             }

@@ -27,6 +27,8 @@ pub(crate) struct TrialRecord {
     pub(crate) time_to_accuracy_s: Option<f64>,
     pub(crate) final_accuracy: Option<f64>,
     pub(crate) seconds_per_epoch_estimate: Option<f64>,
+    /// Warm-up steps, left out of every timed measurement.
+    pub(crate) warmup_steps: u64,
 }
 
 /// Every trial of `trials` (sorted by matrix index) in order.
@@ -39,6 +41,7 @@ pub(crate) fn trial_records(trials: &DataFrame) -> Result<Vec<TrialRecord>, Repo
     let tta = frame.f64("time_to_accuracy_s")?;
     let final_accuracy = frame.f64("final_accuracy")?;
     let estimate = frame.f64("seconds_per_epoch_estimate")?;
+    let warmup = frame.i64("warmup_steps")?;
     (0..trials.height())
         .map(|i| {
             let outcome = outcomes.get(i).unwrap_or("unknown");
@@ -55,6 +58,7 @@ pub(crate) fn trial_records(trials: &DataFrame) -> Result<Vec<TrialRecord>, Repo
                 time_to_accuracy_s: tta.get(i),
                 final_accuracy: final_accuracy.get(i),
                 seconds_per_epoch_estimate: estimate.get(i),
+                warmup_steps: warmup.get(i).and_then(|steps| u64::try_from(steps).ok()).unwrap_or(0),
             })
         })
         .collect()

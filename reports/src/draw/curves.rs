@@ -1,7 +1,9 @@
 //! One panel of curves over time or epochs (accuracy, loss): a line per run in its
 //! strategy's colour, an optional dashed target, a highlighted point where the target is
-//! first reached, and an × with the reason where a failed run stopped.
+//! first reached, and an × with the reason where a failed run stopped; and the median point
+//! with its min–max whisker that line plots over repeats share.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -10,6 +12,7 @@ use crate::draw::axes::{fmt_tick, y_label_area_px};
 use crate::draw::bars::Reference;
 use crate::render::DrawError;
 use crate::style::{font, AXIS_PX, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
+use crate::Stat;
 
 /// One run's curve, already in plot units.
 #[derive(Debug, Clone)]
@@ -98,5 +101,46 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
             screen.draw(&Text::new(reason.clone(), (px + 10, py - 8), style))?;
         }
     }
+    Ok(())
+}
+
+/// A measured point at `x`: a dot at the median, filled when it rests on repeats and hollow
+/// for a single run, with a capped min–max whisker when the repeats spread.
+pub(crate) fn draw_median_point<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    screen: &DrawingArea<DB, Shift>,
+    x: f64,
+    stat: &Stat,
+    color: RGBColor,
+) -> Result<(), DrawError> {
+    if stat.n > 1 && stat.max > stat.min {
+        let style = color.stroke_width(2);
+        chart.draw_series(std::iter::once(PathElement::new(vec![(x, stat.min), (x, stat.max)], style)))?;
+        for y in [stat.min, stat.max] {
+            let (px, py) = chart.backend_coord(&(x, y));
+            screen.draw(&PathElement::new(vec![(px - 6, py), (px + 6, py)], style))?;
+        }
+    }
+    let centre = chart.backend_coord(&(x, stat.median));
+    screen.draw(&Circle::new(centre, 6, WHITE.filled()))?;
+    screen.draw(&Circle::new(centre, 6, if stat.n > 1 { color.filled() } else { color.stroke_width(2) }))?;
+    Ok(())
+}
+
+/// A failed point: an × on the x axis at `(px, py)` (pixels), raised by `stacked` label
+/// heights when other failures sit at the same x, with its reason to the left.
+pub(crate) fn draw_failure_on_axis<DB: DrawingBackend>(
+    screen: &DrawingArea<DB, Shift>,
+    (px, py): (i32, i32),
+    stacked: i32,
+    reason: &str,
+    color: RGBColor,
+) -> Result<(), DrawError> {
+    // On the axis itself: a failure has no value, so it must not read as a small one.
+    let y = py - stacked * (NOTE_PX as i32 + 8);
+    screen.draw(&Cross::new((px, y), 7, color.stroke_width(3)))?;
+    // Raised off the axis line so the axis does not strike through the reason.
+    let style = font(NOTE_PX).color(&color).pos(Pos::new(HPos::Right, VPos::Bottom));
+    screen.draw(&Text::new(reason.to_string(), (px - 10, y - 2), style))?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::draw::hatch::hatch_rect;
+use crate::draw::hatch::{back_hatch_rect, hatch_rect};
 use crate::render::DrawError;
 use crate::style::{font, FAILED_FILL, FAILED_HATCH, INK, LEGEND_PX};
 
@@ -15,12 +15,16 @@ pub(crate) enum Swatch {
     Fill(RGBColor),
     /// A filled box with "/" hatching (backward passes).
     Hatched { fill: RGBColor, hatch: RGBColor },
+    /// A filled box with "/" and "\\" hatching (recomputed forward passes).
+    CrossHatched { fill: RGBColor, hatch: RGBColor },
     /// The failed-trial stub: grey, hatched.
     Failed,
     /// A line; dashed for reference lines.
     Line { color: RGBColor, dashed: bool },
     /// A line with a dot, for measured curves.
     LineDot(RGBColor),
+    /// A filled dot (a measured point with no line through it).
+    Dot(RGBColor),
     /// A hollow dot (a single run on a line plot).
     HollowDot(RGBColor),
     /// An × marker (a failure on a curve).
@@ -133,10 +137,14 @@ pub(crate) fn draw_swatch<DB: DrawingBackend>(
             area.draw(&Rectangle::new([(x, y), corner], color.filled()))?;
             area.draw(&Rectangle::new([(x, y), corner], INK.stroke_width(1)))?;
         }
-        Swatch::Hatched { fill, hatch } => {
+        Swatch::Hatched { fill, hatch } | Swatch::CrossHatched { fill, hatch } => {
             area.draw(&Rectangle::new([(x, y), corner], fill.filled()))?;
             let (bx, by) = area.get_base_pixel();
-            hatch_rect(&area.use_screen_coord(), (x + bx, y + by), (corner.0 + bx, corner.1 + by), hatch, 6)?;
+            let (p0, p1) = ((x + bx, y + by), (corner.0 + bx, corner.1 + by));
+            hatch_rect(&area.use_screen_coord(), p0, p1, hatch, 6)?;
+            if matches!(swatch, Swatch::CrossHatched { .. }) {
+                back_hatch_rect(&area.use_screen_coord(), p0, p1, hatch, 6)?;
+            }
             area.draw(&Rectangle::new([(x, y), corner], INK.stroke_width(1)))?;
         }
         Swatch::Failed => {
@@ -157,6 +165,9 @@ pub(crate) fn draw_swatch<DB: DrawingBackend>(
         Swatch::LineDot(color) => {
             area.draw(&PathElement::new(vec![(x, mid), (x + SWATCH_W, mid)], color.stroke_width(3)))?;
             area.draw(&Circle::new((x + SWATCH_W / 2, mid), 5, color.filled()))?;
+        }
+        Swatch::Dot(color) => {
+            area.draw(&Circle::new((x + SWATCH_W / 2, mid), 6, color.filled()))?;
         }
         Swatch::HollowDot(color) => {
             area.draw(&Circle::new((x + SWATCH_W / 2, mid), 6, color.stroke_width(2)))?;

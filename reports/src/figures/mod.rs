@@ -2,6 +2,7 @@
 
 pub mod device_usage;
 pub mod loss_curves;
+pub mod pipeline_bubble;
 pub mod pipeline_timeline;
 pub mod scaling;
 pub mod speedup_bars;

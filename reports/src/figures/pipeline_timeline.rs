@@ -1,6 +1,7 @@
 //! Thesis figs. 2.5, 6.1 and 7.2: a pipeline's execution timeline, a row per worker, time
-//! along x, forward (light) and backward (dark, hatched) blocks coloured by micro-batch, so
-//! the fill-and-drain bubbles show as white gaps; each row ends with its idle share.
+//! along x, forward (light), recompute (pale, cross-hatched) and backward (dark, hatched)
+//! blocks coloured by micro-batch, so the fill-and-drain bubbles show as white gaps; each
+//! row ends with its idle share.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::draw::axes::{draw_y_categories, fmt_tick, time_unit};
-use crate::draw::hatch::hatch_rect;
+use crate::draw::hatch::{back_hatch_rect, hatch_rect};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::render::{render, DrawError, Figure};
@@ -27,6 +28,9 @@ pub enum EventKind {
     Forward,
     /// Backward pass of a micro-batch.
     Backward,
+    /// Forward pass run again during backward because its activations were not kept
+    /// (activation checkpointing).
+    Recompute,
     /// Gradient all-reduce between replicas.
     AllReduce,
     /// Activations or gradients sent to / received from a neighbouring stage.
@@ -35,6 +39,8 @@ pub enum EventKind {
     Optimizer,
     /// Waiting for the data loader; counted as idle.
     DataWait,
+    /// Host-to-device copy of a batch.
+    HostToDevice,
 }
 
 /// One interval of one worker's time.
@@ -59,11 +65,19 @@ pub struct Timeline {
     pub title: String,
     /// Number of workers; a worker without events is drawn as an all-idle row.
     pub workers: u32,
+    /// Row names by worker index (`stage 0`, `replica 1 · stage 0`); a worker past the end
+    /// of the list is named `worker <index>`.
+    pub worker_labels: Vec<String>,
     /// The events, in any order.
     pub events: Vec<TimelineEvent>,
 }
 
 impl Timeline {
+    /// The row name of `worker`.
+    pub fn worker_label(&self, worker: u32) -> String {
+        self.worker_labels.get(worker as usize).cloned().unwrap_or_else(|| format!("worker {worker}"))
+    }
+
     /// Earliest start and latest end over all events; `None` without events.
     pub fn span_s(&self) -> Option<(f64, f64)> {
         let start = self.events.iter().map(|e| e.start_s).reduce(f64::min)?;
@@ -145,10 +159,14 @@ fn block_look(event: &TimelineEvent) -> (RGBColor, RGBColor, Option<RGBColor>, S
     match event.kind {
         EventKind::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("F{mb}")),
         EventKind::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("B{mb}")),
+        EventKind::Recompute => {
+            (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("R{mb}"))
+        }
         EventKind::AllReduce => (RGBColor(100, 100, 100), INK, None, "AR".into()),
         EventKind::SendRecv => (RGBColor(185, 185, 185), RGBColor(120, 120, 120), None, "S/R".into()),
         EventKind::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
         EventKind::DataWait => (RGBColor(242, 242, 242), RGBColor(170, 170, 170), None, "wait".into()),
+        EventKind::HostToDevice => (RGBColor(215, 215, 215), RGBColor(120, 120, 120), None, "H2D".into()),
     }
 }
 
@@ -160,14 +178,13 @@ impl Figure for TimelineFigure<'_> {
         let x_max = ((t1 - t0) / divisor).max(1e-9);
         let rows = t.workers;
 
-        let body = with_title(
-            root,
-            &t.title,
-            Some("light: forward, dark hatched: backward, colour: micro-batch; white gaps: idle"),
-        )?;
+        let body = with_title(root, &t.title, Some(subtitle(t)))?;
         let plot = with_legend_below(&body, &legend(t))?;
 
-        let (label_w, _) = plot.estimate_text_size(&format!("worker {}", rows - 1), &font(TICK_PX))?;
+        let mut label_w = 0;
+        for worker in 0..rows {
+            label_w = label_w.max(plot.estimate_text_size(&t.worker_label(worker), &font(TICK_PX))?.0);
+        }
         let (idle_w, _) = plot.estimate_text_size("idle 100 %", &font(TICK_PX))?;
         let mut chart = ChartBuilder::on(&plot)
             .margin(10)
@@ -192,7 +209,10 @@ impl Figure for TimelineFigure<'_> {
         // Worker 0 on top, as in the thesis.
         let row_of = |worker: u32| f64::from(rows - 1 - worker);
 
-        for event in &t.events {
+        // Communication first: where it overlaps a pass (a comm thread), the pass stays visible.
+        let mut in_order: Vec<&TimelineEvent> = t.events.iter().collect();
+        in_order.sort_by_key(|e| !matches!(e.kind, EventKind::AllReduce | EventKind::SendRecv));
+        for event in in_order {
             let (fill, outline, hatch, label) = block_look(event);
             let row = row_of(event.worker);
             let x0 = (event.start_s - t0) / divisor;
@@ -202,7 +222,12 @@ impl Figure for TimelineFigure<'_> {
             let p0 = chart.backend_coord(&corners[0]);
             let p1 = chart.backend_coord(&corners[1]);
             if let Some(hatch) = hatch {
-                hatch_rect(&screen, p0, p1, hatch, 8)?;
+                if event.kind == EventKind::Recompute {
+                    hatch_rect(&screen, p0, p1, hatch, 12)?;
+                    back_hatch_rect(&screen, p0, p1, hatch, 12)?;
+                } else {
+                    hatch_rect(&screen, p0, p1, hatch, 8)?;
+                }
             }
             chart.draw_series(std::iter::once(Rectangle::new(corners, outline.stroke_width(1))))?;
             let style = font(TICK_PX).color(if is_light(fill) { &INK } else { &WHITE });
@@ -218,13 +243,22 @@ impl Figure for TimelineFigure<'_> {
         let mut names = Vec::new();
         for worker in 0..rows {
             let y_px = chart.backend_coord(&(0.0, row_of(worker) + 0.5)).1;
-            names.push((y_px, format!("worker {worker}")));
+            names.push((y_px, t.worker_label(worker)));
             let idle = format!("idle {:.0} %", t.idle_share(worker) * 100.0);
             let style = font(TICK_PX).pos(Pos::new(HPos::Left, VPos::Center));
             screen.draw(&Text::new(idle, (right_px + 10, y_px), style))?;
         }
         draw_y_categories(&screen, &names, left_px)?;
         Ok(())
+    }
+}
+
+/// How to read the blocks; recompute is named only when the timeline has some.
+fn subtitle(t: &Timeline) -> &'static str {
+    if t.events.iter().any(|e| e.kind == EventKind::Recompute) {
+        "light: forward, pale cross-hatched: recompute, dark hatched: backward, colour: micro-batch; white gaps: idle"
+    } else {
+        "light: forward, dark hatched: backward, colour: micro-batch; white gaps: idle"
     }
 }
 
@@ -250,10 +284,15 @@ fn legend(t: &Timeline) -> Vec<LegendEntry> {
     if has(EventKind::Forward) {
         entries.push(LegendEntry::new(Swatch::Fill(tint(grey, 0.5)), "forward (F)"));
     }
+    if has(EventKind::Recompute) {
+        entries.push(LegendEntry::new(Swatch::CrossHatched { fill: tint(grey, 0.8), hatch: grey }, "recompute (R)"));
+    }
     if has(EventKind::Backward) {
         entries.push(LegendEntry::new(Swatch::Hatched { fill: grey, hatch: tint(grey, 0.45) }, "backward (B)"));
     }
-    for kind in [EventKind::AllReduce, EventKind::SendRecv, EventKind::Optimizer, EventKind::DataWait] {
+    for kind in
+        [EventKind::AllReduce, EventKind::SendRecv, EventKind::Optimizer, EventKind::HostToDevice, EventKind::DataWait]
+    {
         if has(kind) {
             let probe = TimelineEvent { worker: 0, kind, micro_batch: None, start_s: 0.0, end_s: 0.0 };
             let (fill, _, _, short) = block_look(&probe);
@@ -261,6 +300,7 @@ fn legend(t: &Timeline) -> Vec<LegendEntry> {
                 EventKind::AllReduce => "all-reduce",
                 EventKind::SendRecv => "send/receive",
                 EventKind::Optimizer => "optimizer step",
+                EventKind::HostToDevice => "host-to-device copy",
                 _ => "data wait (idle)",
             };
             entries.push(LegendEntry::new(Swatch::Fill(fill), format!("{name} ({short})")));
@@ -283,6 +323,7 @@ mod tests {
         let t = Timeline {
             title: String::new(),
             workers: 2,
+            worker_labels: Vec::new(),
             events: vec![
                 event(0, EventKind::Forward, 0.0, 4.0),
                 event(0, EventKind::SendRecv, 3.0, 5.0),

@@ -5,15 +5,15 @@ use std::path::PathBuf;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, panel_grid, y_label_area_px};
 use crate::draw::bars::any_repeats;
+use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{check_outcome, strategies_in_order, unique_in_order};
 use crate::render::{render, DrawError, Figure};
-use crate::style::{font, strategy_color, AXIS_PX, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
+use crate::style::{font, strategy_color, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
 use crate::{FigureTarget, Outcome, ReportError, Stat};
 
 const FIGURE: &str = "speedup_scaling";
@@ -165,30 +165,14 @@ fn draw_panel<DB: DrawingBackend>(
             mine.iter().filter_map(|p| p.speedup.stat().map(|s| (f64::from(p.workers), *s))).collect();
         chart.draw_series(LineSeries::new(measured.iter().map(|(w, s)| (*w, s.median)), color.stroke_width(3)))?;
         for (w, s) in &measured {
-            if s.n > 1 && s.max > s.min {
-                let style = color.stroke_width(2);
-                chart.draw_series(std::iter::once(PathElement::new(vec![(*w, s.min), (*w, s.max)], style)))?;
-                for y in [s.min, s.max] {
-                    let (px, py) = chart.backend_coord(&(*w, y));
-                    screen.draw(&PathElement::new(vec![(px - 6, py), (px + 6, py)], style))?;
-                }
-            }
-            let filled = s.n > 1;
-            let centre = chart.backend_coord(&(*w, s.median));
-            screen.draw(&Circle::new(centre, 6, WHITE.filled()))?;
-            screen.draw(&Circle::new(centre, 6, if filled { color.filled() } else { color.stroke_width(2) }))?;
+            draw_median_point(&mut chart, &screen, *w, s, color)?;
         }
         for p in mine.iter().filter(|p| matches!(p.speedup, Outcome::Failed(_))) {
             let Outcome::Failed(failure) = &p.speedup else { continue };
             let stacked = failures_at.iter().filter(|(w, _)| *w == p.workers).count() as i32;
             failures_at.push((p.workers, stacked));
-            let (px, py) = chart.backend_coord(&(f64::from(p.workers), 0.0));
-            // On the axis itself: a failure has no value, so it must not read as a small one.
-            let y = py - stacked * (NOTE_PX as i32 + 8);
-            screen.draw(&Cross::new((px, y), 7, color.stroke_width(3)))?;
-            // Raised off the axis line so the axis does not strike through the reason.
-            let style = font(NOTE_PX).color(&color).pos(Pos::new(HPos::Right, VPos::Bottom));
-            screen.draw(&Text::new(failure.label().to_string(), (px - 10, y - 2), style))?;
+            let at = chart.backend_coord(&(f64::from(p.workers), 0.0));
+            draw_failure_on_axis(&screen, at, stacked, failure.label(), color)?;
         }
     }
 

@@ -22,8 +22,8 @@ use crate::ReportError;
 pub use format::{outcome_label, three_significant, MISSING};
 pub use matrix::{matrix_for_terminal, results_matrix};
 pub use summaries::{
-    bubble_table, device_usage_table, loss_table, speedup_table, step_breakdown_table, throughput_table,
-    time_to_accuracy_table,
+    bubble_table, device_usage_table, loss_table, pipeline_stages_table, speedup_table, step_breakdown_table,
+    throughput_table, time_to_accuracy_table,
 };
 
 /// Name of the column holding a row's stored outcome (`ok`, `oom`, …). On display, the
@@ -107,7 +107,8 @@ pub(crate) fn align_numeric(table: &mut Table, numeric: &[bool]) {
 
 /// Every summary table of a run: the results matrix first, then one per figure kind
 /// (speedup backs both the speedup bars and the scaling lines). The step-time breakdown
-/// comes last and only when the run recorded one (multi-worker trials with events).
+/// and the pipeline stages come last, each only when the run recorded them (multi-worker
+/// trials with events, pipeline trials).
 pub fn summary_tables(aggregates: &RunAggregates) -> Result<Vec<SummaryTable>, ReportError> {
     let mut tables = vec![
         results_matrix(aggregates)?,
@@ -119,6 +120,9 @@ pub fn summary_tables(aggregates: &RunAggregates) -> Result<Vec<SummaryTable>, R
     ];
     if !aggregates.step_breakdown.is_empty() {
         tables.push(step_breakdown_table(aggregates)?);
+    }
+    if !aggregates.pipelines.is_empty() {
+        tables.push(pipeline_stages_table(aggregates)?);
     }
     Ok(tables)
 }

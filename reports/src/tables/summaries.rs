@@ -4,10 +4,13 @@
 use polars::prelude::{Column, DataFrame};
 
 use super::{SummaryTable, OUTCOME_COLUMN};
-use crate::aggregate::{bubble_share, CellKey, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo};
+use crate::aggregate::{
+    bubble_share, CellKey, PipelineStage, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo,
+};
 use crate::{EventKind, Outcome, ReportError, Stat, Timeline};
 
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+const BYTES_PER_MIB: f64 = 1024.0 * 1024.0;
 
 /// Columns built one by one, then checked into a frame.
 #[derive(Default)]
@@ -222,7 +225,49 @@ pub fn step_breakdown_table(aggregates: &RunAggregates) -> Result<SummaryTable, 
     )
 }
 
-/// Measured and theoretical (GPipe) bubble share of each timeline.
+/// Each pipeline trial's stages: what the partitioner gave them and what they measured
+/// over the steps after warm-up (a `hybrid` stage's replicas taken together).
+pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
+    let stages: Vec<(&TrialInfo, PipelineStage)> = aggregates
+        .pipelines
+        .iter()
+        .flat_map(|pipeline| pipeline.stages().into_iter().map(move |stage| (&pipeline.trial, stage)))
+        .collect();
+    let (head, tail) = trial_columns(stages.iter().map(|(trial, _)| *trial));
+    let text = |f: fn(&PipelineStage) -> &String| -> Vec<String> { stages.iter().map(|(_, s)| f(s).clone()).collect() };
+    let int = |f: fn(&PipelineStage) -> u32| -> Vec<Option<i64>> {
+        stages.iter().map(|(_, s)| Some(i64::from(f(s)))).collect()
+    };
+    let pct = |f: fn(&PipelineStage) -> Option<f64>| -> Vec<Option<f64>> {
+        stages.iter().map(|(_, s)| f(s).map(|share| share * 100.0)).collect()
+    };
+    let mut columns = head
+        .int("stage", int(|s| s.info.stage))
+        .int("replicas", int(|s| s.replicas))
+        .text("schedule", text(|s| &s.info.schedule))
+        .int("m", int(|s| s.info.micro_batches))
+        .text("balance", text(|s| &s.info.balance))
+        .text("layers", text(|s| &s.info.layers))
+        .int("parameters", stages.iter().map(|(_, s)| i64::try_from(s.info.parameters).ok()).collect())
+        .float("imbalance predicted (%)", pct(|s| Some(s.info.predicted_imbalance)))
+        .float("imbalance measured (%)", pct(|s| s.measured_imbalance))
+        .float("bubble measured (%)", pct(|s| s.bubble_measured))
+        .float("bubble theoretical (%)", pct(|s| Some(s.bubble_theoretical)))
+        .float(
+            "peak activations (MiB)",
+            stages.iter().map(|(_, s)| s.peak_activation_bytes.map(|b| b as f64 / BYTES_PER_MIB)).collect(),
+        )
+        .float("compute (ms/step)", stages.iter().map(|(_, s)| s.compute_s.map(|c| c * 1e3)).collect())
+        .int("timed steps", int(|s| s.timed_steps));
+    columns.0.extend(tail.0);
+    columns.finish(
+        "pipeline_stages",
+        "Pipeline stages: imbalance predicted by the partitioner and measured, bubble measured and (p − 1)/(m + p − 1)",
+    )
+}
+
+/// Measured and theoretical (GPipe) bubble share of each timeline (hand-built or scheduled
+/// timelines; a run's stored pipeline trials are tabled by [`pipeline_stages_table`]).
 pub fn bubble_table(timelines: &[Timeline]) -> Result<SummaryTable, ReportError> {
     let shares: Vec<_> = timelines.iter().map(bubble_share).collect();
     let micro_batches = timelines.iter().map(|t| {

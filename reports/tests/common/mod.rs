@@ -232,7 +232,7 @@ pub fn gpipe_timeline() -> Timeline {
             end_s: 0.155,
         });
     }
-    Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, events }
+    Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, worker_labels: Vec::new(), events }
 }
 
 /// Holistic Trace Analysis' temporal breakdown: data-parallel ranks hiding most of their
@@ -258,4 +258,52 @@ pub fn step_breakdown_input() -> Vec<StepBreakdownBar> {
     bars.push(bar("parameter-server", 2, 0, Some([0.150, 0.060, 0.0, 0.030])));
     bars.push(bar("parameter-server", 2, 1, None));
     bars
+}
+
+/// GPipe paper's curve on ResNet-50 / ImageNet at p = 4: gpipe and 1f1b over m = 1…16, the
+/// measured bubble a little above (p − 1)/(m + p − 1), one 1f1b point out of memory.
+pub fn pipeline_bubble_input() -> PipelineBubble {
+    let mut points = Vec::new();
+    for schedule in ["gpipe", "1f1b"] {
+        for m in [1u32, 2, 4, 8, 16] {
+            let theory = 3.0 / (f64::from(m) + 3.0);
+            let bubble = match (schedule, m) {
+                ("1f1b", 16) => oom(),
+                ("gpipe", _) => three(theory + 0.04, 0.01),
+                _ => Outcome::single(theory + 0.02),
+            };
+            points.push(BubblePoint { schedule: schedule.into(), micro_batches: m, bubble });
+        }
+    }
+    PipelineBubble { network: "resnet50".into(), dataset: "imagenet".into(), stages: 4, points }
+}
+
+/// One 1F1B step of 2 stages and 2 micro-batches with activation checkpointing: stage 0
+/// recomputes each forward just before its backward; all-reduce-free, sends on the comm lane.
+pub fn recompute_timeline() -> Timeline {
+    let event = |worker, kind, micro_batch, start_s, end_s| TimelineEvent {
+        worker,
+        kind,
+        micro_batch: Some(micro_batch),
+        start_s,
+        end_s,
+    };
+    Timeline {
+        title: "1F1B with checkpointing, 2 stages, 2 micro-batches".into(),
+        workers: 2,
+        worker_labels: vec!["stage 0".into(), "stage 1".into()],
+        events: vec![
+            event(0, EventKind::Forward, 0, 0.00, 0.01),
+            event(0, EventKind::SendRecv, 0, 0.01, 0.012),
+            event(0, EventKind::Forward, 1, 0.01, 0.02),
+            event(1, EventKind::Forward, 0, 0.012, 0.022),
+            event(1, EventKind::Backward, 0, 0.022, 0.042),
+            event(1, EventKind::Forward, 1, 0.042, 0.052),
+            event(0, EventKind::Recompute, 0, 0.042, 0.052),
+            event(0, EventKind::Backward, 0, 0.052, 0.072),
+            event(1, EventKind::Backward, 1, 0.052, 0.072),
+            event(0, EventKind::Recompute, 1, 0.072, 0.082),
+            event(0, EventKind::Backward, 1, 0.082, 0.102),
+        ],
+    }
 }

@@ -1,0 +1,203 @@
+//! Pipeline trials (SPEC §5, §7): what each stage held and what it measured, from the run's
+//! `pipeline_stages` table (see `stratlab_results::pipeline_stage_rows`), and one timed step
+//! of a trial's events as the timeline the figure draws (thesis figs. 2.5, 6.1, 7.2).
+
+use std::collections::{BTreeMap, HashMap};
+
+use polars::prelude::DataFrame;
+use stratlab_results::{from_frame, EventKind as StoredKind, EventRow, PipelineStageInfo, PipelineStageRow, Table};
+
+use super::trial::{TrialInfo, TrialRecord};
+use crate::{EventKind, ReportError, Timeline, TimelineEvent};
+
+/// One pipeline trial: its identity and the stored row of each of its ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineTrial {
+    /// The trial (identity with `<set>:synthetic` data sets, repeat, failure).
+    pub trial: TrialInfo,
+    /// Warm-up steps of the trial (its first steps, left out of every measurement).
+    pub warmup_steps: u64,
+    /// One row per rank, in rank order.
+    pub ranks: Vec<PipelineStageRow>,
+}
+
+/// One stage of a pipeline trial, its replicas (`hybrid`) taken together.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineStage {
+    /// What the stage held, as its first replica reported it (layers, parameters, balance
+    /// and schedule are the same on every replica).
+    pub info: PipelineStageInfo,
+    /// Ranks running this stage: the pipeline's data-parallel replicas.
+    pub replicas: u32,
+    /// Mean compute seconds per timed step over the replicas that timed a step; `None`
+    /// when none did.
+    pub compute_s: Option<f64>,
+    /// Mean measured bubble (0–1) over the replicas that timed a step; `None` when none did.
+    pub bubble_measured: Option<f64>,
+    /// The schedule's (p − 1) ÷ (m + p − 1), 0–1.
+    pub bubble_theoretical: f64,
+    /// The trial's measured imbalance (max ÷ mean stage compute − 1); `None` when no rank
+    /// of the trial timed a step.
+    pub measured_imbalance: Option<f64>,
+    /// The largest peak activation memory over the replicas, bytes; `None` if unmeasured.
+    pub peak_activation_bytes: Option<u64>,
+    /// The fewest timed steps over the replicas.
+    pub timed_steps: u32,
+}
+
+impl PipelineTrial {
+    /// The schedule (strategy name) the stages reported.
+    pub fn schedule(&self) -> &str {
+        self.ranks.first().map_or("", |row| row.info.schedule.as_str())
+    }
+
+    /// Stages per pipeline (p).
+    pub fn stage_count(&self) -> u32 {
+        self.ranks.first().map_or(0, |row| row.info.stages)
+    }
+
+    /// Micro-batches per step (m).
+    pub fn micro_batches(&self) -> u32 {
+        self.ranks.first().map_or(0, |row| row.info.micro_batches)
+    }
+
+    /// Data-parallel replicas of the pipeline (1 outside `hybrid`).
+    pub fn replicas(&self) -> u32 {
+        self.ranks.iter().map(|row| row.info.replica + 1).max().unwrap_or(0)
+    }
+
+    /// The trial's measured bubble: the mean over its ranks that timed a step; `None` when
+    /// none did.
+    pub fn bubble_measured(&self) -> Option<f64> {
+        mean(self.timed().map(|row| row.bubble_measured))
+    }
+
+    /// One entry per stage, in stage order.
+    pub fn stages(&self) -> Vec<PipelineStage> {
+        let mut by_stage: BTreeMap<u32, Vec<&PipelineStageRow>> = BTreeMap::new();
+        for row in &self.ranks {
+            by_stage.entry(row.info.stage).or_default().push(row);
+        }
+        let imbalance = self.timed().next().map(|row| row.measured_imbalance);
+        by_stage
+            .into_values()
+            .map(|replicas| {
+                let timed = || replicas.iter().filter(|row| row.timed_steps > 0);
+                PipelineStage {
+                    info: replicas[0].info.clone(),
+                    replicas: replicas.len() as u32,
+                    compute_s: mean(timed().map(|row| row.compute_s)),
+                    bubble_measured: mean(timed().map(|row| row.bubble_measured)),
+                    bubble_theoretical: replicas[0].bubble_theoretical,
+                    measured_imbalance: imbalance,
+                    peak_activation_bytes: replicas.iter().filter_map(|row| row.info.peak_activation_bytes).max(),
+                    timed_steps: replicas.iter().map(|row| row.timed_steps).min().unwrap_or(0),
+                }
+            })
+            .collect()
+    }
+
+    /// One step of the trial's `events` as a timeline, ranks as rows: the first step after
+    /// warm-up in which a stage computed, or, when every step was warm-up, the last one
+    /// (the title says so). `None` without a forward, backward or recompute event of the
+    /// trial's ranks.
+    pub fn timeline(&self, events: &[EventRow]) -> Option<Timeline> {
+        let ranks: HashMap<u32, &PipelineStageRow> = self.ranks.iter().map(|row| (row.info.rank, row)).collect();
+        let is_compute = |event: &EventRow| {
+            matches!(event.event_kind(), Ok(StoredKind::Forward | StoredKind::Backward | StoredKind::Recompute))
+        };
+        let ours = || events.iter().filter(|event| ranks.contains_key(&event.rank));
+        let computed = || ours().filter(|event| is_compute(event)).map(|event| event.step);
+        let step = computed().filter(|step| *step >= self.warmup_steps).min().or_else(|| computed().max())?;
+        let workers = self.ranks.iter().map(|row| row.info.rank + 1).max().unwrap_or(0);
+        let timeline_events = ours()
+            .filter(|event| event.step == step)
+            .filter_map(|event| {
+                let kind = figure_kind(event)?;
+                let finite = event.start_s.is_finite() && event.end_s.is_finite() && event.start_s <= event.end_s;
+                finite.then_some(TimelineEvent {
+                    worker: event.rank,
+                    kind,
+                    micro_batch: event.micro_batch,
+                    start_s: event.start_s,
+                    end_s: event.end_s,
+                })
+            })
+            .collect();
+        let replicas = self.replicas();
+        let worker_labels = (0..workers)
+            .map(|rank| match ranks.get(&rank) {
+                Some(row) if replicas > 1 => format!("replica {} · stage {}", row.info.replica, row.info.stage),
+                Some(row) => format!("stage {}", row.info.stage),
+                None => format!("rank {rank}"),
+            })
+            .collect();
+        let key = &self.trial.key;
+        let mut title = format!(
+            "{} / {} · {} W={}, {} stages",
+            key.network,
+            key.dataset,
+            key.strategy,
+            key.workers,
+            self.stage_count()
+        );
+        if replicas > 1 {
+            title.push_str(&format!(" × {replicas} replicas"));
+        }
+        title.push_str(&format!(", m = {} · step {step}", self.micro_batches()));
+        if step < self.warmup_steps {
+            title.push_str(" (warm-up)");
+        }
+        Some(Timeline { title, workers, worker_labels, events: timeline_events })
+    }
+
+    /// The rows of ranks that timed at least one step.
+    fn timed(&self) -> impl Iterator<Item = &PipelineStageRow> {
+        self.ranks.iter().filter(|row| row.timed_steps > 0)
+    }
+}
+
+/// How the timeline draws a stored event; `None` for what is no part of a training step's
+/// timeline (evaluation, recorded idle time: a gap shows it) or a kind this build does not know.
+fn figure_kind(event: &EventRow) -> Option<EventKind> {
+    Some(match event.event_kind().ok()? {
+        StoredKind::Forward => EventKind::Forward,
+        StoredKind::Backward => EventKind::Backward,
+        StoredKind::Recompute => EventKind::Recompute,
+        StoredKind::Send | StoredKind::Recv => EventKind::SendRecv,
+        StoredKind::AllReduce | StoredKind::Broadcast | StoredKind::Reduce | StoredKind::AllGather => {
+            EventKind::AllReduce
+        }
+        StoredKind::Optimizer => EventKind::Optimizer,
+        StoredKind::DataWait => EventKind::DataWait,
+        StoredKind::H2d => EventKind::HostToDevice,
+        StoredKind::Barrier | StoredKind::Idle | StoredKind::Eval => return None,
+    })
+}
+
+/// The mean of `values`; `None` for none.
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (sum, count) = values.fold((0.0, 0u32), |(sum, count), value| (sum + value, count + 1));
+    (count > 0).then(|| sum / f64::from(count))
+}
+
+/// One entry per trial in `records` that has `pipeline_stages` rows, in matrix order, its
+/// ranks in order. Rows of trials the trials table does not list are left out.
+pub(crate) fn pipeline_trials(
+    records: &[TrialRecord],
+    pipeline_stages: &DataFrame,
+) -> Result<Vec<PipelineTrial>, ReportError> {
+    let rows: Vec<PipelineStageRow> =
+        from_frame(pipeline_stages).map_err(|source| ReportError::Load { table: PipelineStageRow::NAME, source })?;
+    let mut by_trial: HashMap<String, Vec<PipelineStageRow>> = HashMap::new();
+    for row in rows {
+        by_trial.entry(row.trial_id.clone()).or_default().push(row);
+    }
+    let mut trials = Vec::new();
+    for record in records {
+        let Some(mut ranks) = by_trial.remove(record.info.trial_id.as_str()) else { continue };
+        ranks.sort_by_key(|row| row.info.rank);
+        trials.push(PipelineTrial { trial: record.info.clone(), warmup_steps: record.warmup_steps, ranks });
+    }
+    Ok(trials)
+}
