@@ -164,7 +164,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let data = crate::training::open_data(&dataset, args.seed, true)?;
     let mut progress = TrainProgress::new(None);
     let report = train_catching_panics(|| {
-        crate::training::train(crate::training::StrategyChoice { kind: StrategyKind::Single, fusion_threshold_bytes: None, server: None }, &args.network, &dataset, &data, &config, &mut progress)
+        crate::training::train(crate::training::StrategyChoice::plain(StrategyKind::Single), &args.network, &dataset, &data, &config, &mut progress)
     })?;
     progress.finish();
     if args.json {

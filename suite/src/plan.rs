@@ -8,8 +8,17 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::{StrategyKind, TrainConfig};
 
 use crate::suite_error::SuiteError;
-use crate::suite_file::{BatchSizes, CellRule, StrategyEntry, SuiteFile};
+use crate::suite_file::{Balance, BatchSizes, CellRule, StrategyEntry, SuiteFile};
 use crate::trial::TrialSpec;
+
+/// Strategies that split a batch into micro-batches (model-parallel always runs 1).
+const MICRO_BATCHED: &[StrategyKind] =
+    &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid];
+
+/// Strategies whose stages can recompute activations in backward (PipeDream already
+/// recomputes every stashed micro-batch).
+const CHECKPOINTED: &[StrategyKind] =
+    &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid];
 
 /// One cell before repeats: the axes' values plus the strategy's parameters.
 struct Cell<'a> {
@@ -55,6 +64,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
             checkpoint: None,
             fusion_threshold_mib: None,
             server: None,
+            pipeline_stages: None,
         })
         .collect();
     for (cell, strategy) in suite.include.iter().zip(&included) {
@@ -115,6 +125,17 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
     if let Some(server) = strategy.server {
         trial_id += &format!("__server-{}", server.name());
     }
+    if let Some(stages) = strategy.pipeline_stages {
+        trial_id += &format!("__pp{stages}");
+    }
+    if let Some(balance) = &strategy.balance {
+        // `[2,3]` → `bal-2-3`: ids are file names.
+        let balance = balance.to_string().replace(['[', ']'], "").replace(',', "-");
+        trial_id += &format!("__bal-{balance}");
+    }
+    if let Some(checkpoint) = strategy.checkpoint {
+        trial_id += &format!("__ckpt-{checkpoint}");
+    }
     trial_id += &format!("__r{repeat}");
     TrialSpec {
         trial_id,
@@ -128,6 +149,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         checkpoint: strategy.checkpoint,
         fusion_threshold_bytes: strategy.fusion_threshold_mib.map(|mib| mib << 20),
         server: strategy.server,
+        pipeline_stages: strategy.pipeline_stages,
         repeat,
         train: TrainConfig {
             batch_size,
@@ -224,27 +246,35 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
         // Each parameter belongs to the strategies it shapes; elsewhere it would be
         // silently ignored, so it is an error naming the strategies it applies to.
         for (field, given, applies_to) in [
-            ("micro_batches", strategy.micro_batches.is_some(), &[][..]),
-            ("balance", strategy.balance.is_some(), &[][..]),
-            ("checkpoint", strategy.checkpoint.is_some(), &[][..]),
+            ("micro_batches", strategy.micro_batches.is_some(), MICRO_BATCHED),
+            ("balance", strategy.balance.is_some(), StrategyKind::PIPELINES),
+            ("checkpoint", strategy.checkpoint.is_some(), CHECKPOINTED),
             ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some(), &[StrategyKind::DataParallel][..]),
             ("server", strategy.server.is_some(), &[StrategyKind::ParameterServer][..]),
+            ("pipeline_stages", strategy.pipeline_stages.is_some(), &[StrategyKind::Hybrid][..]),
         ] {
             if given && !applies_to.contains(&strategy.name) {
                 let names: Vec<&str> = applies_to.iter().map(|kind| kind.name()).collect();
-                let where_it_applies = if names.is_empty() {
-                    "the pipeline strategies, which this build does not have yet".to_string()
-                } else {
-                    names.join(", ")
-                };
                 return err(
                     &at(field),
-                    format!("does not apply to strategy {}; it applies to {where_it_applies}", strategy.name),
+                    format!("does not apply to strategy {}; it applies to {}", strategy.name, names.join(", ")),
                 );
             }
         }
         if strategy.fusion_threshold_mib == Some(0) {
             return err(&at("fusion_threshold_mib"), "must be at least 1 (MiB)".into());
+        }
+        match (strategy.name, strategy.pipeline_stages) {
+            (StrategyKind::Hybrid, None) => {
+                return err(&at("pipeline_stages"), "hybrid needs pipeline_stages (pp); workers = dp × pp".into())
+            }
+            (_, Some(0)) => return err(&at("pipeline_stages"), "must be at least 1".into()),
+            _ => {}
+        }
+        if let Some(Balance::Explicit(counts)) = &strategy.balance {
+            if counts.is_empty() || counts.contains(&0) {
+                return err(&at("balance"), "an explicit balance lists one positive stage count per worker".into());
+            }
         }
     }
     for dataset in &suite.datasets {
@@ -335,6 +365,50 @@ include: [{network: vgg11, dataset: cifar10:synthetic, strategy: single, batch_s
         assert!(trials.iter().enumerate().all(|(i, t)| t.index == i));
         let ids: BTreeSet<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
         assert_eq!(ids.len(), trials.len());
+    }
+
+    #[test]
+    fn pipeline_cells_carry_their_parameters_and_impossible_ones_are_infeasible_with_the_reason() {
+        let trials = planned(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies:
+  - {name: gpipe, workers: [2, 8], micro_batches: [1, 4], balance: [2, 3], checkpoint: except_last}
+  - {name: hybrid, workers: [4, 6], pipeline_stages: 2, micro_batches: [2]}
+  - {name: 1f1b, workers: [3], balance: [2, 2, 2]}
+budget: {steps: 1}
+batch_size: 32
+",
+        );
+        let by_id = |needle: &str| trials.iter().find(|t| t.trial_id.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+        let gpipe = by_id("gpipe__w2__b32__m4__bal-2-3__ckpt-except_last");
+        assert_eq!(gpipe.pipeline_options().micro_batches, 4);
+        assert_eq!(gpipe.global_batch(), 32, "pipeline stages share one batch");
+        assert_eq!(gpipe.infeasibility(), None);
+        // small-cnn has 5 stages: 8 workers cannot each hold one, and [2, 3] lists 2 parts.
+        let too_many = by_id("gpipe__w8__b32__m1").infeasibility().unwrap();
+        assert!(too_many.contains('8') && too_many.contains('5'), "{too_many}");
+        let hybrid = by_id("hybrid__w4__b32__m2__pp2");
+        assert_eq!((hybrid.global_batch(), hybrid.infeasibility()), (64, None), "two replicas, one batch each");
+        let uneven = by_id("hybrid__w6__b32__m2__pp2").infeasibility();
+        assert_eq!(uneven, None, "6 = 3 replicas × 2 stages");
+        let wrong_sum = by_id("1f1b__w3").infeasibility().unwrap();
+        assert!(wrong_sum.contains("[2,2,2]") && wrong_sum.contains('5'), "{wrong_sum}");
+    }
+
+    #[test]
+    fn hybrid_workers_must_divide_into_pipelines() {
+        let trials = planned(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [{name: hybrid, workers: [3], pipeline_stages: 2}]
+budget: {steps: 1}
+",
+        );
+        let reason = trials[0].infeasibility().unwrap();
+        assert!(reason.contains("3 workers") && reason.contains("dp × pp"), "{reason}");
     }
 
     #[test]

@@ -232,6 +232,8 @@ pub struct StrategyEntry {
     pub fusion_threshold_mib: Option<u64>,
     /// Where the parameter server runs (`colocated` on rank 0, default, or `dedicated`).
     pub server: Option<ServerPlacement>,
+    /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
+    pub pipeline_stages: Option<usize>,
 }
 
 /// The map form of a strategy entry, as written.
@@ -251,6 +253,8 @@ struct StrategyMap {
     fusion_threshold_mib: Option<u64>,
     #[serde(default)]
     server: Option<ServerPlacement>,
+    #[serde(default)]
+    pipeline_stages: Option<usize>,
 }
 
 fn one_worker() -> Vec<usize> {
@@ -267,6 +271,7 @@ impl From<StrategyMap> for StrategyEntry {
             checkpoint: map.checkpoint,
             fusion_threshold_mib: map.fusion_threshold_mib,
             server: map.server,
+            pipeline_stages: map.pipeline_stages,
         }
     }
 }
@@ -289,6 +294,7 @@ impl<'de> Deserialize<'de> for StrategyEntry {
                     checkpoint: None,
                     fusion_threshold_mib: None,
                     server: None,
+                    pipeline_stages: None,
                 }
                 .into())
             }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_strategies::data_parallel::DEFAULT_FUSION_THRESHOLD_BYTES;
 use stratlab_strategies::parameter_server::ServerPlacement;
+use stratlab_strategies::pipeline::{self, Balance, Checkpoint, PipelineOptions};
 use stratlab_strategies::{
     data_parallel, parameter_server, single, StrategyKind, TrainConfig, TrainContext, TrainError, TrainObserver,
     TrainReport,
@@ -41,7 +42,7 @@ pub fn open_data(dataset: &DatasetSelector, seed: u64, allow_fetch: bool) -> Res
 pub const COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What a trial trains: the strategy and its parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StrategyChoice {
     /// The strategy.
     pub kind: StrategyKind,
@@ -49,6 +50,15 @@ pub struct StrategyChoice {
     pub fusion_threshold_bytes: Option<u64>,
     /// Parameter server: where the server runs (colocated when `None`).
     pub server: Option<ServerPlacement>,
+    /// Pipelines: schedule, micro-batches, balance, checkpointing, pp.
+    pub pipeline: Option<PipelineOptions>,
+}
+
+impl StrategyChoice {
+    /// A strategy with its default parameters.
+    pub fn plain(kind: StrategyKind) -> StrategyChoice {
+        StrategyChoice { kind, fusion_threshold_bytes: None, server: None, pipeline: None }
+    }
 }
 
 /// Trains `network` on `data` with `strategy`. Distributed strategies join the process
@@ -87,6 +97,15 @@ pub fn train(
         StrategyKind::ParameterServer => {
             parameter_server::train(&context, &group, strategy.server.unwrap_or_default(), observer)
         }
-        kind => Err(TrainError::InvalidConfig { field: "strategy", reason: format!("{kind} is not wired yet") }),
+        kind => {
+            let defaults = PipelineOptions {
+                kind,
+                micro_batches: 1,
+                balance: Balance::Uniform,
+                checkpoint: Checkpoint::Never,
+                stages: None,
+            };
+            pipeline::train(&context, &group, strategy.pipeline.as_ref().unwrap_or(&defaults), observer)
+        }
     }
 }

@@ -7,6 +7,7 @@ use stratlab_strategies::parameter_server::ServerPlacement;
 use stratlab_strategies::{StrategyKind, TrainConfig};
 
 use crate::suite_file::{Balance, Checkpoint};
+use stratlab_strategies::pipeline::{check_balance, PipelineOptions};
 
 /// A resolved trial, handed to the worker process as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +35,9 @@ pub struct TrialSpec {
     /// Parameter-server placement.
     #[serde(default)]
     pub server: Option<ServerPlacement>,
+    /// Stages per pipeline of `hybrid` (pp).
+    #[serde(default)]
+    pub pipeline_stages: Option<usize>,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).
@@ -47,9 +51,26 @@ pub struct TrialSpec {
 }
 
 impl TrialSpec {
-    /// Samples per optimizer step over all workers.
+    /// Samples per optimizer step over all workers: every data-parallel worker trains on
+    /// its own batch; a pipeline's stages share one (hybrid: one per replica).
     pub fn global_batch(&self) -> usize {
-        self.train.batch_size * self.workers
+        if self.strategy.shards_batch() {
+            self.train.batch_size * self.workers
+        } else {
+            self.train.batch_size * self.pipeline_options().shape(self.workers).map_or(1, |(_, replicas)| replicas)
+        }
+    }
+
+    /// The pipeline parameters, for the pipeline strategies (defaults: 1 micro-batch,
+    /// uniform balance, no checkpointing).
+    pub fn pipeline_options(&self) -> PipelineOptions {
+        PipelineOptions {
+            kind: self.strategy,
+            micro_batches: self.micro_batches.unwrap_or(1),
+            balance: self.balance.clone().unwrap_or(Balance::Uniform),
+            checkpoint: self.checkpoint.unwrap_or_default(),
+            stages: self.pipeline_stages,
+        }
     }
 
     /// A short human label for progress bars.
@@ -76,13 +97,15 @@ impl TrialSpec {
             if micro_batches > self.train.batch_size {
                 return Some(format!("{micro_batches} micro-batches exceed the batch of {}", self.train.batch_size));
             }
-            if self.workers > spec.stages.len() {
-                return Some(format!(
-                    "{} pipeline stages requested but {} has {} stages",
-                    self.workers,
-                    self.network,
-                    spec.stages.len()
-                ));
+        }
+        if self.strategy.is_pipeline() {
+            let options = self.pipeline_options();
+            let stages = match options.shape(self.workers) {
+                Ok((stages, _)) => stages,
+                Err(reason) => return Some(reason),
+            };
+            if let Err(error) = check_balance(spec.stages.len(), &options.balance, stages) {
+                return Some(format!("{}: {error}", self.network));
             }
         }
         if self.global_batch() > info.train_len {

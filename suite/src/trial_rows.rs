@@ -5,12 +5,13 @@
 use std::time::Instant;
 
 use stratlab_datasets::Source;
+use stratlab_strategies::pipeline::PipelineStageReport;
 use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
 
 use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
 use stratlab_results::{
-    rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, RankBreakdownRow, StepRow, TelemetryRow, TrialRow,
+    pipeline_stage_rows, rank_breakdown, EpochRow, PipelineStageInfo, PipelineStageRow, EventRow, Fingerprint, Lane, Outcome, RankBreakdownRow, StepRow, TelemetryRow, TrialRow,
     TrialTables, UtcTime,
 };
 
@@ -22,6 +23,7 @@ pub(crate) struct RecordedTrial {
     pub(crate) telemetry: Vec<TelemetryRow>,
     pub(crate) events: Vec<EventRow>,
     pub(crate) rank_breakdown: Vec<RankBreakdownRow>,
+    pub(crate) pipeline_stages: Vec<PipelineStageRow>,
 }
 
 impl RecordedTrial {
@@ -34,6 +36,7 @@ impl RecordedTrial {
             telemetry: &self.telemetry,
             events: &self.events,
             rank_breakdown: &self.rank_breakdown,
+            pipeline_stages: &self.pipeline_stages,
         }
     }
 }
@@ -245,7 +248,35 @@ pub(crate) fn record(
     }
     let events = event_rows(run_id, &trial.trial_id, &reports);
     let rank_breakdown = rank_breakdown(run_id, &trial.trial_id, &events, trial.train.warmup_steps as u64);
-    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec(), events, rank_breakdown }
+    let stage_infos: Vec<PipelineStageInfo> = reports
+        .iter()
+        .filter_map(|(rank, report)| report.pipeline.as_ref().map(|stage| pipeline_stage_info(trial, *rank, stage)))
+        .collect();
+    let pipeline_stages =
+        pipeline_stage_rows(run_id, &trial.trial_id, &stage_infos, &events, trial.train.warmup_steps as u64);
+    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec(), events, rank_breakdown, pipeline_stages }
+}
+
+/// What rank `rank`'s report says about its pipeline stage, as the results crate takes it.
+fn pipeline_stage_info(trial: &TrialSpec, rank: usize, stage: &PipelineStageReport) -> PipelineStageInfo {
+    let layers = stage.layer_range();
+    PipelineStageInfo {
+        rank: rank as u32,
+        replica: stage.replica as u32,
+        stage: stage.stage as u32,
+        stages: stage.stages as u32,
+        schedule: trial.strategy.name().to_string(),
+        micro_batches: stage.micro_batches as u32,
+        balance: stage.plan.balance.to_string(),
+        layers: stage.layers.join("+"),
+        first_layer: layers.start as u32,
+        layer_count: layers.len() as u32,
+        parameters: stage.parameters,
+        predicted_cost: stage.plan.costs[stage.stage],
+        cost_unit: stage.plan.unit.clone(),
+        predicted_imbalance: stage.plan.predicted_imbalance(),
+        peak_activation_bytes: stage.peak_activation_bytes,
+    }
 }
 
 /// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`).

@@ -67,6 +67,7 @@ fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, Tra
         kind: spec.strategy,
         fusion_threshold_bytes: spec.fusion_threshold_bytes,
         server: spec.server,
+        pipeline: spec.strategy.is_pipeline().then(|| spec.pipeline_options()),
     };
     train(strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
 }

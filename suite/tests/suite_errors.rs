@@ -118,6 +118,23 @@ fn parameters_that_do_not_apply_to_the_strategy_are_rejected() {
 }
 
 #[test]
+fn pipeline_parameters_name_the_strategies_they_shape() {
+    fails(
+        &VALID.replace("[single]", "[{name: model-parallel, workers: [2], micro_batches: [4]}]"),
+        &["strategies[0].micro_batches", "does not apply to strategy model-parallel", "gpipe"],
+    );
+    fails(
+        &VALID.replace("[single]", "[{name: gpipe, workers: [2], pipeline_stages: 2}]"),
+        &["strategies[0].pipeline_stages", "applies to hybrid"],
+    );
+    fails(&VALID.replace("[single]", "[{name: hybrid, workers: [4]}]"), &["strategies[0].pipeline_stages", "dp × pp"]);
+    fails(
+        &VALID.replace("[single]", "[{name: gpipe, workers: [2], balance: fastest}]"),
+        &["uniform", "parameters", "time", "size"],
+    );
+}
+
+#[test]
 fn excluding_every_cell_is_rejected() {
     fails(&format!("{VALID}exclude: [{{network: small-cnn}}]\n"), &["exclude", "every cell"]);
 }
@@ -168,7 +185,9 @@ fn the_valid_suite_plans_its_trials() {
 #[test]
 fn the_shipped_suites_parse_and_plan() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (file, trials) in [("default.yaml", 8), ("paper.yaml", 24), ("scaling.yaml", 9)] {
+    for (file, trials) in
+        [("default.yaml", 12), ("paper.yaml", 192), ("scaling.yaml", 9), ("pipeline-study.yaml", 400)]
+    {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
         assert!(output.status.success(), "{file}: {}", String::from_utf8_lossy(&output.stderr));
         assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("{trials} trials")), "{file}");

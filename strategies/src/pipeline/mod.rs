@@ -6,6 +6,7 @@
 //!   (model-parallel, GPipe, 1F1B, PipeDream);
 //! - the stage worker runs that order, overlapping sends and receives with compute.
 
+mod evaluate;
 pub mod memory;
 pub mod partition;
 pub mod schedule;
@@ -76,6 +77,9 @@ pub fn train(
     let device = train_loop::prepare(config)?;
     let micro_batch = (config.batch_size / schedule.micro_batches(options.micro_batches)).max(1) as i64;
     let plan = agree_on_plan(context.network, options, stages, micro_batch, device, world)?;
+    // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
+    // and every replica of a stage, builds the weights a single-device build draws.
+    tch::manual_seed(config.seed as i64);
 
     // Built whole and copied, so a stage's weights are the ones a single-device build
     // draws from the same seed.

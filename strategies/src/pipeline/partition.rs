@@ -24,9 +24,10 @@ pub use saved::{activation_bytes_per_sample, ActivationBytes};
 /// momentum buffer (every strategy trains with momentum SGD, see `train_loop::sgd`).
 pub const SIZE_BYTES_PER_PARAMETER: u64 = 3 * std::mem::size_of::<f32>() as u64;
 
-/// How a pipeline's stages are split among workers.
+/// How a pipeline's stages are split among workers. Written as a name (`time`) or a list
+/// of stage counts (`[2, 3]`); an unknown name is an error listing the valid ones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "BalanceText")]
 pub enum Balance {
     /// The same number of stages per worker.
     Uniform,
@@ -39,6 +40,33 @@ pub enum Balance {
     /// Stages per worker, given explicitly (e.g. `[2, 3, 2, 3]`).
     #[serde(untagged)]
     Explicit(Vec<usize>),
+}
+
+/// What a balance is written as, before its name is checked.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BalanceText {
+    Name(String),
+    Counts(Vec<usize>),
+}
+
+impl TryFrom<BalanceText> for Balance {
+    type Error = String;
+
+    fn try_from(text: BalanceText) -> Result<Self, Self::Error> {
+        match text {
+            BalanceText::Counts(counts) => Ok(Balance::Explicit(counts)),
+            BalanceText::Name(name) => match name.as_str() {
+                "uniform" => Ok(Balance::Uniform),
+                "parameters" => Ok(Balance::Parameters),
+                "time" => Ok(Balance::Time),
+                "size" => Ok(Balance::Size),
+                other => Err(format!(
+                    "unknown balance `{other}`; valid: uniform, parameters, time, size, or a list of stage counts such as [2, 3]"
+                )),
+            },
+        }
+    }
 }
 
 impl fmt::Display for Balance {

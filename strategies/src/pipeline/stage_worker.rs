@@ -48,16 +48,16 @@ impl Layout {
         Layout { stage: rank % stages, stages, replica: rank / stages, replicas }
     }
 
-    fn is_first(&self) -> bool {
+    pub(super) fn is_first(&self) -> bool {
         self.stage == 0
     }
 
-    fn is_last(&self) -> bool {
+    pub(super) fn is_last(&self) -> bool {
         self.stage + 1 == self.stages
     }
 
     /// World rank of stage `stage` of this rank's pipeline.
-    fn rank_of(&self, stage: usize) -> usize {
+    pub(super) fn rank_of(&self, stage: usize) -> usize {
         self.replica * self.stages + stage
     }
 }
@@ -71,7 +71,7 @@ fn gradient_tag(micro_batch: usize) -> u32 {
     2 * micro_batch as u32 + 1
 }
 const LOSS_TAG: u32 = 1 << 20;
-const EVAL_TAG: u32 = 1 << 21;
+pub(super) const EVAL_TAG: u32 = 1 << 21;
 
 /// A receive in flight into its buffer.
 struct PendingRecv {
@@ -132,13 +132,13 @@ pub struct StageWorker<'a> {
 
 impl StageWorker<'_> {
     /// The input shape of this stage for `samples` samples.
-    fn input_shape(&self, samples: usize) -> Result<Vec<i64>, TrainError> {
+    pub(super) fn input_shape(&self, samples: usize) -> Result<Vec<i64>, TrainError> {
         let first = self.plan.ranges[self.layout.stage].start;
         let analysis = self.spec.analyze(samples as i64)?;
         Ok(analysis.stages[first - 1].output_shape.clone())
     }
 
-    fn comm_device(&self) -> Device {
+    pub(super) fn comm_device(&self) -> Device {
         self.world.tensor_device(self.device)
     }
 
@@ -414,70 +414,6 @@ impl StageWorker<'_> {
                 Ok((metrics.get(0), metrics.get(1).to_kind(Kind::Int64)))
             }
         }
-    }
-
-    /// Evaluation through the pipeline: the first stage reads the test batches, each stage
-    /// runs its layers and passes the activations on, the last computes the sums; then a
-    /// world all-reduce gives every rank the totals (only last stages contribute).
-    pub(super) fn evaluate_through(
-        &self,
-        test: &std::sync::Arc<dyn stratlab_datasets::Dataset>,
-        batch_size: usize,
-        limit: Option<usize>,
-    ) -> Result<[f64; 3], TrainError> {
-        let layout = self.layout;
-        let replicas = layout.replicas;
-        let loader = stratlab_datasets::Loader::new(
-            test.clone(),
-            stratlab_datasets::LoaderConfig {
-                shuffle: false,
-                rank: layout.replica,
-                world_size: replicas,
-                ..stratlab_datasets::LoaderConfig::new(batch_size)
-            },
-        )?;
-        let limit = limit.map_or(usize::MAX, |limit| limit.div_ceil(replicas));
-        let _no_grad = tch::no_grad_guard();
-        let mut sums = [0.0f64; 3];
-        let mut seen = 0usize;
-        let mut sends: VecDeque<(Work, Tensor)> = VecDeque::new();
-        for (index, batch) in loader.epoch(0).enumerate() {
-            if seen >= limit {
-                break;
-            }
-            let batch = batch?;
-            let take = (limit - seen).min(batch.labels.size()[0] as usize);
-            let tag = EVAL_TAG + index as u32;
-            let input = if layout.is_first() {
-                batch.images.narrow(0, 0, take as i64).to_device(self.device)
-            } else {
-                let mut buffer = Tensor::empty(self.input_shape(take)?, (Kind::Float, self.comm_device()));
-                self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
-                buffer.to_device(self.device)
-            };
-            let output = self.local.forward_t(&input, false);
-            if layout.is_last() {
-                let labels = batch.labels.narrow(0, 0, take as i64).to_device(self.device);
-                sums[0] += f64::try_from(output.cross_entropy_for_logits(&labels))? * take as f64;
-                sums[1] += i64::try_from(correct_on_device(&output, &labels))? as f64;
-                sums[2] += take as f64;
-            } else {
-                let buffer = output.to_device(self.comm_device()).contiguous();
-                sends.push_back((self.world.send_async(&buffer, layout.rank_of(layout.stage + 1), tag)?, buffer));
-                // Two batches in flight keep the next stage busy without holding the whole split.
-                while sends.len() > 2 {
-                    sends.pop_front().expect("non-empty").0.wait()?;
-                }
-            }
-            seen += take;
-        }
-        for (work, _) in sends {
-            work.wait()?;
-        }
-        let mut totals = Tensor::from_slice(&sums).to_device(self.comm_device());
-        self.world.all_reduce(&mut totals, ReduceOp::Sum)?;
-        let totals = Vec::<f64>::try_from(totals.to_device(Device::Cpu))?;
-        Ok([totals[0], totals[1], totals[2]])
     }
 
     /// This rank's report.
