@@ -25,8 +25,8 @@ pub enum StrategyKind {
     /// PipeDream-flush (1F1B): warm-up forwards, then one forward and one backward in
     /// turn, then drain; one optimizer step per batch, same updates as GPipe.
     OneFOneB,
-    /// PipeDream: asynchronous 1F1B with weight stashing; every stage updates after every
-    /// micro-batch's backward, so updates are stale by the stage's depth.
+    /// PipeDream: asynchronous 1F1B with weight stashing and no flush; every stage updates
+    /// after every micro-batch's backward, so stage s's updates are p − s − 1 steps stale.
     PipeDream,
     /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
     /// all-reduced among its replicas.

@@ -84,6 +84,12 @@ pub trait StepRunner {
         Ok(EvalSums { loss_sum, correct, samples })
     }
 
+    /// Called once when training ends, before the report: work a schedule still has in
+    /// flight (PipeDream's unflushed micro-batches) completes here.
+    fn finish(&mut self, _timeline: &mut Timeline) -> Result<(), TrainError> {
+        Ok(())
+    }
+
     /// Whether to stop now, given this rank's own view (`local_stop`). Multi-rank runners
     /// agree collectively, so ranks never disagree on the number of steps.
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
@@ -234,6 +240,7 @@ pub fn run(
             break;
         }
     }
+    runner.finish(timeline)?;
     Ok(run.into_report(config, steps_per_epoch, started))
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::pipeline::schedule::{Action, Schedule};
+use stratlab_strategies::pipeline::schedule::{pipedream_actions, Action, Schedule};
 use stratlab_strategies::pipeline::{self, Balance, Checkpoint, PipelineOptions};
 use stratlab_strategies::{EventKind, StrategyKind, TimelineEvent, TrainContext};
 
@@ -139,6 +139,15 @@ fn hybrid_of_two_replicas_of_two_stages_matches_single_on_both_replicas_batches(
 }
 
 #[test]
+fn pipedream_on_one_stage_is_plain_sgd_on_its_micro_batches() {
+    // No stage ahead, so no staleness: one update per micro-batch of 8, taken in the order
+    // the batches of 32 hold them, is single-device training at batch 8 for 4× the steps.
+    let dir = tempfile::tempdir().unwrap();
+    let got = pipeline_weights(Run::new(StrategyKind::PipeDream, 4), 1, dir.path());
+    assert_same_weights("pipedream on 1 stage", &got, &single_weights_after(BATCH / 4, 4 * STEPS));
+}
+
+#[test]
 fn pipedream_updates_every_micro_batch_so_it_departs_from_synchronous_training() {
     let dir = tempfile::tempdir().unwrap();
     let got = pipeline_weights(Run::new(StrategyKind::PipeDream, 4), 2, dir.path());
@@ -193,5 +202,29 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
                 assert!(find(stage, EventKind::Backward, mb).start_ns >= find(stage + 1, EventKind::Backward, mb).end_ns);
             }
         }
+    }
+}
+
+#[test]
+fn pipedream_never_flushes_its_stages_keep_their_depth_in_flight_across_batches() {
+    let (stages, m) = (3, 4);
+    let dir = tempfile::tempdir().unwrap();
+    run_ranks("pipeline_child_rank", &Run::new(StrategyKind::PipeDream, m).role(), stages, dir.path());
+    for stage in 0..stages {
+        let events = events_of(dir.path(), stage);
+        for step in 0..STEPS {
+            let expected: Vec<Action> = pipedream_actions(stage, stages, m, step)
+                .into_iter()
+                .map(|action| match action {
+                    Action::Forward(id) => Action::Forward(id % m),
+                    Action::Backward(id) => Action::Backward(id % m),
+                })
+                .collect();
+            assert_eq!(compute_order(&events, step as u64), expected, "pipedream stage {stage} step {step}");
+        }
+        // What was in flight at the end is drained: every forward has its backward.
+        let count = |kind| events.iter().filter(|e| e.kind == kind).count();
+        assert_eq!(count(EventKind::Forward), STEPS * m);
+        assert_eq!(count(EventKind::Backward), STEPS * m, "stage {stage} drains its {} in flight", stages - stage - 1);
     }
 }

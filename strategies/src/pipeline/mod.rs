@@ -114,6 +114,8 @@ pub fn train(
         steps_done: 0,
         warmup_steps: config.warmup_steps,
         peak_activation_bytes: None,
+        in_flight: Default::default(),
+        sends: Default::default(),
     };
     let mut runner = PipelineStep { worker, wall_time_budget: config.budget.seconds.is_some() };
     let mut timeline = Timeline::new(device, true);
@@ -180,6 +182,10 @@ impl StepRunner for PipelineStep<'_> {
 
     fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
         self.worker.run_step(images, labels, lr, timeline)
+    }
+
+    fn finish(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
+        self.worker.drain(timeline)
     }
 
     fn evaluate(

@@ -1,8 +1,8 @@
 //! The order in which one pipeline stage runs its micro-batches' forwards and backwards.
 //!
-//! Every schedule here is per batch: `micro_batches` forwards and as many backwards, then
-//! the stage's update (PipeDream updates after each backward instead, see
-//! [`Schedule::updates_per_micro_batch`]). The orders follow the papers (SPEC §5):
+//! The synchronous schedules are per batch: `micro_batches` forwards and as many
+//! backwards, then the stage's update. PipeDream updates after each backward instead
+//! ([`Schedule::updates_per_micro_batch`]) and never flushes ([`pipedream_actions`]). The orders follow the papers (SPEC §5):
 //!
 //! - **model-parallel**: the whole batch as one micro-batch, `F0 B0`; at most one stage
 //!   busy at a time.
@@ -94,6 +94,24 @@ impl Schedule {
     }
 }
 
+/// PipeDream's work on stage `stage` of `stages` in optimizer step `step`, by global
+/// micro-batch id (`step × m + i`). It never flushes: stage `s` keeps `k = stages − s − 1`
+/// micro-batches in flight across batch boundaries, each forward `F(g)` followed by the
+/// backward of the micro-batch `k` before it, `B(g − k)`, once there is one. The first step
+/// holds the warm-up; what is still in flight when training ends is drained by the worker.
+pub fn pipedream_actions(stage: usize, stages: usize, micro_batches: usize, step: usize) -> Vec<Action> {
+    let depth = stages - stage - 1;
+    let first = step * micro_batches;
+    let mut actions = Vec::with_capacity(2 * micro_batches);
+    for id in first..first + micro_batches {
+        actions.push(Action::Forward(id));
+        if id >= depth {
+            actions.push(Action::Backward(id - depth));
+        }
+    }
+    actions
+}
+
 /// The sizes of `micro_batches` micro-batches of a batch of `batch` samples, as
 /// `torch.tensor_split` cuts it: the first `batch % m` get one sample more.
 pub fn micro_batch_sizes(batch: usize, micro_batches: usize) -> Vec<usize> {
@@ -143,6 +161,15 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pipedream_keeps_its_depth_in_flight_across_batches() {
+        // Stage 0 of 3: two micro-batches in flight; step 1 backs up step 0's last two.
+        assert_eq!(pipedream_actions(0, 3, 4, 0), vec![F(0), F(1), F(2), B(0), F(3), B(1)]);
+        assert_eq!(pipedream_actions(0, 3, 4, 1), vec![F(4), B(2), F(5), B(3), F(6), B(4), F(7), B(5)]);
+        // The last stage runs each micro-batch's backward right after its forward.
+        assert_eq!(pipedream_actions(2, 3, 2, 1), vec![F(2), B(2), F(3), B(3)]);
     }
 
     #[test]

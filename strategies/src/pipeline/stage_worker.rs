@@ -13,7 +13,7 @@
 //! torchgpipe does by default, without its deferred statistics), which is why
 //! equivalence holds only for networks without batch norm.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
 use stratlab_networks::{Network, NetworkSpec};
@@ -21,7 +21,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use super::memory;
-use super::schedule::{micro_batch_sizes, Action, Schedule};
+use super::schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 use super::{Checkpoint, PipelineStageReport, StagePlan};
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
@@ -64,11 +64,12 @@ impl Layout {
 
 // Tags keep a pipeline's messages apart: activations and gradients per micro-batch, the
 // step's loss, and evaluation batches.
-fn activation_tag(micro_batch: usize) -> u32 {
-    2 * micro_batch as u32
+// Ids wrap well below LOSS_TAG; at most one pipeline's depth of micro-batches is in flight.
+fn activation_tag(id: usize) -> u32 {
+    2 * (id % (1 << 18)) as u32
 }
-fn gradient_tag(micro_batch: usize) -> u32 {
-    2 * micro_batch as u32 + 1
+fn gradient_tag(id: usize) -> u32 {
+    activation_tag(id) + 1
 }
 const LOSS_TAG: u32 = 1 << 20;
 pub(super) const EVAL_TAG: u32 = 1 << 21;
@@ -81,7 +82,7 @@ struct PendingRecv {
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]
-struct MicroBatch {
+pub(super) struct MicroBatch {
     /// The stage's input: the images' slice on the first stage, else the received
     /// activation as a leaf that collects its gradient.
     input: Option<Tensor>,
@@ -91,6 +92,8 @@ struct MicroBatch {
     loss: Option<Tensor>,
     /// Weights the forward ran with, when an update comes before the backward (PipeDream).
     stash: Option<Vec<Tensor>>,
+    /// The micro-batch's labels (last stage), for a recomputed loss.
+    labels: Option<Tensor>,
     activation: Option<PendingRecv>,
     gradient: Option<PendingRecv>,
 }
@@ -128,6 +131,50 @@ pub struct StageWorker<'a> {
     pub(super) steps_done: usize,
     pub(super) warmup_steps: usize,
     pub(super) peak_activation_bytes: Option<u64>,
+    /// Micro-batches whose forward ran and whose backward has not, by global id (step × m
+    /// + index): empty between steps except under PipeDream, which never flushes.
+    pub(super) in_flight: BTreeMap<usize, MicroBatch>,
+    /// Sends not known to be complete. Gloo completes a send when its receive is posted,
+    /// which under PipeDream can be in the next step, so they are carried across steps.
+    pub(super) sends: VecDeque<PendingSend>,
+}
+
+/// A send in flight with its buffer (which must live until it completes).
+pub(super) struct PendingSend {
+    work: Work,
+    _buffer: Tensor,
+    what: String,
+}
+
+/// The batch a step trains on, cut into micro-batches.
+struct StepBatch<'t> {
+    images: &'t Tensor,
+    labels: &'t Tensor,
+    /// Global id of the step's first micro-batch.
+    first_id: usize,
+    sizes: Vec<usize>,
+    offsets: Vec<i64>,
+}
+
+impl StepBatch<'_> {
+    fn index(&self, id: usize) -> usize {
+        id - self.first_id
+    }
+
+    fn slice(&self, tensor: &Tensor, id: usize) -> Tensor {
+        let index = self.index(id);
+        tensor.narrow(0, self.offsets[index], self.sizes[index] as i64)
+    }
+
+    fn batch(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+}
+
+/// What the last stage adds up over a step.
+struct StepSums {
+    loss: Tensor,
+    correct: Tensor,
 }
 
 impl StageWorker<'_> {
@@ -148,19 +195,24 @@ impl StageWorker<'_> {
         Ok(PendingRecv { buffer, work })
     }
 
-    /// Posts the receive `action` needs, if it needs one and it is not posted yet.
-    fn prefetch(&self, action: Action, slots: &mut [MicroBatch], sizes: &[usize]) -> Result<(), TrainError> {
+    /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
+    /// micro-batch has `size` samples.
+    fn prefetch(&mut self, action: Action, size: usize) -> Result<(), TrainError> {
         let layout = self.layout;
         match action {
-            Action::Forward(mb) if !layout.is_first() && slots[mb].activation.is_none() && slots[mb].input.is_none() => {
-                let shape = self.input_shape(sizes[mb])?;
-                slots[mb].activation =
-                    Some(self.post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(mb))?);
+            Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
+                let shape = self.input_shape(size)?;
+                let pending = self.post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
+                self.in_flight.insert(id, MicroBatch { activation: Some(pending), ..MicroBatch::default() });
             }
-            Action::Backward(mb) if !layout.is_last() && slots[mb].gradient.is_none() => {
+            Action::Backward(id) if !layout.is_last() => {
                 let first_next = self.plan.ranges[layout.stage + 1].start;
-                let shape = self.spec.analyze(sizes[mb] as i64)?.stages[first_next - 1].output_shape.clone();
-                slots[mb].gradient = Some(self.post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(mb))?);
+                let shape = self.spec.analyze(size as i64)?.stages[first_next - 1].output_shape.clone();
+                let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
+                if !posted {
+                    let pending = self.post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(id))?;
+                    self.in_flight.entry(id).or_default().gradient = Some(pending);
+                }
             }
             _ => {}
         }
@@ -183,10 +235,21 @@ impl StageWorker<'_> {
         Ok(pending.buffer.to_device(self.device))
     }
 
-    fn send(&self, tensor: &Tensor, dst: usize, tag: u32, sends: &mut VecDeque<(Work, Tensor, String)>, what: String) -> Result<(), TrainError> {
+    fn send(&mut self, tensor: &Tensor, dst: usize, tag: u32, what: String) -> Result<(), TrainError> {
         let buffer = tensor.detach().to_device(self.comm_device()).contiguous();
         let work = self.world.send_async(&buffer, dst, tag)?;
-        sends.push_back((work, buffer, what));
+        self.sends.push_back(PendingSend { work, _buffer: buffer, what });
+        Ok(())
+    }
+
+    /// Records the sends that have completed (all of them when `wait`), oldest first.
+    fn settle_sends(&mut self, wait: bool, timeline: &mut Timeline, traffic: &mut Traffic) -> Result<(), TrainError> {
+        while self.sends.front().is_some_and(|send| wait || send.work.is_completed()) {
+            let send = self.sends.pop_front().expect("checked");
+            let done = send.work.wait()?;
+            timeline.communication(EventKind::Send, send.what, &done);
+            traffic.add(&done);
+        }
         Ok(())
     }
 
@@ -219,139 +282,74 @@ impl StageWorker<'_> {
         timeline: &mut Timeline,
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
-        self.optimizer.zero_grad();
+        if !self.schedule.updates_per_micro_batch() {
+            self.optimizer.zero_grad();
+        }
         let layout = self.layout;
         let batch = labels.size()[0] as usize;
         let m = self.schedule.micro_batches(self.micro_batches).min(batch);
         let sizes = micro_batch_sizes(batch, m);
-        let offsets: Vec<i64> = sizes.iter().scan(0i64, |at, &n| { let start = *at; *at += n as i64; Some(start) }).collect();
-        let actions = self.schedule.actions(layout.stage, layout.stages, m);
-        let mut slots: Vec<MicroBatch> = (0..m).map(|_| MicroBatch::default()).collect();
-        let mut sends = VecDeque::new();
+        let offsets = sizes.iter().scan(0i64, |at, &n| Some(std::mem::replace(at, *at + n as i64))).collect();
+        let step = StepBatch { images, labels, first_id: self.steps_done * m, sizes, offsets };
+        let actions: Vec<Action> = match self.schedule {
+            Schedule::PipeDream => pipedream_actions(layout.stage, layout.stages, m, self.steps_done),
+            schedule => schedule
+                .actions(layout.stage, layout.stages, m)
+                .into_iter()
+                .map(|action| match action {
+                    Action::Forward(mb) => Action::Forward(step.first_id + mb),
+                    Action::Backward(mb) => Action::Backward(step.first_id + mb),
+                })
+                .collect(),
+        };
         let mut traffic = Traffic::default();
         let loss_recv = match layout.is_last() {
             true => None,
             false => Some(self.post_recv(&[2], layout.rank_of(layout.stages - 1), LOSS_TAG)?),
         };
-        let mut loss_total = Tensor::zeros([], (Kind::Float, self.device));
-        let mut correct_total = Tensor::zeros([], (Kind::Int64, self.device));
+        let mut sums = StepSums {
+            loss: Tensor::zeros([], (Kind::Float, self.device)),
+            correct: Tensor::zeros([], (Kind::Int64, self.device)),
+        };
         let baseline = memory::allocated_bytes(self.device);
         let mut peak = baseline;
+        // Every micro-batch of a run has the same size but possibly the last: drop_last keeps
+        // batches equal, and a PipeDream backward of the previous step has its size too.
+        let size_of = |id: usize| step.sizes[id % m];
 
         for (index, &action) in actions.iter().enumerate() {
             for &ahead in actions[index..].iter().take(2) {
-                self.prefetch(ahead, &mut slots, &sizes)?;
+                let id = match ahead {
+                    Action::Forward(id) | Action::Backward(id) => id,
+                };
+                self.prefetch(ahead, size_of(id))?;
             }
-            let mb = action.micro_batch();
-            timeline.set_micro_batch(Some(mb));
+            timeline.set_micro_batch(Some(action.micro_batch() % m));
             match action {
-                Action::Forward(_) => {
-                    let input = match slots[mb].activation.take() {
-                        Some(pending) => self
-                            .complete_recv(pending, &format!("activation F{mb}"), timeline, &mut traffic)?
-                            .set_requires_grad(true),
-                        None => images.narrow(0, offsets[mb], sizes[mb] as i64),
-                    };
-                    // PipeDream: an update lands between this forward and its backward,
-                    // so the backward must see the weights this forward used.
-                    let updates_before_backward = self.schedule.updates_per_micro_batch()
-                        && actions[index..].iter().take_while(|&&a| a != Action::Backward(mb)).any(|a| matches!(a, Action::Backward(_)));
-                    if updates_before_backward {
-                        slots[mb].stash = Some(tch::no_grad(|| self.params.iter().map(|p| p.detach().copy()).collect()));
-                    }
-                    let recompute = updates_before_backward || self.checkpoint.recomputes(mb, m);
-                    let start = timeline.now();
-                    let output = if recompute {
-                        tch::no_grad(|| self.forward_local(&input))
-                    } else {
-                        self.forward_local(&input)
-                    };
-                    timeline.record(EventKind::Forward, self.layer_name(), start, timeline.now(), None);
-                    if layout.is_last() {
-                        let labels = labels.narrow(0, offsets[mb], sizes[mb] as i64);
-                        let loss = self.scaled_loss(&output, &labels, sizes[mb], batch);
-                        let _ = tch::no_grad(|| {
-                            loss_total += loss.detach() * if self.schedule.updates_per_micro_batch() { sizes[mb] as f64 / batch as f64 } else { 1.0 };
-                            correct_total += correct_on_device(&output, &labels);
-                        });
-                        if !recompute {
-                            slots[mb].loss = Some(loss);
-                        }
-                    } else {
-                        self.send(&output, layout.rank_of(layout.stage + 1), activation_tag(mb), &mut sends, format!("activation F{mb}"))?;
-                        if !recompute {
-                            slots[mb].output = Some(output);
-                        }
-                    }
-                    slots[mb].input = Some(input);
+                Action::Forward(id) => {
+                    let recompute = self.keeps_only_input(id, m);
+                    self.forward(id, recompute, &step, &mut sums, timeline, &mut traffic)?;
                 }
-                Action::Backward(_) => {
-                    let slot = &mut slots[mb];
-                    let input = slot.input.take().expect("a micro-batch's forward runs before its backward");
-                    let stash = slot.stash.take();
-                    let (mut output, mut loss) = (slot.output.take(), slot.loss.take());
-                    let latest = match &stash {
-                        Some(stashed) => Some(swap_weights(&self.params, stashed)),
-                        None => None,
-                    };
-                    if output.is_none() && loss.is_none() {
-                        let start = timeline.now();
-                        let recomputed = self.forward_local(&input);
-                        timeline.record(EventKind::Recompute, self.layer_name(), start, timeline.now(), None);
-                        if layout.is_last() {
-                            let labels = labels.narrow(0, offsets[mb], sizes[mb] as i64);
-                            loss = Some(self.scaled_loss(&recomputed, &labels, sizes[mb], batch));
-                        } else {
-                            output = Some(recomputed);
-                        }
-                    }
-                    let gradient = match slots[mb].gradient.take() {
-                        Some(pending) => Some(self.complete_recv(pending, &format!("gradient B{mb}"), timeline, &mut traffic)?),
-                        None => None,
-                    };
-                    let start = timeline.now();
-                    match (loss, output, gradient) {
-                        (Some(loss), _, _) => loss.f_backward()?,
-                        (None, Some(output), Some(gradient)) => backward_with_grad(&output, &gradient)?,
-                        _ => unreachable!("a stage before the last receives its output's gradient"),
-                    }
-                    timeline.record(EventKind::Backward, self.layer_name(), start, timeline.now(), None);
-                    if !layout.is_first() {
-                        self.send(&input.grad(), layout.rank_of(layout.stage - 1), gradient_tag(mb), &mut sends, format!("gradient B{mb}"))?;
-                    }
-                    if let Some(latest) = latest {
-                        swap_weights(&self.params, &latest);
-                    }
-                    if self.schedule.updates_per_micro_batch() {
-                        timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
-                        self.optimizer.zero_grad();
-                    }
+                Action::Backward(id) => {
+                    self.backward(id, Some(&step), m, timeline, &mut traffic)?;
                 }
             }
             if let (Some(now), Some(top)) = (memory::allocated_bytes(self.device), peak.as_mut()) {
                 *top = (*top).max(now);
             }
             // Completed sends free their buffers as the schedule goes on.
-            while sends.front().is_some_and(|(work, _, _)| work.is_completed()) {
-                let (work, _, what) = sends.pop_front().expect("checked");
-                let done = work.wait()?;
-                timeline.communication(EventKind::Send, what, &done);
-                traffic.add(&done);
-            }
+            self.settle_sends(false, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
-        for (work, _, what) in sends {
-            let done = work.wait()?;
-            timeline.communication(EventKind::Send, what, &done);
-            traffic.add(&done);
-        }
-        if let Some(group) = &self.replica_group {
-            self.all_reduce_gradients(group, timeline, &mut traffic)?;
-        }
         if !self.schedule.updates_per_micro_batch() {
+            // Synchronous schedules flush: every receive of this step is matched in it.
+            self.settle_sends(true, timeline, &mut traffic)?;
+            if let Some(group) = &self.replica_group {
+                self.all_reduce_gradients(group, timeline, &mut traffic)?;
+            }
             timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
         }
-        let (loss, correct) = self.share_loss(loss_total, correct_total, loss_recv, timeline, &mut traffic)?;
+        let (loss, correct) = self.share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
 
         if self.steps_done >= self.warmup_steps {
             if let (Some(base), Some(top)) = (baseline, peak) {
@@ -361,6 +359,133 @@ impl StageWorker<'_> {
         }
         self.steps_done += 1;
         Ok(StepOutput { loss, correct, comm_bytes: traffic.bytes, comm_s: traffic.seconds })
+    }
+
+    /// Whether micro-batch `id`'s forward keeps only its input (recomputing the rest in
+    /// backward): checkpointing says so, or PipeDream updates the weights before its
+    /// backward, which must then run on the weights this forward used (stashed).
+    fn keeps_only_input(&self, id: usize, m: usize) -> bool {
+        match self.schedule {
+            Schedule::PipeDream => self.layout.stages - self.layout.stage > 1,
+            _ => self.checkpoint.recomputes(id % m, m),
+        }
+    }
+
+    fn forward(
+        &mut self,
+        id: usize,
+        keep_only_input: bool,
+        step: &StepBatch<'_>,
+        sums: &mut StepSums,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        let layout = self.layout;
+        let mut slot = self.in_flight.remove(&id).unwrap_or_default();
+        let input = match slot.activation.take() {
+            Some(pending) => self
+                .complete_recv(pending, &format!("activation F{}", step.index(id)), timeline, traffic)?
+                .set_requires_grad(true),
+            None => step.slice(step.images, id),
+        };
+        if keep_only_input && self.schedule.updates_per_micro_batch() {
+            slot.stash = Some(tch::no_grad(|| self.params.iter().map(|p| p.detach().copy()).collect()));
+        }
+        let start = timeline.now();
+        let output = if keep_only_input { tch::no_grad(|| self.forward_local(&input)) } else { self.forward_local(&input) };
+        timeline.record(EventKind::Forward, self.layer_name(), start, timeline.now(), None);
+        if layout.is_last() {
+            let labels = step.slice(step.labels, id);
+            let size = step.sizes[step.index(id)];
+            let loss = self.scaled_loss(&output, &labels, size, step.batch());
+            // The step's loss is the batch mean whatever each micro-batch's scale.
+            let share = if self.schedule.updates_per_micro_batch() { size as f64 / step.batch() as f64 } else { 1.0 };
+            tch::no_grad(|| {
+                sums.loss += loss.detach() * share;
+                sums.correct += correct_on_device(&output, &labels);
+            });
+            if !keep_only_input {
+                slot.loss = Some(loss);
+            }
+            slot.labels = Some(labels);
+        } else {
+            self.send(&output, layout.rank_of(layout.stage + 1), activation_tag(id), format!("activation F{}", step.index(id)))?;
+            if !keep_only_input {
+                slot.output = Some(output);
+            }
+        }
+        slot.input = Some(input);
+        self.in_flight.insert(id, slot);
+        Ok(())
+    }
+
+    /// Backward of micro-batch `id` (of `m` per batch); PipeDream then updates.
+    fn backward(
+        &mut self,
+        id: usize,
+        step: Option<&StepBatch<'_>>,
+        m: usize,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        let layout = self.layout;
+        let label = format!("B{}", id % m);
+        let mut slot = self.in_flight.remove(&id).expect("a micro-batch's forward runs before its backward");
+        let input = slot.input.take().expect("a micro-batch's forward runs before its backward");
+        let latest = slot.stash.take().map(|stashed| swap_weights(&self.params, &stashed));
+        let (mut output, mut loss) = (slot.output.take(), slot.loss.take());
+        if output.is_none() && loss.is_none() {
+            let start = timeline.now();
+            let recomputed = self.forward_local(&input);
+            timeline.record(EventKind::Recompute, self.layer_name(), start, timeline.now(), None);
+            if layout.is_last() {
+                let labels = slot.labels.take().expect("the last stage keeps its labels");
+                let batch = step.map_or(labels.size()[0] as usize * m, StepBatch::batch);
+                loss = Some(self.scaled_loss(&recomputed, &labels, labels.size()[0] as usize, batch));
+            } else {
+                output = Some(recomputed);
+            }
+        }
+        let gradient = match slot.gradient.take() {
+            Some(pending) => Some(self.complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?),
+            None => None,
+        };
+        let start = timeline.now();
+        match (loss, output, gradient) {
+            (Some(loss), _, _) => loss.f_backward()?,
+            (None, Some(output), Some(gradient)) => backward_with_grad(&output, &gradient)?,
+            _ => unreachable!("a stage before the last receives its output's gradient"),
+        }
+        timeline.record(EventKind::Backward, self.layer_name(), start, timeline.now(), None);
+        if !layout.is_first() {
+            self.send(&input.grad(), layout.rank_of(layout.stage - 1), gradient_tag(id), format!("gradient {label}"))?;
+        }
+        if let Some(latest) = latest {
+            swap_weights(&self.params, &latest);
+        }
+        if self.schedule.updates_per_micro_batch() {
+            timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
+            self.optimizer.zero_grad();
+        }
+        Ok(())
+    }
+
+    /// Ends training: PipeDream's micro-batches still in flight run their backwards (and
+    /// updates), and every send completes.
+    pub(super) fn drain(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
+        let mut traffic = Traffic::default();
+        let m = self.schedule.micro_batches(self.micro_batches);
+        // The drained work belongs to no trained batch: it is recorded after the last step.
+        timeline.set_step(self.steps_done as u64);
+        let pending: Vec<usize> = self.in_flight.iter().filter(|(_, slot)| slot.input.is_some()).map(|(&id, _)| id).collect();
+        for id in pending {
+            let size = self.in_flight[&id].input.as_ref().map_or(1, |input| input.size()[0] as usize);
+            self.prefetch(Action::Backward(id), size)?;
+            timeline.set_micro_batch(Some(id % m));
+            self.backward(id, None, m, timeline, &mut traffic)?;
+        }
+        timeline.set_micro_batch(None);
+        self.settle_sends(true, timeline, &mut traffic)
     }
 
     /// Averages this stage's gradients over its replicas, in one fused buffer.

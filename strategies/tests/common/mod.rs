@@ -117,10 +117,15 @@ pub fn load_weights(out: &Path, ranks: impl IntoIterator<Item = usize>) -> Vec<(
 pub static IN_PROCESS_TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 pub fn single_weights(global_batch: usize) -> Vec<(String, Tensor)> {
+    single_weights_after(global_batch, STEPS)
+}
+
+/// Single-device weights after `steps` steps of `batch` samples.
+pub fn single_weights_after(batch: usize, steps: usize) -> Vec<(String, Tensor)> {
     let _turn = IN_PROCESS_TRAINING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let (train, test) = data();
     let spec = network(&train);
-    let config = config(global_batch);
+    let config = TrainConfig { budget: Budget { steps: Some(steps), ..Budget::default() }, ..config(batch) };
     let context = TrainContext { network: &spec, train, test, config: &config };
     let mut weights = Weights::default();
     single::train(&context, &mut weights).unwrap();
