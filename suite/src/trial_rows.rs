@@ -131,6 +131,10 @@ pub(crate) fn record(
         reports.iter().map(|(_, report)| *report).filter(|report| !report.steps.is_empty()).collect();
     let paced = slowest_rank_pace(&training);
     let lead = paced.as_ref().or(reports.first().map(|(_, report)| *report));
+    let shards = match trial.strategy.is_pipeline() {
+        true => (trial.global_batch() / trial.train.batch_size.max(1)) as f64,
+        false => training.len().max(1) as f64,
+    };
     let step_times = lead.map(|report| report.timed_step_times()).unwrap_or_default();
     let timed_median = |of: fn(&StepRecord) -> f64| {
         lead.and_then(|report| {
@@ -186,14 +190,11 @@ pub(crate) fn record(
         step_time_p90_s: stats::quantile(&step_times, 0.9),
         data_wait_median_s: timed_median(|step| step.data_wait_s),
         h2d_median_s: timed_median(|step| step.h2d_s),
-        // Throughput of the whole trial: every training rank's samples over the slowest
-        // rank's time per step (the lead report carries those times).
-        step_samples_per_s: lead
-            .and_then(|report| report.step_samples_per_s())
-            .map(|per_worker| per_worker * training.len().max(1) as f64),
-        wall_samples_per_s: lead
-            .and_then(|report| report.wall_samples_per_s())
-            .map(|per_worker| per_worker * training.len().max(1) as f64),
+        // Throughput of the whole trial: every batch shard's samples over the slowest rank's
+        // time per step (the lead report carries those times). Data-parallel ranks each train
+        // a shard; a pipeline's stages share one batch, so only its replicas add samples.
+        step_samples_per_s: lead.and_then(|report| report.step_samples_per_s()).map(|per_shard| per_shard * shards),
+        wall_samples_per_s: lead.and_then(|report| report.wall_samples_per_s()).map(|per_shard| per_shard * shards),
         val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
         time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
         final_accuracy: lead.and_then(|report| report.final_accuracy()),

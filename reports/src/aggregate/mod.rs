@@ -156,22 +156,34 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
     let strategy = trials.column("strategy").and_then(|c| c.str().cloned()).map_err(error("strategy"))?;
     let fusion = trials.column("fusion_threshold_bytes").and_then(|c| c.i64().cloned()).ok();
     let server = trials.column("server").and_then(|c| c.str().cloned()).ok();
+    // Pipeline parameters: one joins the label of a strategy the run tried with more than
+    // one value of it (`gpipe (m 4)`, `gpipe (m 8, checkpoint except_last)`); a value all
+    // its cells share needs no telling apart.
     let micro_batches = trials.column("micro_batches").and_then(|c| c.i64().cloned()).ok();
-    // A pipeline run over several micro-batch counts has one cell per count: `m` joins the
-    // label of a strategy that ran with more than one (one count needs no telling apart).
-    let mut counts_of: HashMap<&str, BTreeSet<i64>> = HashMap::new();
+    let balance = trials.column("balance").and_then(|c| c.str().cloned()).ok();
+    let checkpoint = trials.column("checkpoint").and_then(|c| c.str().cloned()).ok();
+    let varying: [(&str, Box<dyn Fn(usize) -> Option<String>>); 3] = [
+        ("m", Box::new(|i| micro_batches.as_ref().and_then(|c| c.get(i)).map(|m| m.to_string()))),
+        ("balance", Box::new(|i| balance.as_ref().and_then(|c| c.get(i)).map(str::to_owned))),
+        ("checkpoint", Box::new(|i| checkpoint.as_ref().and_then(|c| c.get(i)).map(str::to_owned))),
+    ];
+    let mut values_of: HashMap<(&str, &str), BTreeSet<Option<String>>> = HashMap::new();
     for i in 0..trials.height() {
-        if let (Some(name), Some(m)) = (strategy.get(i), micro_batches.as_ref().and_then(|m| m.get(i))) {
-            counts_of.entry(name).or_default().insert(m);
+        if let Some(name) = strategy.get(i) {
+            for (parameter, value) in &varying {
+                values_of.entry((name, parameter)).or_default().insert(value(i));
+            }
         }
     }
     let labelled: Vec<Option<String>> = (0..trials.height())
         .map(|i| {
             let name = strategy.get(i)?;
             let mut parameters = Vec::new();
-            if counts_of.get(name).is_some_and(|counts| counts.len() > 1) {
-                if let Some(m) = micro_batches.as_ref().and_then(|m| m.get(i)) {
-                    parameters.push(format!("m {m}"));
+            for (parameter, value) in &varying {
+                if values_of.get(&(name, *parameter)).is_some_and(|values| values.len() > 1) {
+                    if let Some(value) = value(i) {
+                        parameters.push(format!("{parameter} {value}"));
+                    }
                 }
             }
             if let Some(bytes) = fusion.as_ref().and_then(|f| f.get(i)) {
