@@ -122,7 +122,8 @@ fn every_checkpoint_mode_gives_the_weights_of_never() {
         let got = pipeline_weights(run, 2, dir.path());
         assert_same_weights(&format!("gpipe checkpoint {checkpoint}"), &got, &never);
         // Recomputation shows in the timeline: `always` recomputes every micro-batch.
-        let recomputed = events_of(dir.path(), 0).iter().filter(|e| e.kind == EventKind::Recompute && e.step == 0).count();
+        let recomputed =
+            events_of(dir.path(), 0).iter().filter(|e| e.kind == EventKind::Recompute && e.step == 0).count();
         assert_eq!(recomputed, if checkpoint == Checkpoint::Always { 4 } else { 3 }, "{checkpoint}");
     }
 }
@@ -180,7 +181,11 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         let timelines: Vec<Vec<TimelineEvent>> = (0..stages).map(|rank| events_of(dir.path(), rank)).collect();
         for (stage, events) in timelines.iter().enumerate() {
             for step in 0..STEPS as u64 {
-                assert_eq!(compute_order(events, step), schedule.actions(stage, stages, m), "{kind} stage {stage} step {step}");
+                assert_eq!(
+                    compute_order(events, step),
+                    schedule.actions(stage, stages, m),
+                    "{kind} stage {stage} step {step}"
+                );
             }
             let order = compute_order(events, 1);
             let warm_up = order.iter().take_while(|a| matches!(a, Action::Forward(_))).count();
@@ -189,7 +194,11 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
                 StrategyKind::OneFOneB => (stages - stage - 1).min(m) + 1,
                 _ => m,
             };
-            assert_eq!(warm_up.min(m), expected_warm_up.min(m), "{kind} stage {stage}: forwards before the first backward");
+            assert_eq!(
+                warm_up.min(m),
+                expected_warm_up.min(m),
+                "{kind} stage {stage}: forwards before the first backward"
+            );
         }
         // Causality on the shared clock: a micro-batch's forward on stage s + 1 starts after it
         // ends on stage s, and its backward on stage s starts after it ends on stage s + 1.
@@ -199,7 +208,9 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         for stage in 0..stages - 1 {
             for mb in 0..m as u32 {
                 assert!(find(stage + 1, EventKind::Forward, mb).start_ns >= find(stage, EventKind::Forward, mb).end_ns);
-                assert!(find(stage, EventKind::Backward, mb).start_ns >= find(stage + 1, EventKind::Backward, mb).end_ns);
+                assert!(
+                    find(stage, EventKind::Backward, mb).start_ns >= find(stage + 1, EventKind::Backward, mb).end_ns
+                );
             }
         }
     }

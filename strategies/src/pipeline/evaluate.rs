@@ -9,7 +9,8 @@ use stratlab_datasets::{Dataset, Loader, LoaderConfig};
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
-use super::stage_worker::{StageWorker, EVAL_TAG};
+use super::links::EVAL_TAG;
+use super::stage_worker::StageWorker;
 use crate::evaluate::correct_on_device;
 use crate::TrainError;
 
@@ -77,5 +78,4 @@ impl StageWorker<'_> {
         let totals = Vec::<f64>::try_from(totals.to_device(Device::Cpu))?;
         Ok([totals[0], totals[1], totals[2]])
     }
-
 }

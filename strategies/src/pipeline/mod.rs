@@ -7,6 +7,7 @@
 //! - the stage worker runs that order, overlapping sends and receives with compute.
 
 mod evaluate;
+mod links;
 pub mod memory;
 pub mod partition;
 pub mod schedule;
@@ -71,7 +72,8 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let invalid = |field: &'static str, reason: String| TrainError::InvalidConfig { field, reason };
-    let schedule = Schedule::of(options.kind).ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", options.kind)))?;
+    let schedule =
+        Schedule::of(options.kind).ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", options.kind)))?;
     let (stages, replicas) = options.shape(world.world_size()).map_err(|reason| invalid("workers", reason))?;
     let layout = Layout::of(world.rank(), stages, replicas);
     let device = train_loop::prepare(config)?;
@@ -136,12 +138,14 @@ fn agree_on_plan(
     device: Device,
     world: &ProcessGroup,
 ) -> Result<StagePlan, TrainError> {
-    let partition_error = |error: PartitionError| TrainError::InvalidConfig { field: "balance", reason: error.to_string() };
+    let partition_error =
+        |error: PartitionError| TrainError::InvalidConfig { field: "balance", reason: error.to_string() };
     let mut plan = if world.rank() == 0 || options.balance != Balance::Time {
         plan_stages(spec, &options.balance, stages, micro_batch, device).map_err(partition_error)?
     } else {
         check_balance(spec.stages.len(), &options.balance, stages).map_err(partition_error)?;
-        let mut placeholder = plan_stages(spec, &Balance::Uniform, stages, micro_batch, device).map_err(partition_error)?;
+        let mut placeholder =
+            plan_stages(spec, &Balance::Uniform, stages, micro_batch, device).map_err(partition_error)?;
         placeholder.balance = Balance::Time;
         placeholder.unit = "seconds".into();
         placeholder
@@ -180,7 +184,13 @@ impl StepRunner for PipelineStep<'_> {
         (self.worker.layout.replica, self.worker.layout.replicas)
     }
 
-    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+    fn step(
+        &mut self,
+        images: &Tensor,
+        labels: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<StepOutput, TrainError> {
         self.worker.run_step(images, labels, lr, timeline)
     }
 

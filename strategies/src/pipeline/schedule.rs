@@ -133,12 +133,14 @@ mod tests {
     #[test]
     fn one_f_one_b_warms_up_by_depth_then_alternates_then_drains() {
         // Four stages, six micro-batches: warm-up forwards 3, 2, 1, 0.
-        assert_eq!(Schedule::OneFOneB.actions(0, 4, 6), vec![
-            F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2), B(3), B(4), B(5)
-        ]);
-        assert_eq!(Schedule::OneFOneB.actions(3, 4, 6), vec![
-            F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3), F(4), B(4), F(5), B(5)
-        ]);
+        assert_eq!(
+            Schedule::OneFOneB.actions(0, 4, 6),
+            vec![F(0), F(1), F(2), F(3), B(0), F(4), B(1), F(5), B(2), B(3), B(4), B(5)]
+        );
+        assert_eq!(
+            Schedule::OneFOneB.actions(3, 4, 6),
+            vec![F(0), B(0), F(1), B(1), F(2), B(2), F(3), B(3), F(4), B(4), F(5), B(5)]
+        );
         // Fewer micro-batches than stages: all forwards are warm-up.
         assert_eq!(Schedule::OneFOneB.actions(0, 4, 2), vec![F(0), F(1), B(0), B(1)]);
     }

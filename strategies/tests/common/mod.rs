@@ -142,4 +142,3 @@ pub fn assert_same_weights(strategy: &str, got: &[(String, Tensor)], expected: &
         assert!(difference / scale <= 1e-5, "{strategy}: {name} differs by {:.3e} relative", difference / scale);
     }
 }
-

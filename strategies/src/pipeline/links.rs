@@ -1,0 +1,178 @@
+//! How a stage talks to its neighbours: message tags, receives posted ahead, sends that
+//! complete in the background, the replicas' gradient all-reduce and the step's loss.
+
+use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
+use tch::{Kind, Tensor};
+
+use super::schedule::Action;
+use super::stage_worker::StageWorker;
+use crate::timeline::{EventKind, Timeline};
+use crate::TrainError;
+
+// Tags keep a pipeline's messages apart: activations and gradients per micro-batch, the
+// step's loss, and evaluation batches.
+// Ids wrap well below LOSS_TAG; at most one pipeline's depth of micro-batches is in flight.
+pub(super) fn activation_tag(id: usize) -> u32 {
+    2 * (id % (1 << 18)) as u32
+}
+pub(super) fn gradient_tag(id: usize) -> u32 {
+    activation_tag(id) + 1
+}
+pub(super) const LOSS_TAG: u32 = 1 << 20;
+pub(super) const EVAL_TAG: u32 = 1 << 21;
+
+/// A receive in flight into its buffer.
+pub(super) struct PendingRecv {
+    buffer: Tensor,
+    work: Work,
+}
+
+/// Communication totals of a step.
+#[derive(Default)]
+pub(super) struct Traffic {
+    pub(super) bytes: u64,
+    pub(super) seconds: f64,
+}
+
+impl Traffic {
+    pub(super) fn add(&mut self, done: &Completed) {
+        self.bytes += done.bytes;
+        self.seconds += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
+    }
+}
+
+/// A send in flight with its buffer (which must live until it completes).
+pub(super) struct PendingSend {
+    work: Work,
+    _buffer: Tensor,
+    what: String,
+}
+
+impl StageWorker<'_> {
+    pub(super) fn post_recv(&self, shape: &[i64], src: usize, tag: u32) -> Result<PendingRecv, TrainError> {
+        let mut buffer = Tensor::empty(shape, (Kind::Float, self.comm_device()));
+        let work = self.world.recv_async(&mut buffer, src, tag)?;
+        Ok(PendingRecv { buffer, work })
+    }
+
+    /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
+    /// micro-batch has `size` samples.
+    pub(super) fn prefetch(&mut self, action: Action, size: usize) -> Result<(), TrainError> {
+        let layout = self.layout;
+        match action {
+            Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
+                let shape = self.input_shape(size)?;
+                let pending = self.post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
+                self.in_flight.entry(id).or_default().activation = Some(pending);
+            }
+            Action::Backward(id) if !layout.is_last() => {
+                let first_next = self.plan.ranges[layout.stage + 1].start;
+                let shape = self.spec.analyze(size as i64)?.stages[first_next - 1].output_shape.clone();
+                let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
+                if !posted {
+                    let pending = self.post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(id))?;
+                    self.in_flight.entry(id).or_default().gradient = Some(pending);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Waits for a receive, recording the wait (idle) and the transfer.
+    pub(super) fn complete_recv(
+        &self,
+        pending: PendingRecv,
+        what: &str,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<Tensor, TrainError> {
+        let waited = timeline.now();
+        let done = pending.work.wait()?;
+        timeline.record(EventKind::Idle, format!("waiting for {what}"), waited, timeline.now(), None);
+        timeline.communication(EventKind::Recv, what, &done);
+        traffic.add(&done);
+        Ok(pending.buffer.to_device(self.device))
+    }
+
+    pub(super) fn send(&mut self, tensor: &Tensor, dst: usize, tag: u32, what: String) -> Result<(), TrainError> {
+        let buffer = tensor.detach().to_device(self.comm_device()).contiguous();
+        let work = self.world.send_async(&buffer, dst, tag)?;
+        self.sends.push_back(PendingSend { work, _buffer: buffer, what });
+        Ok(())
+    }
+
+    /// Records the sends that have completed (all of them when `wait`), oldest first.
+    pub(super) fn settle_sends(
+        &mut self,
+        wait: bool,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        while self.sends.front().is_some_and(|send| wait || send.work.is_completed()) {
+            let send = self.sends.pop_front().expect("checked");
+            let done = send.work.wait()?;
+            timeline.communication(EventKind::Send, send.what, &done);
+            traffic.add(&done);
+        }
+        Ok(())
+    }
+
+    /// Averages this stage's gradients over its replicas, in one fused buffer.
+    pub(super) fn all_reduce_gradients(
+        &self,
+        group: &ProcessGroup,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        let grads: Vec<Tensor> = self.params.iter().map(|p| p.grad().view([-1])).collect();
+        if grads.is_empty() {
+            return Ok(());
+        }
+        let mut flat = tch::no_grad(|| Tensor::cat(&grads, 0)).to_device(group.tensor_device(self.device));
+        let done = group.all_reduce_async(&mut flat, ReduceOp::Average)?.wait()?;
+        timeline.communication(EventKind::AllReduce, format!("stage {} replicas", self.layout.stage), &done);
+        traffic.add(&done);
+        let flat = flat.to_device(self.device);
+        let mut offset = 0;
+        tch::no_grad(|| {
+            for param in &self.params {
+                let mut grad = param.grad();
+                let numel = grad.numel() as i64;
+                grad.copy_(&flat.narrow(0, offset, numel).view_as(&grad));
+                offset += numel;
+            }
+        });
+        Ok(())
+    }
+
+    /// The last stage sends the batch's loss and correct count to the other stages of its
+    /// pipeline, so every rank records the same metrics.
+    pub(super) fn share_loss(
+        &self,
+        loss: Tensor,
+        correct: Tensor,
+        pending: Option<PendingRecv>,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(Tensor, Tensor), TrainError> {
+        let layout = self.layout;
+        match pending {
+            None => {
+                let metrics = Tensor::stack(&[loss.to_kind(Kind::Float), correct.to_kind(Kind::Float)], 0);
+                let buffer = metrics.to_device(self.comm_device());
+                let works: Vec<Work> = (0..layout.stages - 1)
+                    .map(|stage| self.world.send_async(&buffer, layout.rank_of(stage), LOSS_TAG))
+                    .collect::<Result<_, _>>()?;
+                for work in works {
+                    traffic.add(&work.wait()?);
+                }
+                Ok((loss, correct))
+            }
+            Some(pending) => {
+                let metrics = self.complete_recv(pending, "loss", timeline, traffic)?;
+                Ok((metrics.get(0), metrics.get(1).to_kind(Kind::Int64)))
+            }
+        }
+    }
+}
