@@ -50,7 +50,7 @@ impl StageWorker<'_> {
             let input = if layout.is_first() {
                 batch.images.narrow(0, 0, take as i64).to_device(self.device)
             } else {
-                let mut buffer = Tensor::empty(self.input_shape(take)?, (Kind::Float, self.comm_device()));
+                let mut buffer = Tensor::empty(self.input_shape(take), (Kind::Float, self.comm_device()));
                 self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
                 buffer.to_device(self.device)
             };

@@ -61,16 +61,15 @@ impl StageWorker<'_> {
         let layout = self.layout;
         match action {
             Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
-                let shape = self.input_shape(size)?;
+                let shape = self.input_shape(size);
                 let pending = self.post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
                 self.in_flight.entry(id).or_default().activation = Some(pending);
             }
             Action::Backward(id) if !layout.is_last() => {
-                let first_next = self.plan.ranges[layout.stage + 1].start;
-                let shape = self.spec.analyze(size as i64)?.stages[first_next - 1].output_shape.clone();
                 let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
                 if !posted {
-                    let pending = self.post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(id))?;
+                    let pending =
+                        self.post_recv(&self.output_shape(size), layout.rank_of(layout.stage + 1), gradient_tag(id))?;
                     self.in_flight.entry(id).or_default().gradient = Some(pending);
                 }
             }

@@ -107,7 +107,7 @@ pub fn train(
         schedule,
         micro_batches: options.micro_batches,
         checkpoint: options.checkpoint,
-        spec: context.network,
+        stage_output_dims: context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect(),
         plan,
         local,
         optimizer: train_loop::sgd(&store, config)?,

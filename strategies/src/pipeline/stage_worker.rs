@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use stratlab_comm::ProcessGroup;
-use stratlab_networks::{Network, NetworkSpec};
+use stratlab_networks::Network;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
@@ -90,7 +90,9 @@ pub struct StageWorker<'a> {
     pub(super) schedule: Schedule,
     pub(super) micro_batches: usize,
     pub(super) checkpoint: Checkpoint,
-    pub(super) spec: &'a NetworkSpec,
+    /// Per-sample output shape of every network stage (batch axis 1), inferred once: what
+    /// crosses each possible cut, so a receive buffer is shaped without re-analysing.
+    pub(super) stage_output_dims: Vec<Vec<i64>>,
     pub(super) plan: StagePlan,
     pub(super) local: Network,
     pub(super) optimizer: nn::Optimizer,
@@ -140,11 +142,19 @@ struct StepSums {
 }
 
 impl StageWorker<'_> {
-    /// The input shape of this stage for `samples` samples.
-    pub(super) fn input_shape(&self, samples: usize) -> Result<Vec<i64>, TrainError> {
-        let first = self.plan.ranges[self.layout.stage].start;
-        let analysis = self.spec.analyze(samples as i64)?;
-        Ok(analysis.stages[first - 1].output_shape.clone())
+    /// The shape of network stage `index`'s output for `samples` samples.
+    fn boundary_shape(&self, index: usize, samples: usize) -> Vec<i64> {
+        std::iter::once(samples as i64).chain(self.stage_output_dims[index][1..].iter().copied()).collect()
+    }
+
+    /// The input shape of this stage (what the previous stage sends) for `samples` samples.
+    pub(super) fn input_shape(&self, samples: usize) -> Vec<i64> {
+        self.boundary_shape(self.plan.ranges[self.layout.stage].start - 1, samples)
+    }
+
+    /// The output shape of this stage (and of the gradient it receives) for `samples` samples.
+    pub(super) fn output_shape(&self, samples: usize) -> Vec<i64> {
+        self.boundary_shape(self.plan.ranges[self.layout.stage].end - 1, samples)
     }
 
     pub(super) fn comm_device(&self) -> Device {
