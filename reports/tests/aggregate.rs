@@ -52,6 +52,7 @@ fn trial(
         micro_batches: (strategy == "gpipe").then_some(4),
         balance: None,
         checkpoint: None,
+        pipeline_stages: None,
         fusion_threshold_bytes: None,
         server: None,
         epochs_budget: Some(2),

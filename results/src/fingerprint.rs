@@ -63,6 +63,10 @@ pub struct Fingerprint {
     pub libtorch_cuda_version: Option<String>,
     /// cuDNN version the linked libtorch was built with; `None` for a CPU build.
     pub libtorch_cudnn_version: Option<String>,
+    /// NCCL version the process loaded (`2.27.3`), when libtorch was built with NCCL;
+    /// `None` for a CPU build and for runs stored before the field existed.
+    #[serde(default)]
+    pub nccl_version: Option<String>,
     /// The tch crate's version, from the Cargo.lock the binary was built with.
     pub tch_version: String,
     /// `rustc --version` of the compiler that built the binary.
@@ -95,6 +99,51 @@ impl Fingerprint {
         }
         differences
     }
+
+    /// The environment a measurement depends on, as `(field, value)` in a fixed order:
+    /// code (commit, binary, compiler, tch), libraries (libtorch, CUDA, cuDNN, NCCL), driver,
+    /// devices and host. Leaves out what changes every run (`collected_at`) and the suite
+    /// file's path; `—` marks an unknown value.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "—".to_owned());
+        let number = |value: Option<i64>| value.map_or_else(|| "—".to_owned(), |v| v.to_string());
+        vec![
+            ("stratlab_version", self.stratlab_version.clone()),
+            ("git_commit", show(&self.git_commit)),
+            ("git_dirty", self.git_dirty.map_or_else(|| "—".to_owned(), |dirty| dirty.to_string())),
+            ("binary_sha256", show(&self.binary_sha256)),
+            ("rustc_version", show(&self.rustc_version)),
+            ("tch_version", self.tch_version.clone()),
+            ("suite_sha256", show(&self.suite_sha256)),
+            ("libtorch_version", show(&self.libtorch_version)),
+            ("libtorch_cuda_version", show(&self.libtorch_cuda_version)),
+            ("libtorch_cudnn_version", show(&self.libtorch_cudnn_version)),
+            ("cudnn_runtime_version", number(self.cudnn_runtime_version)),
+            ("nccl_version", show(&self.nccl_version)),
+            ("nvidia_driver_version", show(&self.nvidia_driver_version)),
+            ("cuda_driver_version", show(&self.cuda_driver_version)),
+            ("gpu_models", if self.gpu_models.is_empty() { "—".to_owned() } else { self.gpu_models.join(", ") }),
+            ("cpu_model", show(&self.cpu_model)),
+            ("logical_cores", self.logical_cores.to_string()),
+            ("memory_total_bytes", number(self.memory_total_bytes.map(|bytes| bytes as i64))),
+            ("host_name", show(&self.host_name)),
+            ("os", show(&self.os)),
+            ("kernel", show(&self.kernel)),
+            ("active_fault", show(&self.active_fault)),
+        ]
+    }
+
+    /// Every [`environment`](Self::environment) field whose value differs from `later`'s,
+    /// as `(field, this value, later value)`: what changed between two runs and could
+    /// explain a change in their numbers.
+    pub fn changes_to(&self, later: &Fingerprint) -> Vec<(&'static str, String, String)> {
+        self.environment()
+            .into_iter()
+            .zip(later.environment())
+            .filter(|((_, before), (_, after))| before != after)
+            .map(|((field, before), (_, after))| (field, before, after))
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -117,6 +166,22 @@ mod tests {
         b.nvidia_driver_version = Some("999.1".into());
         let names: Vec<&str> = a.differences(&b).iter().map(|d| d.0).collect();
         assert_eq!(names, ["host_name", "nvidia_driver_version"]);
+    }
+
+    #[test]
+    fn changes_list_every_environment_field_that_moved_and_nothing_else() {
+        let a = sample();
+        let mut b = a.clone();
+        b.collected_at = "later".into();
+        assert!(a.changes_to(&b).is_empty(), "the collection time is not an environment change");
+        b.git_commit = Some("feedbeef".into());
+        b.nccl_version = Some("2.27.3".into());
+        b.gpu_models = vec!["NVIDIA H100".into()];
+        let changes = a.changes_to(&b);
+        let names: Vec<&str> = changes.iter().map(|c| c.0).collect();
+        assert_eq!(names, ["git_commit", "nccl_version", "gpu_models"]);
+        assert_eq!(changes[1].1, "—");
+        assert_eq!(changes[1].2, "2.27.3");
     }
 
     #[test]

@@ -46,6 +46,10 @@ pub struct TrialRow {
     pub balance: Option<String>,
     /// Activation checkpointing mode, when used.
     pub checkpoint: Option<String>,
+    /// Stages per pipeline of a `hybrid` trial (its pp; replicas = workers ÷ pp); null for
+    /// other strategies and for runs stored before the column existed.
+    #[serde(default)]
+    pub pipeline_stages: Option<i64>,
     /// Gradient-bucket fusion threshold in bytes, for data-parallel strategies.
     pub fusion_threshold_bytes: Option<i64>,
     /// Parameter-server placement (`colocated`, `dedicated`), when given.
@@ -170,6 +174,7 @@ impl Table for TrialRow {
             ("micro_batches", Int64),
             ("balance", String),
             ("checkpoint", String),
+            ("pipeline_stages", Int64),
             ("fusion_threshold_bytes", Int64),
             ("server", String),
             ("epochs_budget", Int64),

@@ -53,6 +53,7 @@ pub fn collect(suite_path: Option<&Path>) -> Fingerprint {
         libtorch_version: libtorch.torch_version,
         libtorch_cuda_version: libtorch.cuda_version,
         libtorch_cudnn_version: libtorch.cudnn_version,
+        nccl_version: stratlab_comm::Backend::Nccl.is_available().then(nccl_version).flatten(),
         tch_version: TCH_VERSION.to_owned(),
         rustc_version: non_empty(RUSTC_VERSION),
         torch_threads: tch::get_num_threads(),
@@ -102,6 +103,33 @@ impl NvmlFacts {
                 format!("{}.{}", nvml_wrapper::cuda_driver_version_major(v), nvml_wrapper::cuda_driver_version_minor(v))
             }),
         }
+    }
+}
+
+/// The version of the NCCL library this process already loaded (libtorch's CUDA build links
+/// it), from its own `ncclGetVersion`: `RTLD_NOLOAD` finds the loaded copy without loading
+/// another. Codes are major·10000 + minor·100 + patch since NCCL 2.9 (·1000 before).
+fn nccl_version() -> Option<String> {
+    // SAFETY: dlopen with RTLD_NOLOAD only returns a handle to an already loaded library;
+    // the symbol, when present, is NCCL's `ncclResult_t ncclGetVersion(int*)`.
+    unsafe {
+        let handle = libc::dlopen(c"libnccl.so.2".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if handle.is_null() {
+            return None;
+        }
+        let symbol = libc::dlsym(handle, c"ncclGetVersion".as_ptr());
+        let version = if symbol.is_null() {
+            None
+        } else {
+            let get_version: extern "C" fn(*mut libc::c_int) -> libc::c_int = std::mem::transmute(symbol);
+            let mut code: libc::c_int = 0;
+            (get_version(&mut code) == 0 && code > 0).then(|| {
+                let base = if code >= 20900 { 10000 } else { 1000 };
+                format!("{}.{}.{}", code / base, (code % base) / 100, code % 100)
+            })
+        };
+        libc::dlclose(handle);
+        version
     }
 }
 

@@ -11,8 +11,8 @@ use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainRe
 use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
 use stratlab_results::{
-    pipeline_stage_rows, rank_breakdown, EpochRow, PipelineStageInfo, PipelineStageRow, EventRow, Fingerprint, Lane, Outcome, RankBreakdownRow, StepRow, TelemetryRow, TrialRow,
-    TrialTables, UtcTime,
+    pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, PipelineStageInfo,
+    PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
 /// Everything recorded about one trial.
@@ -161,6 +161,7 @@ pub(crate) fn record(
         micro_batches: trial.micro_batches.map(|m| m as i64),
         balance: trial.balance.as_ref().map(ToString::to_string),
         checkpoint: trial.checkpoint.map(|checkpoint| checkpoint.to_string()),
+        pipeline_stages: trial.pipeline_stages.map(|stages| stages as i64),
         fusion_threshold_bytes: trial.fusion_threshold_bytes.map(|b| b as i64),
         server: trial.server.map(|server| server.name().to_string()),
         epochs_budget: budget.epochs.map(|e| e as i64),

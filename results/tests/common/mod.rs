@@ -30,6 +30,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         micro_batches: Some(4),
         balance: Some("uniform".into()),
         checkpoint: None,
+        pipeline_stages: None,
         fusion_threshold_bytes: None,
         server: None,
         epochs_budget: Some(3),
