@@ -1,0 +1,276 @@
+//! A run's cells: its trials grouped by what was measured (network, data set, strategy and
+//! its parameters, workers, batch), each with its timed step times and outcomes.
+//!
+//! Two runs' cells match when their [`CellKey`]s are equal. How a cell was run (threads,
+//! device, data source, budget, numerics) is not part of the key but its [`CellSettings`]:
+//! running the same cell with 1 thread instead of 2 is exactly the kind of change a
+//! comparison must show, not a reason to stop matching.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+use stratlab_results::{Fingerprint, RunStore, StepRow, TrialRow};
+
+use crate::bootstrap::{Statistic, StepSamples};
+use crate::RegressionError;
+
+/// What a cell measures: equal keys in two runs are the same experiment.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct CellKey {
+    /// Network name.
+    pub network: String,
+    /// Data set name.
+    pub dataset: String,
+    /// Strategy name.
+    pub strategy: String,
+    /// Workers W.
+    pub workers: i64,
+    /// Samples per worker per step.
+    pub batch_size: i64,
+    /// Micro-batches per step (pipelines).
+    pub micro_batches: Option<i64>,
+    /// Stage balance (pipelines).
+    pub balance: Option<String>,
+    /// Activation checkpointing (gpipe).
+    pub checkpoint: Option<String>,
+    /// Stages per pipeline (hybrid).
+    pub pipeline_stages: Option<i64>,
+    /// Gradient fusion threshold (data parallel).
+    pub fusion_threshold_bytes: Option<i64>,
+    /// Server placement (parameter server).
+    pub server: Option<String>,
+}
+
+impl CellKey {
+    /// The key of `trial`'s cell.
+    pub fn of(trial: &TrialRow) -> CellKey {
+        CellKey {
+            network: trial.network.clone(),
+            dataset: trial.dataset.clone(),
+            strategy: trial.strategy.clone(),
+            workers: trial.workers,
+            batch_size: trial.batch_size,
+            micro_batches: trial.micro_batches,
+            balance: trial.balance.clone(),
+            checkpoint: trial.checkpoint.clone(),
+            pipeline_stages: trial.pipeline_stages,
+            fusion_threshold_bytes: trial.fusion_threshold_bytes,
+            server: trial.server.clone(),
+        }
+    }
+
+    /// The strategy with its workers and parameters, without network and data set:
+    /// `gpipe ×2 m4 bal time` (how rankings name their entries).
+    pub fn strategy_label(&self) -> String {
+        let mut label = format!("{} ×{}", self.strategy, self.workers);
+        let mut add = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                label.push_str(&format!(" {name}{value}"));
+            }
+        };
+        add("pp", self.pipeline_stages.map(|pp| pp.to_string()));
+        add("m", self.micro_batches.map(|m| m.to_string()));
+        add("bal ", self.balance.clone());
+        add("ckpt ", self.checkpoint.clone());
+        add("fusion ", self.fusion_threshold_bytes.map(|bytes| bytes.to_string()));
+        add("server ", self.server.clone());
+        label
+    }
+}
+
+impl fmt::Display for CellKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} · {} · {} · b{}", self.network, self.dataset, self.strategy_label(), self.batch_size)
+    }
+}
+
+/// How a cell was run, beyond what it measures: shown when it differs between runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellSettings {
+    /// `(setting, value)` in a fixed order.
+    pub values: Vec<(&'static str, String)>,
+}
+
+impl CellSettings {
+    fn of(trial: &TrialRow) -> CellSettings {
+        let show = |value: &Option<String>| value.clone().unwrap_or_else(|| "—".to_owned());
+        let shown = |value: Option<String>| value.unwrap_or_else(|| "—".to_owned());
+        let budget = [
+            trial.epochs_budget.map(|e| format!("{e} epochs")),
+            trial.steps_budget.map(|s| format!("{s} steps")),
+            trial.seconds_budget.map(|s| format!("{s} s")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ");
+        CellSettings {
+            values: vec![
+                ("threads", trial.threads.to_string()),
+                ("device", trial.device.clone()),
+                ("device_name", show(&trial.device_name)),
+                ("data_source", trial.data_source.clone()),
+                ("budget", budget),
+                ("warmup_steps", trial.warmup_steps.to_string()),
+                ("cudnn_benchmark", shown(trial.cudnn_benchmark.map(|b| b.to_string()))),
+                ("matmul_precision", show(&trial.matmul_precision)),
+                ("cudnn_tf32", shown(trial.cudnn_tf32.map(|b| b.to_string()))),
+            ],
+        }
+    }
+
+    /// The settings whose values differ from `later`'s: `threads 2 → 1`.
+    pub fn changes_to(&self, later: &CellSettings) -> Vec<String> {
+        self.values
+            .iter()
+            .zip(&later.values)
+            .filter(|(before, after)| before.1 != after.1)
+            .map(|((name, before), (_, after))| format!("{name} {before} → {after}"))
+            .collect()
+    }
+}
+
+/// One cell of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// What it measures.
+    pub key: CellKey,
+    /// How its first trial was run.
+    pub settings: CellSettings,
+    /// Samples per optimiser step over all workers.
+    pub global_batch: i64,
+    /// Outcome of each repeat, in repeat order (`ok`, `oom`, …).
+    pub outcomes: Vec<String>,
+    /// Timed step times of the repeats that finished `ok`.
+    pub steps: StepSamples,
+    /// The trial rows of its repeats, in repeat order (headline metrics for histories).
+    pub trials: Vec<TrialRow>,
+}
+
+impl Cell {
+    /// How many repeats finished `ok`.
+    pub fn ok_count(&self) -> usize {
+        self.outcomes.iter().filter(|o| o.as_str() == "ok").count()
+    }
+
+    /// The outcomes as one phrase: `ok`, `ok ×3`, `ok ×2, oom`.
+    pub fn outcome_summary(&self) -> String {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for outcome in &self.outcomes {
+            *counts.entry(outcome.as_str()).or_default() += 1;
+        }
+        counts
+            .into_iter()
+            .map(|(outcome, n)| if n == 1 { outcome.to_owned() } else { format!("{outcome} ×{n}") })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The `statistic` of the step times of the `ok` repeats, seconds.
+    pub fn step_time_s(&self, statistic: Statistic) -> Option<f64> {
+        self.steps.statistic(statistic)
+    }
+
+    /// Training throughput, samples/s: the global batch ÷ that step time.
+    pub fn throughput(&self, statistic: Statistic) -> Option<f64> {
+        self.step_time_s(statistic).map(|t| self.global_batch as f64 / t)
+    }
+
+    /// The same cell with every step `factor` times as long (threshold studies).
+    pub fn slowed(&self, factor: f64) -> Cell {
+        Cell { steps: self.steps.scaled(factor), ..self.clone() }
+    }
+}
+
+/// A stored run read as cells.
+#[derive(Debug, Clone)]
+pub struct RunCells {
+    /// The run id (folder name).
+    pub run_id: String,
+    /// The environment the run was measured in.
+    pub fingerprint: Fingerprint,
+    /// Its cells, by key.
+    pub cells: BTreeMap<CellKey, Cell>,
+}
+
+impl RunCells {
+    /// Reads the run in `run_dir`: its trials and their timed steps.
+    ///
+    /// A step's time is the slowest worker's at that step (every worker of a synchronous
+    /// step waits for it; the step rows of ranks that train nothing, a dedicated parameter
+    /// server's, do not exist). Warm-up steps are left out.
+    pub fn load(run_dir: &Path) -> Result<RunCells, RegressionError> {
+        let store = RunStore::open(run_dir)?;
+        let fingerprint = store.fingerprint()?;
+        let trials: Vec<TrialRow> = store.load_rows()?;
+        let steps: Vec<StepRow> = store.load_rows()?;
+        let mut step_times: BTreeMap<&str, BTreeMap<i64, f64>> = BTreeMap::new();
+        for step in steps.iter().filter(|step| !step.warmup) {
+            let slowest = step_times.entry(&step.trial_id).or_default().entry(step.step).or_insert(0.0);
+            *slowest = slowest.max(step.step_time_s);
+        }
+        Ok(RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
+            step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
+        }))
+    }
+
+    /// Groups `trials` into cells; `timed_steps` gives a trial's timed step times in order.
+    pub fn from_rows(
+        run_id: &str,
+        fingerprint: Fingerprint,
+        mut trials: Vec<TrialRow>,
+        timed_steps: impl Fn(&str) -> Vec<f64>,
+    ) -> RunCells {
+        trials.sort_by_key(|trial| (trial.index, trial.repeat));
+        let mut cells: BTreeMap<CellKey, Cell> = BTreeMap::new();
+        for trial in trials {
+            let key = CellKey::of(&trial);
+            let cell = cells.entry(key.clone()).or_insert_with(|| Cell {
+                key,
+                settings: CellSettings::of(&trial),
+                global_batch: trial.global_batch,
+                outcomes: Vec::new(),
+                steps: StepSamples::default(),
+                trials: Vec::new(),
+            });
+            cell.outcomes.push(trial.outcome.clone());
+            if trial.outcome == "ok" {
+                let steps = timed_steps(&trial.trial_id);
+                if !steps.is_empty() {
+                    cell.steps.repeats.push(steps);
+                }
+            }
+            cell.trials.push(trial);
+        }
+        RunCells { run_id: run_id.to_owned(), fingerprint, cells }
+    }
+
+    /// The suite's short name, from the run id (`20261123T204934Z-noise-study` →
+    /// `noise-study`; a `-2` added to a run started in the same second is dropped).
+    pub fn suite_label(&self) -> String {
+        suite_label(&self.run_id)
+    }
+}
+
+/// The suite part of a run id: after the UTC time stamp, without a same-second suffix.
+pub fn suite_label(run_id: &str) -> String {
+    let label = run_id.split_once('-').map_or(run_id, |(_, label)| label);
+    match label.rsplit_once('-') {
+        Some((stem, n)) if n.parse::<u32>().is_ok_and(|n| n >= 2) && !stem.is_empty() => stem.to_owned(),
+        _ => label.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suite_labels_drop_the_time_stamp_and_a_same_second_suffix() {
+        assert_eq!(suite_label("20261123T204934Z-noise-study"), "noise-study");
+        assert_eq!(suite_label("20261123T204934Z-noise-study-2"), "noise-study");
+        assert_eq!(suite_label("20261123T204934Z-default"), "default");
+    }
+}

@@ -1,0 +1,270 @@
+//! `stratlab compare`: every cell of two runs side by side, with a verdict per cell, the
+//! cells that appear, vanish or change outcome, and the fastest strategy per network and
+//! data set in each run.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::bootstrap::{statistic_ratio, RatioEstimate, Statistic};
+use crate::cells::{Cell, CellKey, RunCells};
+use crate::thresholds::{Thresholds, Verdict};
+
+/// How the numbers of a comparison are computed, printed with it so a reader never has to
+/// guess which statistic a column holds.
+pub fn statistics_text(statistic: Statistic) -> String {
+    format!(
+        "step time: the {0} of the timed steps (warm-up excluded; a step's time is its slowest worker's), pooled over \
+         a cell's ok repeats; throughput: global batch ÷ that step time. Change: new ÷ baseline {0}; interval: \
+         percentile bootstrap of that ratio (repeats resampled, then circular blocks of ⌈√n⌉ consecutive steps).",
+        statistic.name()
+    )
+}
+
+/// One run as the comparison names it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSide {
+    /// Run id.
+    pub run_id: String,
+    /// When its fingerprint was taken.
+    pub collected_at: String,
+}
+
+/// An environment field that differs between the two runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvironmentChange {
+    /// Fingerprint field (`nvidia_driver_version`, `git_commit`, …).
+    pub field: String,
+    /// Its value in the baseline.
+    pub baseline: String,
+    /// Its value in the new run.
+    pub new: String,
+}
+
+/// One cell present in both runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellChange {
+    /// The cell, as one line.
+    pub cell: String,
+    /// What it measures.
+    pub key: CellKey,
+    /// Outcomes of the baseline's repeats (`ok ×3`).
+    pub baseline_outcome: String,
+    /// Outcomes of the new run's repeats.
+    pub new_outcome: String,
+    /// Step time (the comparison's statistic) in the baseline, seconds.
+    pub baseline_step_time_s: Option<f64>,
+    /// Step time in the new run, seconds.
+    pub new_step_time_s: Option<f64>,
+    /// Throughput in the baseline, samples/s.
+    pub baseline_throughput: Option<f64>,
+    /// Throughput in the new run, samples/s.
+    pub new_throughput: Option<f64>,
+    /// Timed steps behind each side's median (baseline, new).
+    pub timed_steps: (usize, usize),
+    /// New ÷ baseline step time with its interval (above 1: slower).
+    pub step_time_ratio: Option<RatioEstimate>,
+    /// New ÷ baseline throughput with its interval (below 1: slower).
+    pub throughput_ratio: Option<RatioEstimate>,
+    /// Whether fewer (or more) repeats finished `ok` than in the baseline.
+    pub outcome_changed: bool,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Settings that differ (`threads 2 → 1`): a cause to look at first.
+    pub settings_changed: Vec<String>,
+}
+
+/// Whether the fastest strategy of a network and data set changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ranking {
+    /// The same cell leads in both runs.
+    Unchanged,
+    /// Another cell leads, and beats the old leader by more than the noise threshold in
+    /// the new run (or the old leader no longer finishes).
+    Flipped,
+    /// Another cell leads, but within noise of the old leader in the new run.
+    LeaderWithinNoise,
+    /// The baseline's leader is not in the new run (or one run has no measured cell).
+    Incomparable,
+}
+
+/// The fastest strategy of one network and data set in each run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Leadership {
+    /// Network name.
+    pub network: String,
+    /// Data set name.
+    pub dataset: String,
+    /// The baseline's fastest cell (`strategy ×W …`, batch) and its throughput.
+    pub baseline_leader: Option<(String, f64)>,
+    /// The new run's fastest cell and its throughput.
+    pub new_leader: Option<(String, f64)>,
+    /// New leader ÷ old leader throughput, both measured in the new run, with its interval.
+    pub margin: Option<RatioEstimate>,
+    /// What happened to the ranking.
+    pub ranking: Ranking,
+}
+
+/// Two runs compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The run compared against.
+    pub baseline: RunSide,
+    /// The run under test.
+    pub new: RunSide,
+    /// What a change had to clear.
+    pub thresholds: Thresholds,
+    /// How the numbers are computed.
+    pub statistics: String,
+    /// Environment fields that differ, in fingerprint order.
+    pub environment_changes: Vec<EnvironmentChange>,
+    /// Cells in both runs, in key order.
+    pub cells: Vec<CellChange>,
+    /// Cells only the baseline has.
+    pub only_in_baseline: Vec<String>,
+    /// Cells only the new run has.
+    pub only_in_new: Vec<String>,
+    /// Per network × data set, the fastest cell in each run.
+    pub leaders: Vec<Leadership>,
+}
+
+impl Comparison {
+    /// The cells whose verdict is `verdict`.
+    pub fn cells_with(&self, verdict: Verdict) -> impl Iterator<Item = &CellChange> {
+        self.cells.iter().filter(move |cell| cell.verdict == verdict)
+    }
+
+    /// The rankings that flipped.
+    pub fn flips(&self) -> impl Iterator<Item = &Leadership> {
+        self.leaders.iter().filter(|leader| leader.ranking == Ranking::Flipped)
+    }
+
+    /// Whether a CI job should fail: a cell regressed (slower, or fewer repeats finish) or
+    /// the fastest strategy of a network and data set flipped.
+    pub fn fails_gate(&self) -> bool {
+        self.cells_with(Verdict::Regressed).next().is_some() || self.flips().next().is_some()
+    }
+}
+
+/// Compares `new` against `baseline`.
+pub fn compare(baseline: &RunCells, new: &RunCells, thresholds: &Thresholds) -> Comparison {
+    let environment_changes = baseline
+        .fingerprint
+        .changes_to(&new.fingerprint)
+        .into_iter()
+        .map(|(field, before, after)| EnvironmentChange { field: field.to_owned(), baseline: before, new: after })
+        .collect();
+    let cells = baseline
+        .cells
+        .iter()
+        .filter_map(|(key, before)| new.cells.get(key).map(|after| cell_change(before, after, thresholds)))
+        .collect();
+    let only = |a: &RunCells, b: &RunCells| {
+        a.cells.keys().filter(|key| !b.cells.contains_key(*key)).map(ToString::to_string).collect()
+    };
+    Comparison {
+        baseline: side(baseline),
+        new: side(new),
+        thresholds: *thresholds,
+        statistics: statistics_text(thresholds.statistic),
+        environment_changes,
+        cells,
+        only_in_baseline: only(baseline, new),
+        only_in_new: only(new, baseline),
+        leaders: leaders(baseline, new, thresholds),
+    }
+}
+
+fn side(run: &RunCells) -> RunSide {
+    RunSide { run_id: run.run_id.clone(), collected_at: run.fingerprint.collected_at.clone() }
+}
+
+fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChange {
+    let statistic = thresholds.statistic;
+    let step_time_ratio =
+        statistic_ratio(&after.steps, &before.steps, statistic, thresholds.confidence(), thresholds.bootstrap);
+    // A smaller share of repeats finishing is worse whatever the speed of those that did.
+    let share_ok = |cell: &Cell| cell.ok_count() as f64 / cell.outcomes.len().max(1) as f64;
+    let (ok_before, ok_after) = (share_ok(before), share_ok(after));
+    let verdict = if ok_after < ok_before {
+        Verdict::Regressed
+    } else {
+        match step_time_ratio {
+            Some(ratio) => thresholds.verdict(ratio),
+            None if ok_after > ok_before => Verdict::Improved,
+            None => Verdict::Unmeasured,
+        }
+    };
+    CellChange {
+        cell: before.key.to_string(),
+        key: before.key.clone(),
+        baseline_outcome: before.outcome_summary(),
+        new_outcome: after.outcome_summary(),
+        baseline_step_time_s: before.step_time_s(statistic),
+        new_step_time_s: after.step_time_s(statistic),
+        baseline_throughput: before.throughput(statistic),
+        new_throughput: after.throughput(statistic),
+        timed_steps: (before.steps.len(), after.steps.len()),
+        step_time_ratio,
+        throughput_ratio: step_time_ratio.map(RatioEstimate::reciprocal),
+        outcome_changed: ok_before != ok_after,
+        verdict,
+        settings_changed: before.settings.changes_to(&after.settings),
+    }
+}
+
+/// The fastest measured cell of each network × data set of a run.
+fn fastest(run: &RunCells, statistic: Statistic) -> BTreeMap<(String, String), &Cell> {
+    let mut best: BTreeMap<(String, String), &Cell> = BTreeMap::new();
+    for cell in run.cells.values() {
+        let Some(throughput) = cell.throughput(statistic) else { continue };
+        let slot = best.entry((cell.key.network.clone(), cell.key.dataset.clone())).or_insert(cell);
+        if slot.throughput(statistic).is_some_and(|leader| throughput > leader) {
+            *slot = cell;
+        }
+    }
+    best
+}
+
+fn leaders(baseline: &RunCells, new: &RunCells, thresholds: &Thresholds) -> Vec<Leadership> {
+    let statistic = thresholds.statistic;
+    let (before, after) = (fastest(baseline, statistic), fastest(new, statistic));
+    let pairs: BTreeSet<&(String, String)> = before.keys().chain(after.keys()).collect();
+    let named = |cell: &Cell| {
+        (
+            format!("{} · b{}", cell.key.strategy_label(), cell.key.batch_size),
+            cell.throughput(statistic).unwrap_or(f64::NAN),
+        )
+    };
+    pairs
+        .into_iter()
+        .map(|pair| {
+            let (old_leader, new_leader) = (before.get(pair).copied(), after.get(pair).copied());
+            let old_in_new = old_leader.and_then(|old| new.cells.get(&old.key));
+            let (margin, ranking) = match (old_leader, new_leader, old_in_new) {
+                (Some(old), Some(now), _) if old.key == now.key => (None, Ranking::Unchanged),
+                (Some(_), Some(now), Some(old_now)) if old_now.throughput(statistic).is_some() => {
+                    // Within the new run: how much faster the new leader is than the old one.
+                    let confidence = thresholds.confidence();
+                    let margin =
+                        statistic_ratio(&old_now.steps, &now.steps, statistic, confidence, thresholds.bootstrap)
+                            .map(|ratio| ratio.scaled(now.global_batch as f64 / old_now.global_batch as f64));
+                    let decisive = margin.is_some_and(|m| m.low > 1.0 + thresholds.noise);
+                    (margin, if decisive { Ranking::Flipped } else { Ranking::LeaderWithinNoise })
+                }
+                // The old leader is still in the suite but measured nothing: it failed.
+                (Some(_), Some(_), Some(_)) => (None, Ranking::Flipped),
+                _ => (None, Ranking::Incomparable),
+            };
+            Leadership {
+                network: pair.0.clone(),
+                dataset: pair.1.clone(),
+                baseline_leader: old_leader.map(named),
+                new_leader: new_leader.map(named),
+                margin,
+                ranking,
+            }
+        })
+        .collect()
+}
