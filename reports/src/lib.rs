@@ -2,7 +2,7 @@
 //! lines (thesis figs. 3.1, 3.2), throughput and epoch time, time-to-accuracy and loss
 //! curves, device utilisation and memory (seed 000 figs. 7–18), pipeline timelines
 //! (thesis figs. 2.5, 6.1, 7.2) and the bubble against micro-batches, and each rank's
-//! step-time breakdown (Holistic Trace Analysis).
+//! step-time breakdown (Holistic Trace Analysis); and a suite's history over runs (asv).
 //!
 //! Each figure kind is one function in its own file, taking small named structs and a
 //! [`FigureTarget`], writing SVG and PNG, and returning the paths written. Failed trials are
@@ -15,6 +15,7 @@ mod draw;
 mod figure_target;
 mod figures;
 mod format;
+mod history_section;
 mod html;
 mod outcome;
 mod png_backend;
@@ -28,6 +29,7 @@ pub mod tables;
 pub use aggregate::{aggregate_run, RunAggregates};
 pub use figure_target::FigureTarget;
 pub use figures::device_usage::{device_usage, DeviceUsageBar};
+pub use figures::history::{history_chart, HistoryChart, HistoryLine};
 pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
 pub use figures::pipeline_bubble::{pipeline_bubble, BubblePoint, PipelineBubble};
 pub use figures::pipeline_timeline::{pipeline_timeline, EventKind, Timeline, TimelineEvent};
@@ -37,6 +39,7 @@ pub use figures::step_breakdown::{step_breakdown, StepBreakdownBar, StepSegments
 pub use figures::throughput::{throughput, ThroughputBar};
 pub use figures::time_to_accuracy::{time_to_accuracy, AccuracyCurve, AccuracyPoint, TimeToAccuracy};
 pub use format::Format;
+pub use history_section::{history_chart_of, write_history_figures};
 pub use html::{write_report_html, FailedTrial, HtmlTable, ReportFigure, ReportPage, ReportSection};
 pub use outcome::{Failure, Outcome};
 pub use report_error::ReportError;

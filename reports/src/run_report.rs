@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use stratlab_regressions::History;
 use stratlab_results::{EventRow, Outcome as StoredOutcome, RunStore, Table, TrialRow, UtcTime};
 
 use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
@@ -39,7 +40,13 @@ pub struct RunReport {
 /// Writes the report of the run in `run_dir` into `out_dir`: figures in `format` under
 /// `figures/`, each summary table as CSV and Markdown under `tables/`, and `index.html`.
 /// Works on finished, partly failed and interrupted runs (it shows what the run holds).
-pub fn write_run_report(run_dir: &Path, out_dir: &Path, format: Format) -> Result<RunReport, ReportError> {
+/// With `history` (the run's suite over time), the page gains a History section.
+pub fn write_run_report(
+    run_dir: &Path,
+    out_dir: &Path,
+    format: Format,
+    history: Option<&History>,
+) -> Result<RunReport, ReportError> {
     let store = RunStore::open(run_dir).map_err(ReportError::Store)?;
     let aggregates = aggregate_run(&store)?;
     let trials: Vec<TrialRow> =
@@ -69,6 +76,9 @@ pub fn write_run_report(run_dir: &Path, out_dir: &Path, format: Format) -> Resul
     }
     if !aggregates.pipelines.is_empty() {
         sections.push(pipeline_section(&aggregates, &store, &figure, &mut tables)?);
+    }
+    if let Some(history) = history {
+        sections.push(crate::history_section::history_section(history, &figures_dir, format)?);
     }
 
     let mut table_files = Vec::new();

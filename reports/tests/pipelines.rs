@@ -245,7 +245,7 @@ fn the_run_report_gets_a_pipelines_section_with_its_figures_and_table() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (store, trials) = pipeline_run(dir.path());
     let out = dir.path().join("report");
-    let report = write_run_report(store.run_dir(), &out, Format::Svg).expect("report");
+    let report = write_run_report(store.run_dir(), &out, Format::Svg, None).expect("report");
     let figures = out.join("figures");
     assert!(report.figures.contains(&figures.join("pipeline_bubble_resnet18_cifar10_p2.svg")), "{:?}", report.figures);
     for trial in &trials[1..] {
@@ -281,7 +281,7 @@ fn a_run_without_pipeline_trials_reports_without_the_section() {
     assert!(summary_tables(&aggregates).expect("tables").iter().all(|t| t.name != "pipeline_stages"));
 
     let out = dir.path().join("report");
-    let report = write_run_report(store.run_dir(), &out, Format::Svg).expect("report");
+    let report = write_run_report(store.run_dir(), &out, Format::Svg, None).expect("report");
     assert!(report.figures.iter().all(|f| !f.to_string_lossy().contains("pipeline")), "{:?}", report.figures);
     assert!(!out.join("tables/pipeline_stages.csv").exists());
     let html = std::fs::read_to_string(&report.index_html).expect("page");

@@ -201,7 +201,7 @@ fn the_run_report_gets_a_step_breakdown_section_with_figure_and_table() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = hand_made_run(dir.path());
     let out = dir.path().join("report");
-    let report = write_run_report(store.run_dir(), &out, Format::Svg).expect("report");
+    let report = write_run_report(store.run_dir(), &out, Format::Svg, None).expect("report");
     assert!(report.figures.contains(&out.join("figures/step_breakdown.svg")), "{:?}", report.figures);
     assert!(report.tables.contains(&out.join("tables/step_breakdown.csv")));
     assert!(report.tables.contains(&out.join("tables/step_breakdown.md")));
@@ -229,7 +229,7 @@ fn a_run_without_breakdown_rows_reports_without_the_section() {
     assert_eq!(step_breakdown_table(&aggregates).expect("an empty table").frame.height(), 0);
 
     let out = dir.path().join("report");
-    let report = write_run_report(store.run_dir(), &out, Format::Svg).expect("report");
+    let report = write_run_report(store.run_dir(), &out, Format::Svg, None).expect("report");
     assert!(!out.join("figures/step_breakdown.svg").exists() && !out.join("tables/step_breakdown.csv").exists());
     assert!(report.tables.iter().all(|t| !t.ends_with("step_breakdown.csv")));
     let html = std::fs::read_to_string(&report.index_html).expect("page");
