@@ -74,7 +74,21 @@ pub enum Command {
         /// Figure format (the HTML report embeds it).
         #[arg(long, value_enum, default_value_t = FigureFormatArg::Svg)]
         format: FigureFormatArg,
+        /// A folder of runs: adds a History section (this run's suite over time, step
+        /// changes and the environment changes at them) to the report.
+        #[arg(long, value_name = "RUNS_FOLDER")]
+        history: Option<PathBuf>,
     },
+    /// Compare two runs cell by cell: step-time and throughput change with a bootstrap
+    /// interval, a verdict (improved, regressed, noise), outcome changes, cells in one run
+    /// only, the fastest strategy per network and data set, and the environment fields that
+    /// differ. Prints a table, writes Markdown and JSON. Exit status 3 when a cell regressed
+    /// or a ranking flipped (0 otherwise; 1 on failure, 2 on bad input), so CI can gate on it.
+    Compare(CompareArgs),
+    /// Gather every run of a suite in a folder into one table keyed by environment, find
+    /// lasting step changes per cell and attribute them to the fingerprint fields that
+    /// changed, and draw each headline metric against run date.
+    History(HistoryArgs),
     /// Write a run's tables as CSV or JSON.
     Export {
         /// The run folder.
@@ -129,6 +143,91 @@ pub enum ExportFormatArg {
     Csv,
     /// JSON, one file per table.
     Json,
+}
+
+/// When a change counts; shared by `compare` and `history`.
+#[derive(Debug, Clone, Args)]
+pub struct ThresholdArgs {
+    /// Which order statistic of a cell's timed step times stands for it. Interference only
+    /// adds time, so low quantiles are the least disturbed (regressions/README.md).
+    #[arg(long, value_enum, default_value_t = StatisticArg::from(stratlab_regressions::DEFAULT_STATISTIC))]
+    pub statistic: StatisticArg,
+    /// Significance level α: verdicts use the two-sided 1 − α bootstrap interval.
+    #[arg(long, default_value_t = stratlab_regressions::DEFAULT_SIGNIFICANCE)]
+    pub significance: f64,
+    /// Relative change run-to-run noise reaches on its own (0.10 = 10 %): a cell regressed
+    /// only when its whole interval is beyond it; a history step must exceed it. The
+    /// default was chosen from repeated unchanged runs (regressions/README.md).
+    #[arg(long = "noise-threshold", default_value_t = stratlab_regressions::DEFAULT_NOISE_THRESHOLD)]
+    pub noise_threshold: f64,
+    /// Bootstrap resamples per interval.
+    #[arg(long, default_value_t = 2000)]
+    pub resamples: usize,
+}
+
+/// The statistics `--statistic` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatisticArg {
+    /// The median step time.
+    Median,
+    /// The 25th percentile.
+    P25,
+    /// The 10th percentile.
+    P10,
+}
+
+impl From<stratlab_regressions::Statistic> for StatisticArg {
+    fn from(statistic: stratlab_regressions::Statistic) -> Self {
+        match statistic {
+            stratlab_regressions::Statistic::Median => StatisticArg::Median,
+            stratlab_regressions::Statistic::P25 => StatisticArg::P25,
+            stratlab_regressions::Statistic::P10 => StatisticArg::P10,
+        }
+    }
+}
+
+impl From<StatisticArg> for stratlab_regressions::Statistic {
+    fn from(statistic: StatisticArg) -> Self {
+        match statistic {
+            StatisticArg::Median => stratlab_regressions::Statistic::Median,
+            StatisticArg::P25 => stratlab_regressions::Statistic::P25,
+            StatisticArg::P10 => stratlab_regressions::Statistic::P10,
+        }
+    }
+}
+
+/// Options of `stratlab compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The run folder to compare against.
+    pub baseline: PathBuf,
+    /// The run folder under test.
+    pub new: PathBuf,
+    /// Thresholds.
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    /// Folder for comparison.md and comparison.json (default: `<new>/compare/<baseline run id>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Options of `stratlab history`.
+#[derive(Debug, Clone, Args)]
+pub struct HistoryArgs {
+    /// The folder holding the runs (`runs/`).
+    pub runs: PathBuf,
+    /// Only this suite (the label after the run id's time stamp); default: every suite found.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Thresholds (the noise threshold decides what is a step).
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    /// Output folder (default: `<runs>/history`); each suite gets `<out>/<suite>/`.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Figure format.
+    #[arg(long, value_enum, default_value_t = FigureFormatArg::Svg)]
+    pub format: FigureFormatArg,
 }
 
 /// Options of `stratlab probe`.

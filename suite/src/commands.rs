@@ -27,6 +27,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
         cause.is::<InputError>()
             || cause.is::<SuiteError>()
             || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
+            || matches!(
+                cause.downcast_ref::<stratlab_regressions::RegressionError>(),
+                Some(stratlab_regressions::RegressionError::Store(StoreError::NotARun { .. }))
+            )
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(
@@ -61,14 +65,14 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             );
             println!("tables: {}", summary.run_dir.display());
             if !no_report {
-                let report = report(&summary.run_dir, None, FigureFormatArg::Svg)?;
+                let report = report(&summary.run_dir, None, FigureFormatArg::Svg, None)?;
                 println!("\n{}", report.terminal_matrix);
                 println!("report: {}", report.index_html.display());
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Report { run, out, format } => {
-            let report = report(&run, out, format)?;
+        Command::Report { run, out, format, history } => {
+            let report = report(&run, out, format, history.as_deref())?;
             println!("{}", report.terminal_matrix);
             for path in report.figures.iter().chain(&report.tables) {
                 println!("{}", path.display());
@@ -76,6 +80,8 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             println!("report: {}", report.index_html.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Compare(args) => crate::regression_commands::compare_runs(&args),
+        Command::History(args) => crate::regression_commands::history(&args),
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
         Command::Env { check_cuda } => env(check_cuda),
@@ -164,7 +170,14 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let data = crate::training::open_data(&dataset, args.seed, true)?;
     let mut progress = TrainProgress::new(None);
     let report = train_catching_panics(|| {
-        crate::training::train(crate::training::StrategyChoice::plain(StrategyKind::Single), &args.network, &dataset, &data, &config, &mut progress)
+        crate::training::train(
+            crate::training::StrategyChoice::plain(StrategyKind::Single),
+            &args.network,
+            &dataset,
+            &data,
+            &config,
+            &mut progress,
+        )
     })?;
     progress.finish();
     if args.json {
@@ -267,13 +280,12 @@ fn report(
     run: &std::path::Path,
     out: Option<std::path::PathBuf>,
     format: FigureFormatArg,
+    history: Option<&std::path::Path>,
 ) -> anyhow::Result<stratlab_reports::RunReport> {
-    let format = match format {
-        FigureFormatArg::Svg => stratlab_reports::Format::Svg,
-        FigureFormatArg::Png => stratlab_reports::Format::Png,
-    };
+    let format = crate::regression_commands::figure_format(format);
+    let history = history.map(|runs| crate::regression_commands::history_of_run(run, runs)).transpose()?;
     let out = out.unwrap_or_else(|| run.join("report"));
-    let report = stratlab_reports::write_run_report(run, &out, format)
+    let report = stratlab_reports::write_run_report(run, &out, format, history.as_ref())
         .with_context(|| format!("writing the report of {} into {}", run.display(), out.display()))?;
     for warning in &report.warnings {
         eprintln!("warning: {warning}");

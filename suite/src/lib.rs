@@ -8,6 +8,7 @@ pub mod plan;
 pub mod probe;
 pub mod progress;
 pub mod protocol;
+pub mod regression_commands;
 pub mod runner;
 pub mod shapes;
 pub mod suite_error;
