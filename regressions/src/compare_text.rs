@@ -17,7 +17,8 @@ pub enum TextStyle {
 }
 
 impl TextStyle {
-    fn table(self, header: &[&str]) -> Table {
+    /// An empty table with `header`, drawn for this style.
+    pub(crate) fn table(self, header: &[&str]) -> Table {
         let mut table = Table::new();
         match self {
             TextStyle::Terminal => {
@@ -29,7 +30,8 @@ impl TextStyle {
         table
     }
 
-    fn heading(self, text: &str) -> String {
+    /// A section heading for this style.
+    pub(crate) fn heading(self, text: &str) -> String {
         match self {
             TextStyle::Terminal => format!("{text}\n{}\n", "─".repeat(text.chars().count())),
             TextStyle::Markdown => format!("## {text}\n\n"),

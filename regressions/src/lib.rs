@@ -14,6 +14,7 @@ mod compare;
 mod compare_text;
 mod error;
 mod history;
+mod history_text;
 mod outputs;
 pub mod step_detection;
 mod thresholds;
@@ -24,5 +25,6 @@ pub use compare::{compare, statistics_text, CellChange, Comparison, EnvironmentC
 pub use compare_text::{comparison_text, TextStyle};
 pub use error::RegressionError;
 pub use history::{environment_key, gather_runs, HeadlineMetric, History, HistoryRow, HistoryRun, HistoryStep};
-pub use outputs::{history_text, write_comparison, write_history};
+pub use history_text::history_text;
+pub use outputs::{write_comparison, write_history};
 pub use thresholds::{Thresholds, Verdict, DEFAULT_NOISE_THRESHOLD, DEFAULT_SIGNIFICANCE, DEFAULT_STATISTIC};
