@@ -23,6 +23,9 @@ pub struct CellKey {
     pub network: String,
     /// Data set name.
     pub dataset: String,
+    /// `real` files or their `synthetic` twin: a suite's `cifar10` and `cifar10:synthetic`
+    /// are different selectors, and decoding real files costs time the twin does not.
+    pub data_source: String,
     /// Strategy name.
     pub strategy: String,
     /// Workers W.
@@ -49,15 +52,24 @@ impl CellKey {
         CellKey {
             network: trial.network.clone(),
             dataset: trial.dataset.clone(),
+            data_source: trial.data_source.clone(),
             strategy: trial.strategy.clone(),
             workers: trial.workers,
             batch_size: trial.batch_size,
             micro_batches: trial.micro_batches,
             balance: trial.balance.clone(),
             checkpoint: trial.checkpoint.clone(),
-            pipeline_stages: trial.pipeline_stages,
+            pipeline_stages: trial.pipeline_stages.or_else(|| pipeline_stages_in_id(&trial.trial_id)),
             fusion_threshold_bytes: trial.fusion_threshold_bytes,
             server: trial.server.clone(),
+        }
+    }
+
+    /// The data set as suites name it: `cifar10`, or `cifar10:synthetic` for the twin.
+    pub fn dataset_label(&self) -> String {
+        match self.data_source.as_str() {
+            "synthetic" => format!("{}:synthetic", self.dataset),
+            _ => self.dataset.clone(),
         }
     }
 
@@ -82,7 +94,7 @@ impl CellKey {
 
 impl fmt::Display for CellKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} · {} · {} · b{}", self.network, self.dataset, self.strategy_label(), self.batch_size)
+        write!(f, "{} · {} · {} · b{}", self.network, self.dataset_label(), self.strategy_label(), self.batch_size)
     }
 }
 
@@ -111,7 +123,6 @@ impl CellSettings {
                 ("threads", trial.threads.to_string()),
                 ("device", trial.device.clone()),
                 ("device_name", show(&trial.device_name)),
-                ("data_source", trial.data_source.clone()),
                 ("budget", budget),
                 ("warmup_steps", trial.warmup_steps.to_string()),
                 ("cudnn_benchmark", shown(trial.cudnn_benchmark.map(|b| b.to_string()))),
@@ -254,6 +265,12 @@ impl RunCells {
     }
 }
 
+/// A hybrid trial's pp from its id (`…__pp2__…`): runs stored before `TrialRow` had a
+/// `pipeline_stages` column carry it only there.
+fn pipeline_stages_in_id(trial_id: &str) -> Option<i64> {
+    trial_id.split("__").find_map(|part| part.strip_prefix("pp").and_then(|n| n.parse().ok()))
+}
+
 /// The suite part of a run id: after the UTC time stamp, without a same-second suffix.
 pub fn suite_label(run_id: &str) -> String {
     let label = run_id.split_once('-').map_or(run_id, |(_, label)| label);
@@ -266,6 +283,12 @@ pub fn suite_label(run_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pipeline_stages_of_older_runs_come_from_the_trial_id() {
+        assert_eq!(pipeline_stages_in_id("small-cnn__mnist__hybrid__w4__pp2__b128__m4__bal-time__r0"), Some(2));
+        assert_eq!(pipeline_stages_in_id("small-cnn__mnist__gpipe__w2__b128__m4__r0"), None);
+    }
 
     #[test]
     fn suite_labels_drop_the_time_stamp_and_a_same_second_suffix() {

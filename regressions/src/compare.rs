@@ -219,7 +219,7 @@ fn fastest(run: &RunCells, statistic: Statistic) -> BTreeMap<(String, String), &
     let mut best: BTreeMap<(String, String), &Cell> = BTreeMap::new();
     for cell in run.cells.values() {
         let Some(throughput) = cell.throughput(statistic) else { continue };
-        let slot = best.entry((cell.key.network.clone(), cell.key.dataset.clone())).or_insert(cell);
+        let slot = best.entry((cell.key.network.clone(), cell.key.dataset_label())).or_insert(cell);
         if slot.throughput(statistic).is_some_and(|leader| throughput > leader) {
             *slot = cell;
         }

@@ -395,7 +395,7 @@ fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic)
         nccl_version: f.nccl_version.clone(),
         cell: key.to_string(),
         network: key.network.clone(),
-        dataset: key.dataset.clone(),
+        dataset: key.dataset_label(),
         strategy: key.strategy_label(),
         outcome: cell.outcome_summary(),
         timed_steps: cell.steps.len() as i64,
