@@ -11,28 +11,7 @@
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::Serialize;
-
-/// Median of `values` (mean of the middle pair for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    quantile(values, 0.5)
-}
-
-/// The `q` quantile of `values` by linear interpolation between order statistics (type 7,
-/// numpy's default); `None` when empty.
-pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    Some(quantile_of_sorted(&sorted, q))
-}
-
-fn quantile_of_sorted(sorted: &[f64], q: f64) -> f64 {
-    let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
-    let (low, high) = (position.floor() as usize, position.ceil() as usize);
-    sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
-}
+use stratlab_results::stats::{median, quantile, quantile_of_sorted};
 
 /// Which order statistic of a cell's step times stands for the cell.
 ///
@@ -105,7 +84,7 @@ impl StepSamples {
     }
 
     /// The same samples with every step `factor` times as long: what a uniform slowdown
-    /// would have measured (the threshold study injects slowdowns into real runs with it).
+    /// would have measured.
     pub fn scaled(&self, factor: f64) -> StepSamples {
         StepSamples { repeats: self.repeats.iter().map(|r| r.iter().map(|t| t * factor).collect()).collect() }
     }
@@ -213,14 +192,6 @@ mod tests {
 
     fn samples(repeats: &[&[f64]]) -> StepSamples {
         StepSamples { repeats: repeats.iter().map(|r| r.to_vec()).collect() }
-    }
-
-    #[test]
-    fn quantiles_interpolate_like_numpy() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(quantile(&[0.0, 10.0], 0.9), Some(9.0));
-        assert_eq!(median(&[]), None);
     }
 
     #[test]

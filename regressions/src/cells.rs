@@ -188,11 +188,6 @@ impl Cell {
     pub fn throughput(&self, statistic: Statistic) -> Option<f64> {
         self.step_time_s(statistic).map(|t| self.global_batch as f64 / t)
     }
-
-    /// The same cell with every step `factor` times as long (threshold studies).
-    pub fn slowed(&self, factor: f64) -> Cell {
-        Cell { steps: self.steps.scaled(factor), ..self.clone() }
-    }
 }
 
 /// A stored run read as cells.

@@ -374,7 +374,7 @@ fn changes_between(before: &Fingerprint, after: &Fingerprint) -> Vec<Environment
 fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic) -> HistoryRow {
     let f = &run.fingerprint;
     let median_of = |value: fn(&stratlab_results::TrialRow) -> Option<f64>| {
-        crate::bootstrap::median(
+        stratlab_results::stats::median(
             &cell.trials.iter().filter(|t| t.outcome == "ok").filter_map(value).collect::<Vec<_>>(),
         )
     };

@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::bootstrap::median;
+use stratlab_results::stats::median;
 
 /// A stretch of runs with one level.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -25,6 +25,7 @@ mod probe_row;
 mod rank_breakdown;
 mod rows;
 mod run_store;
+pub mod stats;
 mod store_error;
 mod table;
 mod trial_tables;

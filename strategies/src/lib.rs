@@ -19,7 +19,9 @@ pub mod pipeline;
 pub mod record;
 pub mod schedule;
 pub mod single;
-pub mod stats;
+/// Order statistics of timings; they live in `stratlab-results` so libtorch-free readers of
+/// the tables (regression comparisons) compute them the same way.
+pub use stratlab_results::stats;
 pub mod strategy;
 pub mod timeline;
 pub mod train_config;
@@ -32,7 +34,7 @@ pub use observer::{NoObserver, TrainObserver};
 pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
 pub use schedule::LrSchedule;
 pub use strategy::StrategyKind;
-pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
 pub use timeline::{EventKind, Timeline, TimelineEvent};
+pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
 pub use train_error::TrainError;
 pub use train_loop::TrainContext;

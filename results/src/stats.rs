@@ -9,11 +9,17 @@ pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
     }
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
+    Some(quantile_of_sorted(&sorted, q))
+}
+
+/// [`quantile`] of values already sorted ascending (callers that take many quantiles of
+/// one sample, or resample in a loop, sort once). `sorted` must not be empty.
+pub fn quantile_of_sorted(sorted: &[f64], q: f64) -> f64 {
     let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
     let lower = position.floor() as usize;
     let upper = position.ceil() as usize;
     let weight = position - lower as f64;
-    Some(sorted[lower] * (1.0 - weight) + sorted[upper] * weight)
+    sorted[lower] * (1.0 - weight) + sorted[upper] * weight
 }
 
 /// The median of `values`.
