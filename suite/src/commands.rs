@@ -29,7 +29,10 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
             || matches!(
                 cause.downcast_ref::<stratlab_regressions::RegressionError>(),
-                Some(stratlab_regressions::RegressionError::Store(StoreError::NotARun { .. }))
+                Some(
+                    stratlab_regressions::RegressionError::Store(StoreError::NotARun { .. })
+                        | stratlab_regressions::RegressionError::NoSuchSuite { .. }
+                )
             )
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()

@@ -1,7 +1,7 @@
 //! `stratlab compare` and `stratlab history`: the command-line side of regression tracking.
 //! The statistics live in `stratlab-regressions`, the figures in `stratlab-reports`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -80,12 +80,8 @@ pub fn histories(runs_folder: &Path, suite: Option<&str>, thresholds: &Threshold
         Some(name) => match suites.remove(name) {
             Some(runs) => vec![(name.to_owned(), runs)],
             None => {
-                let error = RegressionError::NoSuchSuite {
-                    folder: runs_folder.to_path_buf(),
-                    suite: name.to_owned(),
-                    available,
-                };
-                return Err(InputError(error.to_string()).into());
+                let folder = runs_folder.to_path_buf();
+                return Err(RegressionError::NoSuchSuite { folder, suite: name.to_owned(), available }.into());
             }
         },
         None if suites.is_empty() => {
@@ -110,9 +106,8 @@ pub fn figure_format(format: FigureFormatArg) -> stratlab_reports::Format {
 
 /// The history of `run`'s own suite in `runs_folder`, for `report --history`.
 pub fn history_of_run(run: &Path, runs_folder: &Path) -> anyhow::Result<History> {
-    let suite = stratlab_regressions::suite_label(
-        &PathBuf::from(run).file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-    );
+    let run_id = run.file_name().map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+    let suite = stratlab_regressions::suite_label(&run_id);
     let mut histories = histories(runs_folder, Some(&suite), &Thresholds::default())?;
     Ok(histories.remove(0))
 }
