@@ -1,14 +1,13 @@
 //! Evaluation on the test split: eval mode, no gradients, the whole split (or a prefix).
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use stratlab_datasets::{Dataset, Loader, LoaderConfig};
+use stratlab_datasets::{Dataset, Loader};
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::synchronize;
-use crate::TrainError;
+use crate::{TrainConfig, TrainError};
 
 /// Mean loss and accuracy over the evaluated samples, and how long it took.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,19 +20,6 @@ pub struct Evaluation {
     pub samples: usize,
     /// Seconds, device synchronised.
     pub time_s: f64,
-}
-
-/// Evaluates `model` on the first `limit` samples of `test` (all when `None`).
-pub fn evaluate(
-    model: &dyn ModuleT,
-    test: &Arc<dyn Dataset>,
-    batch_size: usize,
-    limit: Option<usize>,
-    device: Device,
-) -> Result<Evaluation, TrainError> {
-    let started = Instant::now();
-    let sums = evaluate_shard(model, test, batch_size, limit, device, (0, 1))?;
-    sums.into_evaluation(started.elapsed().as_secs_f64())
 }
 
 /// Sums over the evaluated samples of one rank, to be added up across ranks.
@@ -62,24 +48,19 @@ impl EvalSums {
     }
 }
 
-/// Evaluates rank `shard.0` of `shard.1`'s share of the first `limit` samples (every
-/// `shard.1`-th sample, as the loader shards), so ranks split the evaluation and add up
-/// their [`EvalSums`].
+/// Evaluates rank `shard.0` of `shard.1`'s share of the first `config.eval_samples` test
+/// samples (every `shard.1`-th sample, as the loader shards), so ranks split the evaluation
+/// and add up their [`EvalSums`].
 pub fn evaluate_shard(
     model: &dyn ModuleT,
     test: &Arc<dyn Dataset>,
-    batch_size: usize,
-    limit: Option<usize>,
+    config: &TrainConfig,
     device: Device,
     shard: (usize, usize),
 ) -> Result<EvalSums, TrainError> {
     let (rank, world_size) = shard;
-    let loader = Loader::new(
-        test.clone(),
-        // File order, one loader thread: `LoaderConfig::new`'s defaults, unshuffled.
-        LoaderConfig { shuffle: false, rank, world_size, ..LoaderConfig::new(batch_size) },
-    )?;
-    let limit = limit.map_or(usize::MAX, |limit| limit.div_ceil(world_size));
+    let loader = Loader::new(test.clone(), config.eval_loader(rank, world_size))?;
+    let limit = config.eval_samples.map_or(usize::MAX, |limit| limit.div_ceil(world_size));
     let mut loss_sum = 0.0;
     let mut correct = 0i64;
     let mut seen = 0usize;
@@ -90,7 +71,7 @@ pub fn evaluate_shard(
         }
         let batch = batch?;
         let take = (limit - seen).min(batch.labels.size()[0] as usize) as i64;
-        let images = batch.images.narrow(0, 0, take).to_device(device);
+        let images = config.precision.input(&batch.images.narrow(0, 0, take), device);
         let labels = batch.labels.narrow(0, 0, take).to_device(device);
         let logits = model.forward_t(&images, false);
         let loss = logits.cross_entropy_for_logits(&labels);

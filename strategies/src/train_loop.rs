@@ -25,7 +25,7 @@ use crate::device::{device_label, synchronize};
 use crate::evaluate::{evaluate_shard, EvalSums};
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::timeline::{EventKind, Timeline};
-use crate::{TrainConfig, TrainError, TrainObserver};
+use crate::{Precision, TrainConfig, TrainError, TrainObserver};
 
 /// What a run trains and evaluates on, grouped so callers pass one value.
 pub struct TrainContext<'a> {
@@ -66,18 +66,13 @@ pub trait StepRunner {
         Ok(())
     }
 
-    /// Loss and accuracy sums over the first `limit` test samples, the same on every rank.
+    /// Loss and accuracy sums over the first `config.eval_samples` test samples, the same on
+    /// every rank.
     /// By default this rank evaluates its [`StepRunner::eval_shard`] with
     /// [`StepRunner::model`] and the sums are added across ranks; a pipeline, where no rank
     /// holds the whole model, runs the test batches through its stages instead.
-    fn evaluate(
-        &mut self,
-        test: &Arc<dyn Dataset>,
-        batch_size: usize,
-        limit: Option<usize>,
-        device: Device,
-    ) -> Result<EvalSums, TrainError> {
-        let sums = evaluate_shard(self.model(), test, batch_size, limit, device, self.eval_shard())?;
+    fn evaluate(&mut self, test: &Arc<dyn Dataset>, config: &TrainConfig, device: Device) -> Result<EvalSums, TrainError> {
+        let sums = evaluate_shard(self.model(), test, config, device, self.eval_shard())?;
         let mut values = [sums.loss_sum, sums.correct, sums.samples];
         self.sum_across_ranks(&mut values)?;
         let [loss_sum, correct, samples] = values;
@@ -191,7 +186,7 @@ pub fn run(
             let data_wait_s = (copy_started - wait_started).as_secs_f64();
             timeline.record(EventKind::DataWait, "loader", wait_started_ns, timeline.now(), None);
             let samples = batch.len();
-            let (images, labels) = timeline.span(EventKind::H2d, "batch", || to_device(batch, device));
+            let (images, labels) = timeline.span(EventKind::H2d, "batch", || to_device(batch, device, config.precision));
             // Ends the copy, so it is timed on its own and the step starts with its data resident.
             synchronize(device);
             let step_started = Instant::now();
@@ -244,20 +239,17 @@ pub fn run(
     Ok(run.into_report(config, steps_per_epoch, started))
 }
 
-/// Moves a host batch to `device`. On CUDA the batch is pinned first and copied without
-/// blocking: pinned memory is what lets the DMA engine run at full speed. (Overlapping the
-/// copy with the previous step would need a second CUDA stream, which tch does not expose;
-/// the caller synchronises so the copy gets its own time.)
-fn to_device(batch: Batch, device: Device) -> (Tensor, Tensor) {
+/// Moves a host batch to `device`, its images in the trial's `precision`. On CUDA the batch
+/// is pinned first and copied without blocking: pinned memory is what lets the DMA engine run
+/// at full speed. (Overlapping the copy with the previous step would need a second CUDA
+/// stream, which tch does not expose; the caller synchronises so the copy gets its own time.)
+fn to_device(batch: Batch, device: Device, precision: Precision) -> (Tensor, Tensor) {
     match device {
         Device::Cuda(_) => {
-            let copy = |tensor: &Tensor| {
-                let pinned = tensor.pin_memory(device);
-                pinned.to_device_(device, pinned.kind(), true, false)
-            };
-            (copy(&batch.images), copy(&batch.labels))
+            let copy = |tensor: &Tensor, kind: Kind| tensor.pin_memory(device).to_device_(device, kind, true, false);
+            (copy(&batch.images, precision.kind()), copy(&batch.labels, batch.labels.kind()))
         }
-        _ => (batch.images.to_device(device), batch.labels.to_device(device)),
+        _ => (precision.input(&batch.images, device), batch.labels.to_device(device)),
     }
 }
 
@@ -381,7 +373,7 @@ impl<'a> RunState<'a> {
         }
         let eval_started = Instant::now();
         let config = self.config;
-        let sums = runner.evaluate(&context.test, config.eval_batch_size, config.eval_samples, self.device)?;
+        let sums = runner.evaluate(&context.test, config, self.device)?;
         let result = sums.into_evaluation(eval_started.elapsed().as_secs_f64())?;
         clock.eval_s += result.time_s;
         let elapsed_s = started.elapsed().as_secs_f64();

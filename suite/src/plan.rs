@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::{StrategyKind, TrainConfig};
+use stratlab_strategies::{Precision, StrategyKind, TrainConfig};
 
 use crate::suite_error::SuiteError;
 use crate::suite_file::{Balance, BatchSizes, CellRule, StrategyEntry, SuiteFile};
@@ -169,6 +169,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             prefetch: 4,
             metrics_every_steps: suite.metrics_every_steps,
             numerics: suite.numerics,
+            // Benchmarks train in float32; float64 is for the equivalence tests.
+            precision: Precision::Float32,
         },
         timeout_s: suite.timeout_s,
         memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),

@@ -36,8 +36,9 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let device = train_loop::prepare(config)?;
-    let store = nn::VarStore::new(device);
+    let mut store = nn::VarStore::new(device);
     let model = StagedModel::build(context.network, &store);
+    config.precision.apply_to(&mut store);
     let optimizer = train_loop::sgd(&store, config)?;
     let mut timeline = Timeline::new(device, true);
     broadcast_variables(group, &store, &mut timeline)?;

@@ -73,8 +73,9 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let device = train_loop::prepare(config)?;
-    let store = nn::VarStore::new(device);
+    let mut store = nn::VarStore::new(device);
     let model = context.network.build(&store.root());
+    config.precision.apply_to(&mut store);
     let optimizer = train_loop::sgd(&store, config)?;
     let mut timeline = Timeline::new(device, true);
     crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
@@ -151,6 +152,11 @@ impl Party<'_> {
         self.group.tensor_device(self.device)
     }
 
+    /// The element type of the weights, and so of every gradient and weight message.
+    fn kind(&self) -> Kind {
+        self.params.first().map_or(Kind::Float, Tensor::kind)
+    }
+
     fn flat_grads(&self) -> Tensor {
         let grads: Vec<Tensor> = self.params.iter().map(|p| p.grad().view([-1])).collect();
         tch::no_grad(|| Tensor::cat(&grads, 0)).to_device(self.comm_device())
@@ -158,7 +164,7 @@ impl Party<'_> {
 
     fn flat_params_with_flag(&self, stop: bool) -> Tensor {
         let mut parts: Vec<Tensor> = self.params.iter().map(|p| p.detach().view([-1])).collect();
-        parts.push(Tensor::from_slice(&[stop as i32 as f32]).to_device(self.device));
+        parts.push(Tensor::from_slice(&[stop as i32 as f32]).to_kind(self.kind()).to_device(self.device));
         tch::no_grad(|| Tensor::cat(&parts, 0)).to_device(self.comm_device())
     }
 
@@ -209,13 +215,13 @@ impl Party<'_> {
         let numel = self.param_numel();
         let mut incoming = Vec::new();
         for &rank in &remote {
-            let mut grads = Tensor::zeros([numel], (Kind::Float, comm));
+            let mut grads = Tensor::zeros([numel], (self.kind(), comm));
             let work = self.group.recv_async(&mut grads, rank, TAG_GRADIENTS)?;
             incoming.push((rank, grads, work));
         }
         let mut sum = match own {
             Some(_) => self.flat_grads(),
-            None => Tensor::zeros([numel], (Kind::Float, comm)),
+            None => Tensor::zeros([numel], (self.kind(), comm)),
         };
         for (rank, grads, work) in incoming {
             let done = work.wait()?;
@@ -298,15 +304,15 @@ impl StepRunner for ParameterServerStep<'_> {
             let start = timeline.now();
             let stop = party.serve_round(Some((lr, self.out_of_time)), timeline)?;
             self.server_says_stop = stop.unwrap_or(true);
-            let numel = party.param_numel() as u64 * 4;
-            comm_bytes += numel * 2 * (party.workers.len() as u64 - 1);
+            let bytes = party.param_numel() as u64 * party.kind().elt_size_in_bytes() as u64;
+            comm_bytes += bytes * 2 * (party.workers.len() as u64 - 1);
             comm_s += (timeline.now() - start) as f64 * 1e-9;
         } else {
             party.send_control(true, lr, self.out_of_time)?;
             let grads = party.flat_grads();
             let sent = party.group.send_async(&grads, party.server, TAG_GRADIENTS)?.wait()?;
             timeline.communication(EventKind::Send, "gradients", &sent);
-            let mut reply = Tensor::zeros([party.param_numel() + 1], (Kind::Float, party.comm_device()));
+            let mut reply = Tensor::zeros([party.param_numel() + 1], (party.kind(), party.comm_device()));
             let received = party.group.recv_async(&mut reply, party.server, TAG_PARAMETERS)?.wait()?;
             timeline.communication(EventKind::Recv, "parameters", &received);
             for done in [&sent, &received] {

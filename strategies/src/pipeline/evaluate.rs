@@ -5,37 +5,24 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use stratlab_comm::{ReduceOp, Work};
-use stratlab_datasets::{Dataset, Loader, LoaderConfig};
+use stratlab_datasets::{Dataset, Loader};
 use tch::nn::ModuleT;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use super::links::EVAL_TAG;
 use super::stage_worker::StageWorker;
 use crate::evaluate::correct_on_device;
-use crate::TrainError;
+use crate::{TrainConfig, TrainError};
 
 impl StageWorker<'_> {
     /// Evaluation through the pipeline: the first stage reads the test batches, each stage
     /// runs its layers and passes the activations on, the last computes the sums; then a
     /// world all-reduce gives every rank the totals (only last stages contribute).
-    pub(super) fn evaluate_through(
-        &self,
-        test: &Arc<dyn Dataset>,
-        batch_size: usize,
-        limit: Option<usize>,
-    ) -> Result<[f64; 3], TrainError> {
+    pub(super) fn evaluate_through(&self, test: &Arc<dyn Dataset>, config: &TrainConfig) -> Result<[f64; 3], TrainError> {
         let layout = self.layout;
         let replicas = layout.replicas;
-        let loader = Loader::new(
-            test.clone(),
-            LoaderConfig {
-                shuffle: false,
-                rank: layout.replica,
-                world_size: replicas,
-                ..LoaderConfig::new(batch_size)
-            },
-        )?;
-        let limit = limit.map_or(usize::MAX, |limit| limit.div_ceil(replicas));
+        let loader = Loader::new(test.clone(), config.eval_loader(layout.replica, replicas))?;
+        let limit = config.eval_samples.map_or(usize::MAX, |limit| limit.div_ceil(replicas));
         let _no_grad = tch::no_grad_guard();
         let mut sums = [0.0f64; 3];
         let mut seen = 0usize;
@@ -48,9 +35,9 @@ impl StageWorker<'_> {
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
             let tag = EVAL_TAG + index as u32;
             let input = if layout.is_first() {
-                batch.images.narrow(0, 0, take as i64).to_device(self.device)
+                batch.images.narrow(0, 0, take as i64).to_device(self.device).to_kind(self.kind)
             } else {
-                let mut buffer = Tensor::empty(self.input_shape(take), (Kind::Float, self.comm_device()));
+                let mut buffer = Tensor::empty(self.input_shape(take), (self.kind, self.comm_device()));
                 self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
                 buffer.to_device(self.device)
             };

@@ -50,7 +50,7 @@ pub(super) struct PendingSend {
 
 impl StageWorker<'_> {
     pub(super) fn post_recv(&self, shape: &[i64], src: usize, tag: u32) -> Result<PendingRecv, TrainError> {
-        let mut buffer = Tensor::empty(shape, (Kind::Float, self.comm_device()));
+        let mut buffer = Tensor::empty(shape, (self.kind, self.comm_device()));
         let work = self.world.recv_async(&mut buffer, src, tag)?;
         Ok(PendingRecv { buffer, work })
     }

@@ -26,7 +26,7 @@ use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{StrategyKind, TrainError, TrainObserver, TrainReport};
+use crate::{StrategyKind, TrainConfig, TrainError, TrainObserver, TrainReport};
 pub use partition::{check_balance, plan_stages, Balance, PartitionError, StagePlan};
 pub use schedule::Schedule;
 use stage_worker::{Layout, StageWorker};
@@ -91,6 +91,7 @@ pub fn train(
         let mut store = nn::VarStore::new(device);
         let local = context.network.build_range(plan.ranges[layout.stage].clone(), &store.root());
         store.copy(&whole)?;
+        config.precision.apply_to(&mut store);
         (store, local)
     };
     let (store, local) = store;
@@ -113,6 +114,7 @@ pub fn train(
         optimizer: train_loop::sgd(&store, config)?,
         params: store.trainable_variables(),
         device,
+        kind: config.precision.kind(),
         steps_done: 0,
         warmup_steps: config.warmup_steps,
         peak_activation_bytes: None,
@@ -198,14 +200,8 @@ impl StepRunner for PipelineStep<'_> {
         self.worker.drain(timeline)
     }
 
-    fn evaluate(
-        &mut self,
-        test: &Arc<dyn Dataset>,
-        batch_size: usize,
-        limit: Option<usize>,
-        _device: Device,
-    ) -> Result<EvalSums, TrainError> {
-        let [loss_sum, correct, samples] = self.worker.evaluate_through(test, batch_size, limit)?;
+    fn evaluate(&mut self, test: &Arc<dyn Dataset>, config: &TrainConfig, _device: Device) -> Result<EvalSums, TrainError> {
+        let [loss_sum, correct, samples] = self.worker.evaluate_through(test, config)?;
         Ok(EvalSums { loss_sum, correct, samples })
     }
 

@@ -98,6 +98,8 @@ pub struct StageWorker<'a> {
     pub(super) optimizer: nn::Optimizer,
     pub(super) params: Vec<Tensor>,
     pub(super) device: Device,
+    /// The element type of activations and gradients, and so of every receive buffer.
+    pub(super) kind: Kind,
     /// Steps run so far, and how many are warm-up (not counted in the memory peak).
     pub(super) steps_done: usize,
     pub(super) warmup_steps: usize,

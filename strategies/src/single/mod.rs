@@ -14,8 +14,9 @@ use crate::{TrainError, TrainObserver, TrainReport};
 pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let device = train_loop::prepare(config)?;
-    let store = nn::VarStore::new(device);
+    let mut store = nn::VarStore::new(device);
     let model = context.network.build(&store.root());
+    config.precision.apply_to(&mut store);
     let optimizer = train_loop::sgd(&store, config)?;
     let mut runner = SingleStep { model: Box::new(model), optimizer };
     let mut timeline = Timeline::new(device, false);
