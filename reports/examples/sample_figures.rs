@@ -1,7 +1,7 @@
 //! Renders every figure kind from the hand-made test inputs, to look at them:
 //! `cargo run --release -p stratlab-reports --example sample_figures -- <out-dir>`.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/integration/common/mod.rs"]
 mod common;
 
 use stratlab_reports::*;

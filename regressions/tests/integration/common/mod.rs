@@ -1,0 +1,62 @@
+//! Hand-made runs: cells with step times around a chosen level, on a chosen fingerprint.
+
+#![allow(dead_code)]
+
+use stratlab_regressions::RunCells;
+use stratlab_results::{Fingerprint, TrialRow};
+
+#[path = "../../../../results/tests/integration/common/mod.rs"]
+mod results_fixtures;
+
+/// A ±2 % deterministic wiggle: steps of a steady trial.
+pub fn steps_around(level: f64, n: usize) -> Vec<f64> {
+    (0..n).map(|i| level * (1.0 + 0.02 * (((i * 7919) % 13) as f64 / 6.0 - 1.0))).collect()
+}
+
+/// The sample fingerprint, taken at `minute` minutes past an hour.
+pub fn fingerprint_at(minute: usize) -> Fingerprint {
+    let mut fingerprint = results_fixtures::fingerprint();
+    fingerprint.collected_at = format!("2026-11-23T{:02}:{:02}:00Z", 10 + minute / 60, minute % 60);
+    fingerprint
+}
+
+/// One cell of a hand-made run: strategy, workers, median step time (None: the trial
+/// failed with `oom`).
+pub struct Made<'a> {
+    pub network: &'a str,
+    pub strategy: &'a str,
+    pub workers: i64,
+    pub step_time: Option<f64>,
+    pub threads: i64,
+}
+
+impl<'a> Made<'a> {
+    pub fn new(strategy: &'a str, workers: i64, step_time: Option<f64>) -> Self {
+        Made { network: "resnet18", strategy, workers, step_time, threads: 1 }
+    }
+}
+
+/// A run of `cells`, each one trial of 40 timed steps.
+pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
+    let trials: Vec<TrialRow> = cells
+        .iter()
+        .enumerate()
+        .map(|(index, made)| {
+            let mut trial = results_fixtures::trial(run_id, &format!("t{index}"), index as i64);
+            trial.network = made.network.into();
+            trial.strategy = made.strategy.into();
+            trial.workers = made.workers;
+            trial.global_batch = 32 * made.workers;
+            trial.micro_batches = None;
+            trial.balance = None;
+            trial.threads = made.threads;
+            trial.outcome = if made.step_time.is_some() { "ok" } else { "oom" }.into();
+            trial
+        })
+        .collect();
+    let levels: Vec<Option<f64>> = cells.iter().map(|made| made.step_time).collect();
+    RunCells::from_rows(run_id, fingerprint, trials, |trial_id| {
+        let index: usize = trial_id[1..].parse().unwrap();
+        levels[index].map(|level| steps_around(level, 40)).unwrap_or_default()
+    })
+}

@@ -1,0 +1,99 @@
+//! `compare` on hand-made runs: verdicts, outcome changes, unmatched cells and flips.
+
+use crate::common::{fingerprint_at, run, Made};
+use stratlab_regressions::{compare, comparison_text, Ranking, TextStyle, Thresholds, Verdict};
+
+#[test]
+fn a_ranking_flip_is_called_out_and_fails_the_gate() {
+    // Baseline: data parallel leads (64 samples in 0.10 s against 0.12 s).
+    let baseline = run(
+        "20261123T100000Z-matrix",
+        fingerprint_at(0),
+        &[Made::new("data-parallel", 2, Some(0.10)), Made::new("parameter-server", 2, Some(0.12))],
+    );
+    // New run: data parallel slowed to 0.16 s, the parameter server is now 45 % faster.
+    let new = run(
+        "20261123T110000Z-matrix",
+        fingerprint_at(60),
+        &[Made::new("data-parallel", 2, Some(0.16)), Made::new("parameter-server", 2, Some(0.11))],
+    );
+    let comparison = compare(&baseline, &new, &Thresholds::default());
+    assert_eq!(comparison.leaders.len(), 1);
+    let leader = &comparison.leaders[0];
+    assert_eq!(leader.ranking, Ranking::Flipped, "{leader:?}");
+    assert!(leader.baseline_leader.as_ref().unwrap().0.starts_with("data-parallel ×2"));
+    assert!(leader.new_leader.as_ref().unwrap().0.starts_with("parameter-server ×2"));
+    let margin = leader.margin.unwrap();
+    assert!((margin.ratio - 0.16 / 0.11).abs() < 0.02 && margin.low > 1.3, "{margin:?}");
+    assert!(comparison.fails_gate());
+    let text = comparison_text(&comparison, TextStyle::Terminal);
+    assert!(text.contains("FLIPPED") && text.contains("1 ranking flip."), "{text}");
+}
+
+#[test]
+fn a_new_leader_within_noise_is_reported_without_failing_the_gate() {
+    let baseline = run(
+        "20261123T100000Z-matrix",
+        fingerprint_at(0),
+        &[Made::new("data-parallel", 2, Some(0.100)), Made::new("parameter-server", 2, Some(0.120))],
+    );
+    // The parameter server improves beyond noise (0.12 → 0.085 s, +41 % throughput) and now
+    // leads data parallel by 24 %: within the 30 % noise threshold, so not a flip.
+    let new = run(
+        "20261123T110000Z-matrix",
+        fingerprint_at(60),
+        &[Made::new("data-parallel", 2, Some(0.105)), Made::new("parameter-server", 2, Some(0.085))],
+    );
+    let comparison = compare(&baseline, &new, &Thresholds::default());
+    assert_eq!(comparison.leaders[0].ranking, Ranking::LeaderWithinNoise);
+    let verdicts: Vec<Verdict> = comparison.cells.iter().map(|cell| cell.verdict).collect();
+    assert_eq!(verdicts, [Verdict::Noise, Verdict::Improved]);
+    assert!(!comparison.fails_gate());
+}
+
+#[test]
+fn outcomes_unmatched_cells_settings_and_environment_are_listed() {
+    let mut later = fingerprint_at(60);
+    later.nvidia_driver_version = Some("580.65".into());
+    let baseline = run(
+        "20261123T100000Z-matrix",
+        fingerprint_at(0),
+        &[Made::new("single", 1, Some(0.05)), Made::new("gpipe", 2, Some(0.08)), Made::new("hybrid", 4, Some(0.1))],
+    );
+    let mut one_thread = Made::new("single", 1, Some(0.05));
+    one_thread.threads = 2;
+    let new = run(
+        "20261123T110000Z-matrix",
+        later,
+        &[one_thread, Made::new("gpipe", 2, None), Made::new("1f1b", 2, Some(0.07))],
+    );
+    let comparison = compare(&baseline, &new, &Thresholds::default());
+    let fields: Vec<&str> = comparison.environment_changes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["nvidia_driver_version"]);
+    let gpipe = comparison.cells.iter().find(|c| c.key.strategy == "gpipe").unwrap();
+    assert!(gpipe.outcome_changed && gpipe.verdict == Verdict::Regressed, "{gpipe:?}");
+    assert_eq!((gpipe.baseline_outcome.as_str(), gpipe.new_outcome.as_str()), ("ok", "oom"));
+    let single = comparison.cells.iter().find(|c| c.key.strategy == "single").unwrap();
+    assert_eq!(single.settings_changed, ["threads 1 → 2"]);
+    assert_eq!(single.verdict, Verdict::Noise);
+    assert_eq!(comparison.only_in_baseline.len(), 1);
+    assert!(comparison.only_in_baseline[0].contains("hybrid ×4"));
+    assert!(comparison.only_in_new[0].contains("1f1b ×2"));
+    assert!(comparison.fails_gate(), "an ok → oom cell is a regression");
+    let markdown = comparison_text(&comparison, TextStyle::Markdown);
+    assert!(markdown.contains("| nvidia_driver_version |") && markdown.contains("ok → oom"), "{markdown}");
+    let json = serde_json::to_value(&comparison).unwrap();
+    assert_eq!(json["cells"][0]["verdict"], "regressed");
+}
+
+#[test]
+fn identical_runs_have_no_change_and_pass() {
+    let cells = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
+    let a = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);
+    let b = run("20261123T110000Z-matrix", fingerprint_at(60), &cells);
+    let comparison = compare(&a, &b, &Thresholds::default());
+    assert!(comparison.environment_changes.is_empty());
+    assert!(comparison.cells.iter().all(|c| c.verdict == Verdict::Noise && c.step_time_ratio.unwrap().ratio == 1.0));
+    assert_eq!(comparison.leaders[0].ranking, Ranking::Unchanged);
+    assert!(!comparison.fails_gate());
+}

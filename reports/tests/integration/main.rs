@@ -1,0 +1,17 @@
+//! Behaviour seen from outside: aggregation, figures and the HTML report.
+//!
+//! One test binary per crate (each file here a module) rather than one per file: every
+//! test binary links polars and libtorch, and within one binary libtest runs independent
+//! tests side by side.
+
+mod common;
+/// The run-store fixtures of `stratlab-results`' tests.
+#[allow(dead_code)]
+#[path = "../../../results/tests/integration/common/mod.rs"]
+mod store_fixtures;
+mod aggregate;
+mod figures;
+mod history;
+mod html_chromium;
+mod pipelines;
+mod step_breakdown;

@@ -1,0 +1,188 @@
+//! What the equivalence tests of multi-process strategies share: the configuration, data
+//! and network they train, a weight-collecting observer, child-process ranks and the
+//! comparison with single-device training.
+//!
+//! They train in float64. In float32 the single-device reference and a strategy round
+//! differently (libtorch picks its kernels, and so the order of a gradient's reduction, by
+//! batch size and CPU): on an AVX-512/AMX Xeon the first layer's bias differed by 1.3e-4
+//! relative, so a float32 tolerance passed or failed with the machine. In float64 those
+//! reorderings move weights by ~1e-15, and [`TOLERANCE`] checks the algorithm itself.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use stratlab_comm::{free_port, Launch};
+use stratlab_datasets::{open, DataCache, Dataset, DatasetSelector, OpenOptions, Split};
+use stratlab_networks::{InputShape, NetworkSpec};
+use stratlab_strategies::{single, Budget, DeviceChoice, Precision, TrainConfig, TrainContext, TrainObserver};
+use tch::Tensor;
+
+pub const ROLE: &str = "STRATLAB_EQUIVALENCE_ROLE";
+pub const OUT: &str = "STRATLAB_EQUIVALENCE_OUT";
+pub const PER_RANK_BATCH: usize = 16;
+pub const STEPS: usize = 5;
+/// Largest relative difference of a weight tensor (norm of the difference ÷ norm of the
+/// reference) that counts as equal. Reordered float64 sums stay below ~1e-14 after 5 steps;
+/// an update off by one part in a million moves weights by far more than this (tested).
+pub const TOLERANCE: f64 = 1e-9;
+
+pub fn config(batch_size: usize) -> TrainConfig {
+    TrainConfig {
+        batch_size,
+        eval_batch_size: 500,
+        budget: Budget { steps: Some(STEPS), ..Budget::default() },
+        lr: 0.05,
+        warmup_steps: 1,
+        eval_samples: Some(200),
+        seed: 11,
+        device: DeviceChoice::Cpu,
+        threads: 1,
+        precision: Precision::Float64,
+        ..TrainConfig::default()
+    }
+}
+
+pub fn data() -> (Arc<dyn Dataset>, Arc<dyn Dataset>) {
+    let selector = DatasetSelector::synthetic("mnist").unwrap();
+    let options = OpenOptions { seed: 11, allow_fetch: false };
+    let cache = DataCache::from_env();
+    (open(&selector, Split::Train, &cache, &options).unwrap(), open(&selector, Split::Test, &cache, &options).unwrap())
+}
+
+pub fn network(train: &Arc<dyn Dataset>) -> NetworkSpec {
+    let info = train.info();
+    let input = InputShape {
+        channels: info.channels as i64,
+        height: info.height as i64,
+        width: info.width as i64,
+        classes: info.classes as i64,
+    };
+    let spec = stratlab_networks::spec("small-cnn", &input).unwrap();
+    assert!(!spec.has_batch_norm(), "the equivalence holds only without batch norm");
+    spec
+}
+
+/// Keeps the final weights.
+#[derive(Default)]
+pub struct Weights(pub Vec<(String, Tensor)>);
+
+impl TrainObserver for Weights {
+    fn on_trained(&mut self, variables: &tch::nn::VarStore) {
+        let mut named: Vec<(String, Tensor)> =
+            variables.variables().into_iter().map(|(name, t)| (name, t.detach().copy())).collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        self.0 = named;
+    }
+}
+
+/// Runs `role` on `world_size` child processes, each this test binary re-run on the ignored
+/// entry point `child_test` (its full path, `module::name`) with the role and the output
+/// folder `out` in its environment.
+pub fn run_ranks(child_test: &str, role: &str, world_size: usize, out: &Path) {
+    let port = free_port(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap();
+    let children: Vec<_> = (0..world_size)
+        .map(|rank| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", child_test, "--ignored", "--test-threads=1"])
+                .envs(Launch::local_env(rank, world_size, IpAddr::V4(Ipv4Addr::LOCALHOST), port))
+                .env(ROLE, role)
+                .env(OUT, out)
+                // Kept for the failure message: a passing rank's harness lines are noise.
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (rank, child) in children.into_iter().enumerate() {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "rank {rank} of {role} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// Where rank `rank` saves its weights under `out`.
+pub fn weights_path(out: &Path, rank: usize) -> PathBuf {
+    out.join(format!("rank{rank}.pt"))
+}
+
+/// Saves `weights` (what a rank holds) for the parent.
+pub fn save_weights(weights: &Weights, path: &Path) {
+    Tensor::save_multi(&weights.0.iter().map(|(n, t)| (n.as_str(), t)).collect::<Vec<_>>(), path).unwrap();
+}
+
+/// The weights saved by `ranks` under `out`, merged by name (replicas hold the same names;
+/// the first rank's copy is kept) and sorted.
+pub fn load_weights(out: &Path, ranks: impl IntoIterator<Item = usize>) -> Vec<(String, Tensor)> {
+    let mut merged: Vec<(String, Tensor)> = Vec::new();
+    for rank in ranks {
+        for (name, tensor) in Tensor::load_multi(weights_path(out, rank)).unwrap() {
+            if !merged.iter().any(|(known, _)| *known == name) {
+                merged.push((name, tensor));
+            }
+        }
+    }
+    merged.sort_by(|a, b| a.0.cmp(&b.0));
+    merged
+}
+
+/// libtorch's seed and thread count are process-global: tests training in this process
+/// take turns, or one test's initialisation would draw from another's random stream.
+pub static IN_PROCESS_TRAINING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds this process's turn at libtorch's global state until dropped.
+pub fn training_turn() -> std::sync::MutexGuard<'static, ()> {
+    IN_PROCESS_TRAINING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn single_weights(global_batch: usize) -> Vec<(String, Tensor)> {
+    single_weights_after(global_batch, STEPS)
+}
+
+/// Single-device weights after `steps` steps of `batch` samples.
+pub fn single_weights_after(batch: usize, steps: usize) -> Vec<(String, Tensor)> {
+    single_weights_with(TrainConfig { budget: Budget { steps: Some(steps), ..Budget::default() }, ..config(batch) })
+}
+
+/// Single-device weights trained under `config`.
+pub fn single_weights_with(config: TrainConfig) -> Vec<(String, Tensor)> {
+    let _turn = training_turn();
+    let (train, test) = data();
+    let spec = network(&train);
+    let context = TrainContext { network: &spec, train, test, config: &config };
+    let mut weights = Weights::default();
+    single::train(&context, &mut weights).unwrap();
+    weights.0
+}
+
+/// The largest relative difference between same-named tensors of `got` and `expected`, and
+/// that tensor's name: ‖a − b‖ ÷ max(‖b‖, 1e-3), so a tensor near zero is not judged
+/// relative to nothing.
+pub fn largest_difference(got: &[(String, Tensor)], expected: &[(String, Tensor)]) -> (f64, String) {
+    assert_eq!(got.len(), expected.len());
+    let initial_scale = 1e-3;
+    let mut largest = (0.0, String::new());
+    for ((name, a), (other, b)) in got.iter().zip(expected) {
+        assert_eq!(name, other);
+        assert_eq!(a.kind(), tch::Kind::Double, "{name}: the equivalence tests compare float64 weights");
+        let difference = (a - b).norm().double_value(&[]);
+        let relative = difference / b.norm().double_value(&[]).max(initial_scale);
+        if relative.is_nan() || relative > largest.0 {
+            largest = (relative, name.clone());
+        }
+    }
+    largest
+}
+
+pub fn assert_same_weights(strategy: &str, got: &[(String, Tensor)], expected: &[(String, Tensor)]) {
+    let (relative, name) = largest_difference(got, expected);
+    eprintln!("{strategy}: largest relative difference {relative:.2e} ({name})");
+    assert!(relative <= TOLERANCE, "{strategy}: {name} differs by {relative:.3e} relative (tolerance {TOLERANCE:.0e})");
+}

@@ -1,0 +1,243 @@
+//! Pipelines on 2 and 3 stage processes, and hybrid on 2 × 2, must give the weights
+//! single-device training gives on the same batch (no batch norm, 5 steps in float64,
+//! [`TOLERANCE`] relative);
+//! every checkpoint mode must give the weights `never` gives; and each schedule's recorded
+//! timeline must follow its definition.
+//!
+//! Ranks are child processes of this binary joined by c10d Gloo over loopback; each saves
+//! its stages' weights and its timeline for the parent to merge and check.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::*;
+use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
+use stratlab_strategies::pipeline::schedule::{pipedream_actions, Action, Schedule};
+use stratlab_strategies::pipeline::{self, Balance, Checkpoint, PipelineOptions};
+use stratlab_strategies::{EventKind, StrategyKind, TimelineEvent, TrainContext};
+
+/// A pipeline run: `kind`, micro-batches, checkpoint, and pp for hybrid; encoded in the
+/// role string the children read.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    kind: StrategyKind,
+    micro_batches: usize,
+    checkpoint: Checkpoint,
+    hybrid_stages: Option<usize>,
+}
+
+impl Run {
+    fn new(kind: StrategyKind, micro_batches: usize) -> Run {
+        Run { kind, micro_batches, checkpoint: Checkpoint::Never, hybrid_stages: None }
+    }
+
+    fn role(&self) -> String {
+        format!("{}/{}/{}/{}", self.kind, self.micro_batches, self.checkpoint, self.hybrid_stages.unwrap_or(0))
+    }
+
+    fn parse(role: &str) -> Run {
+        let parts: Vec<&str> = role.split('/').collect();
+        let checkpoint = match parts[2] {
+            "always" => Checkpoint::Always,
+            "except_last" => Checkpoint::ExceptLast,
+            _ => Checkpoint::Never,
+        };
+        let hybrid: usize = parts[3].parse().unwrap();
+        Run {
+            kind: parts[0].parse().unwrap(),
+            micro_batches: parts[1].parse().unwrap(),
+            checkpoint,
+            hybrid_stages: (hybrid > 0).then_some(hybrid),
+        }
+    }
+}
+
+/// The child entry point's path, for [`run_ranks`].
+const CHILD: &str = "pipeline_equivalence::pipeline_child_rank";
+
+/// The batch each pipeline (each replica, for hybrid) trains on per step.
+const BATCH: usize = 2 * PER_RANK_BATCH;
+
+/// One stage rank of the run named in the environment; only the parent tests start it.
+#[test]
+#[ignore = "entry point of the child ranks the pipeline tests start"]
+fn pipeline_child_rank() {
+    let role = std::env::var(ROLE).expect("started by a parent test, with the role in the environment");
+    let run = Run::parse(&role);
+    let launch = Launch::from_env().unwrap();
+    let group = ProcessGroup::init(&launch, &GroupOptions::for_launch(&launch, Backend::Gloo, Duration::from_secs(60)))
+        .unwrap();
+    let (train, test) = data();
+    let spec = network(&train);
+    let config = config(BATCH);
+    let context = TrainContext { network: &spec, train, test, config: &config };
+    let options = PipelineOptions {
+        kind: run.kind,
+        micro_batches: run.micro_batches,
+        balance: Balance::Uniform,
+        checkpoint: run.checkpoint,
+        stages: run.hybrid_stages,
+    };
+    let mut weights = Weights::default();
+    let report = pipeline::train(&context, &group, &options, &mut weights).unwrap();
+    assert_eq!(report.steps.len(), STEPS);
+    assert!(report.steps.iter().all(|step| step.loss.is_finite()), "every rank records the pipeline's loss");
+    let out = Path::new(&std::env::var(OUT).unwrap()).to_path_buf();
+    save_weights(&weights, &weights_path(&out, launch.rank));
+    let events = serde_json::to_vec(&report.events).unwrap();
+    std::fs::write(out.join(format!("rank{}.events.json", launch.rank)), events).unwrap();
+}
+
+/// Runs `run` on `world_size` ranks; returns the merged weights of every stage.
+fn pipeline_weights(run: Run, world_size: usize, out: &Path) -> Vec<(String, tch::Tensor)> {
+    run_ranks(CHILD, &run.role(), world_size, out);
+    load_weights(out, 0..world_size)
+}
+
+fn events_of(out: &Path, rank: usize) -> Vec<TimelineEvent> {
+    serde_json::from_slice(&std::fs::read(out.join(format!("rank{rank}.events.json"))).unwrap()).unwrap()
+}
+
+#[test]
+fn model_parallel_gpipe_and_1f1b_on_two_and_three_stages_match_single() {
+    let expected = single_weights(BATCH);
+    for stages in [2, 3] {
+        for run in [
+            Run::new(StrategyKind::ModelParallel, 1),
+            Run::new(StrategyKind::Gpipe, 4),
+            Run::new(StrategyKind::OneFOneB, 4),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let got = pipeline_weights(run, stages, dir.path());
+            assert_same_weights(&format!("{} on {stages} stages", run.role()), &got, &expected);
+        }
+    }
+}
+
+#[test]
+fn every_checkpoint_mode_gives_the_weights_of_never() {
+    let never_dir = tempfile::tempdir().unwrap();
+    let never = pipeline_weights(Run::new(StrategyKind::Gpipe, 4), 2, never_dir.path());
+    for checkpoint in [Checkpoint::Always, Checkpoint::ExceptLast] {
+        let dir = tempfile::tempdir().unwrap();
+        let run = Run { checkpoint, ..Run::new(StrategyKind::Gpipe, 4) };
+        let got = pipeline_weights(run, 2, dir.path());
+        assert_same_weights(&format!("gpipe checkpoint {checkpoint}"), &got, &never);
+        // Recomputation shows in the timeline: `always` recomputes every micro-batch.
+        let recomputed =
+            events_of(dir.path(), 0).iter().filter(|e| e.kind == EventKind::Recompute && e.step == 0).count();
+        assert_eq!(recomputed, if checkpoint == Checkpoint::Always { 4 } else { 3 }, "{checkpoint}");
+    }
+}
+
+#[test]
+fn hybrid_of_two_replicas_of_two_stages_matches_single_on_both_replicas_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run { hybrid_stages: Some(2), ..Run::new(StrategyKind::Hybrid, 2) };
+    let got = pipeline_weights(run, 4, dir.path());
+    assert_same_weights("hybrid 2×2", &got, &single_weights(2 * BATCH));
+    // Replicas agree: rank 2 (replica 1, stage 0) holds rank 0's weights.
+    let (replica0, replica1) = (load_weights(dir.path(), [0]), load_weights(dir.path(), [2]));
+    assert_same_weights("replica 1 against replica 0", &replica1, &replica0);
+}
+
+#[test]
+fn pipedream_on_one_stage_is_plain_sgd_on_its_micro_batches() {
+    // No stage ahead, so no staleness: one update per micro-batch of 8, taken in the order
+    // the batches of 32 hold them, is single-device training at batch 8 for 4× the steps.
+    let dir = tempfile::tempdir().unwrap();
+    let got = pipeline_weights(Run::new(StrategyKind::PipeDream, 4), 1, dir.path());
+    assert_same_weights("pipedream on 1 stage", &got, &single_weights_after(BATCH / 4, 4 * STEPS));
+}
+
+#[test]
+fn pipedream_updates_every_micro_batch_so_it_departs_from_synchronous_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let got = pipeline_weights(Run::new(StrategyKind::PipeDream, 4), 2, dir.path());
+    let synchronous = single_weights(BATCH);
+    let (departed, _) = largest_difference(&got, &synchronous);
+    assert!(departed > 1e-4, "four updates per batch with stale weights are not one synchronous update");
+    assert!(got.iter().all(|(_, t)| t.isfinite().all().int64_value(&[]) == 1));
+}
+
+/// The compute events (forward and backward, with micro-batch ids) of `rank` in step `step`.
+fn compute_order(events: &[TimelineEvent], step: u64) -> Vec<Action> {
+    events
+        .iter()
+        .filter(|e| e.step == step)
+        .filter_map(|e| match e.kind {
+            EventKind::Forward => Some(Action::Forward(e.micro_batch.unwrap() as usize)),
+            EventKind::Backward => Some(Action::Backward(e.micro_batch.unwrap() as usize)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
+    let stages = 3;
+    let m = 4;
+    for (kind, schedule) in [(StrategyKind::Gpipe, Schedule::GPipe), (StrategyKind::OneFOneB, Schedule::OneFOneB)] {
+        let dir = tempfile::tempdir().unwrap();
+        run_ranks(CHILD, &Run::new(kind, m).role(), stages, dir.path());
+        let timelines: Vec<Vec<TimelineEvent>> = (0..stages).map(|rank| events_of(dir.path(), rank)).collect();
+        for (stage, events) in timelines.iter().enumerate() {
+            for step in 0..STEPS as u64 {
+                assert_eq!(
+                    compute_order(events, step),
+                    schedule.actions(stage, stages, m),
+                    "{kind} stage {stage} step {step}"
+                );
+            }
+            let order = compute_order(events, 1);
+            let warm_up = order.iter().take_while(|a| matches!(a, Action::Forward(_))).count();
+            let expected_warm_up = match kind {
+                // 1F1B: p − s − 1 forwards before the first backward, plus the steady state's first forward.
+                StrategyKind::OneFOneB => (stages - stage - 1).min(m) + 1,
+                _ => m,
+            };
+            assert_eq!(
+                warm_up.min(m),
+                expected_warm_up.min(m),
+                "{kind} stage {stage}: forwards before the first backward"
+            );
+        }
+        // Causality on the shared clock: a micro-batch's forward on stage s + 1 starts after it
+        // ends on stage s, and its backward on stage s starts after it ends on stage s + 1.
+        let find = |rank: usize, kind: EventKind, mb: u32| {
+            timelines[rank].iter().find(|e| e.step == 2 && e.kind == kind && e.micro_batch == Some(mb)).unwrap().clone()
+        };
+        for stage in 0..stages - 1 {
+            for mb in 0..m as u32 {
+                assert!(find(stage + 1, EventKind::Forward, mb).start_ns >= find(stage, EventKind::Forward, mb).end_ns);
+                assert!(
+                    find(stage, EventKind::Backward, mb).start_ns >= find(stage + 1, EventKind::Backward, mb).end_ns
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pipedream_never_flushes_its_stages_keep_their_depth_in_flight_across_batches() {
+    let (stages, m) = (3, 4);
+    let dir = tempfile::tempdir().unwrap();
+    run_ranks(CHILD, &Run::new(StrategyKind::PipeDream, m).role(), stages, dir.path());
+    for stage in 0..stages {
+        let events = events_of(dir.path(), stage);
+        for step in 0..STEPS {
+            let expected: Vec<Action> = pipedream_actions(stage, stages, m, step)
+                .into_iter()
+                .map(|action| match action {
+                    Action::Forward(id) => Action::Forward(id % m),
+                    Action::Backward(id) => Action::Backward(id % m),
+                })
+                .collect();
+            assert_eq!(compute_order(&events, step as u64), expected, "pipedream stage {stage} step {step}");
+        }
+        // What was in flight at the end is drained: every forward has its backward.
+        let count = |kind| events.iter().filter(|e| e.kind == kind).count();
+        assert_eq!(count(EventKind::Forward), STEPS * m);
+        assert_eq!(count(EventKind::Backward), STEPS * m, "stage {stage} drains its {} in flight", stages - stage - 1);
+    }
+}

@@ -1,0 +1,15 @@
+//! Behaviour seen from outside: the `stratlab` binary end to end.
+//!
+//! One test binary per crate (each file here a module) rather than one per file: every
+//! test binary links polars and libtorch, and within one binary libtest runs independent
+//! tests side by side.
+
+mod build_features;
+mod cli;
+mod compare_cli;
+mod multi_worker;
+mod netns_probe;
+mod probe_cli;
+mod run_inputs;
+mod runner_faults;
+mod suite_errors;

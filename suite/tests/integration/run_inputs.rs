@@ -1,0 +1,239 @@
+//! Bad input to `stratlab run` and `stratlab train`: exit code 2 (1 for a failure that is not
+//! the input's fault), a message naming what is wrong, and no run folder left behind.
+//! Also: resuming in another environment, and the fault variable in a release build.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use stratlab_results::{Fingerprint, RunStore};
+
+const TINY: &str = "\
+name: tiny
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+batch_size: 16
+budget: {steps: 3}
+device: cpu
+threads: 1
+eval: {samples: 64, batch_size: 64}
+";
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map(|entries| entries.count()).unwrap_or(0)
+}
+
+/// Runs `stratlab run <suite> --store <dir>/results <extra…>` with an empty data cache.
+fn run(dir: &Path, suite: &Path, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("stratlab")
+        .unwrap()
+        .args(["run", suite.to_str().unwrap(), "--store", dir.join("results").to_str().unwrap()])
+        .args(extra)
+        .env("STRATLAB_DATA_DIR", dir.join("data"))
+        .env_remove("STRATLAB_TEST_FAULT")
+        .output()
+        .unwrap()
+}
+
+fn assert_input_error(output: &std::process::Output, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "expected `{needle}` in: {stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn only_matching_nothing_exits_2_and_creates_no_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(dir.path(), "tiny.yaml", TINY);
+    let output = run(dir.path(), &suite, &["--only", "resnet999"]);
+    assert_input_error(&output, &["--only resnet999", "matches none", "stratlab plan"]);
+    assert_eq!(entries(&dir.path().join("results")), 0);
+}
+
+#[test]
+fn a_missing_real_data_set_exits_2_before_any_run_folder_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    // Real CIFAR-10 cannot be fetched here and the data cache is empty.
+    let suite = write(dir.path(), "cifar.yaml", &TINY.replace("mnist:synthetic", "cifar10"));
+    let output = run(dir.path(), &suite, &[]);
+    assert_input_error(&output, &["cifar10"]);
+    assert_eq!(entries(&dir.path().join("results")), 0);
+}
+
+#[test]
+fn a_cuda_device_that_is_not_there_exits_2_before_any_run_folder_exists() {
+    if tch::Cuda::device_count() > 7 {
+        return; // cuda:7 exists on this machine: nothing to reject.
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(dir.path(), "gpu.yaml", &TINY.replace("device: cpu", "device: cuda:7"));
+    let output = run(dir.path(), &suite, &[]);
+    assert_input_error(&output, &["cuda:7", "valid choices: cpu, auto"]);
+    assert_eq!(entries(&dir.path().join("results")), 0);
+}
+
+#[test]
+fn resuming_a_folder_that_is_not_a_run_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(dir.path(), "tiny.yaml", TINY);
+    let not_a_run = dir.path().join("holiday-photos");
+    std::fs::create_dir(&not_a_run).unwrap();
+    let output = run(dir.path(), &suite, &["--resume", not_a_run.to_str().unwrap()]);
+    assert_input_error(&output, &["holiday-photos"]);
+    assert_eq!(entries(&not_a_run), 0, "nothing may be written into it");
+}
+
+#[test]
+fn reporting_a_folder_that_is_not_a_run_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_run = dir.path().join("holiday-photos");
+    std::fs::create_dir(&not_a_run).unwrap();
+    let output =
+        Command::cargo_bin("stratlab").unwrap().args(["report", not_a_run.to_str().unwrap()]).output().unwrap();
+    assert_input_error(&output, &["holiday-photos"]);
+    assert_eq!(entries(&not_a_run), 0, "no report folder may be created in it");
+}
+
+#[test]
+fn resuming_in_another_environment_is_refused_unless_allow_mixed_which_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let two_trials = format!("{TINY}repeats: 2\n");
+    let suite = write(dir.path(), "tiny.yaml", &two_trials);
+    let first = run(dir.path(), &suite, &["--only", "r0"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
+
+    // Pretend the run was started on another host with another driver.
+    let fingerprint_path = run_dir.join("fingerprint.json");
+    let mut recorded: Fingerprint = serde_json::from_slice(&std::fs::read(&fingerprint_path).unwrap()).unwrap();
+    recorded.host_name = Some("gpu-node-17".into());
+    recorded.nvidia_driver_version = Some("550.54.15".into());
+    std::fs::write(&fingerprint_path, serde_json::to_vec_pretty(&recorded).unwrap()).unwrap();
+
+    let refused = run(dir.path(), &suite, &["--resume", run_dir.to_str().unwrap()]);
+    assert_input_error(&refused, &["host_name: gpu-node-17", "nvidia_driver_version: 550.54.15", "--allow-mixed"]);
+    let store = RunStore::open(&run_dir).unwrap();
+    assert_eq!(store.finished_trial_ids().unwrap().len(), 1, "a refused resume adds nothing");
+    assert!(store.mixed_resumes().unwrap().is_empty());
+
+    let mixed = run(dir.path(), &suite, &["--resume", run_dir.to_str().unwrap(), "--allow-mixed"]);
+    assert!(mixed.status.success(), "{}", String::from_utf8_lossy(&mixed.stderr));
+    assert_eq!(store.finished_trial_ids().unwrap().len(), 2);
+    let resumes = store.mixed_resumes().unwrap();
+    assert_eq!(resumes.len(), 1);
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&resumes[0]).unwrap()).unwrap();
+    assert_eq!(record["allow_mixed"], true);
+    assert!(record["differences"].to_string().contains("gpu-node-17"), "{record}");
+    assert_eq!(record["fingerprint"]["host_name"], serde_json::json!(stratlab::fingerprint::collect(None).host_name));
+}
+
+#[test]
+fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = TINY.replace("device: cpu", "device: auto").replace("steps: 3", "steps: 8");
+    let suite = write(dir.path(), "auto.yaml", &format!("{text}warmup_steps: 2\n"));
+    let output = run(dir.path(), &suite, &[]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
+    let rows: Vec<stratlab_results::TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    let row = &rows[0];
+    let here = stratlab::fingerprint::collect(None);
+    let expected_device = if tch::Cuda::is_available() { "cuda:0" } else { "cpu" };
+    assert_eq!(row.device, expected_device, "auto must be recorded as the device used");
+    assert_eq!(row.host_name, here.host_name);
+    if expected_device == "cpu" {
+        assert_eq!(row.device_name, here.cpu_model);
+        assert_eq!(row.device_ids, None);
+    }
+    assert_eq!(row.cudnn_benchmark, Some(true));
+    assert_eq!(row.matmul_precision.as_deref(), Some("highest"));
+    assert_eq!(row.cudnn_tf32, Some(true));
+    assert_eq!(row.metrics_every_steps, 5);
+    assert!(row.step_samples_per_s.unwrap() >= row.wall_samples_per_s.unwrap());
+}
+
+#[test]
+fn train_reports_out_of_memory_as_an_error_not_a_panic() {
+    // ResNet-18 on 256 Highres images (3×512×512): the first convolution's output alone is
+    // 4 GiB, which with the 0.8 GB batch does not fit in 6 GiB of address space, while
+    // libtorch itself does. It fails at that allocation, before any compute: 2 s, where 512
+    // ImageNet images ran a slow single-thread forward for 12 s before running out.
+    let limit: u64 = 6 << 30;
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("stratlab"));
+    command.args([
+        "train",
+        "--network",
+        "resnet18",
+        "--dataset",
+        "highres:synthetic",
+        "--batch-size",
+        "256",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+    ]);
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            let rlimit = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_AS, &rlimit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("out of memory"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_release_binary_ignores_the_fault_variable() {
+    // `just test` builds the release binary without the test-only feature first and names it
+    // here; this test binary's own `stratlab` is built with fault injection.
+    let binary = std::env::var_os("STRATLAB_RELEASE_BINARY")
+        .expect("STRATLAB_RELEASE_BINARY must name a stratlab built without `fault-injection` (`just test` sets it)");
+    let env = std::process::Command::new(&binary).arg("env").output().unwrap();
+    let fingerprint: Fingerprint = serde_json::from_slice(&env.stdout).unwrap();
+    assert!(!fingerprint.fault_injection_enabled, "{binary:?} was built with fault injection");
+
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(dir.path(), "tiny.yaml", TINY);
+    let results = dir.path().join("results");
+    let output = std::process::Command::new(&binary)
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
+        .env("STRATLAB_TEST_FAULT", "r0=panic")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let run_dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let store = RunStore::open(&run_dir).unwrap();
+    let rows: Vec<stratlab_results::TrialRow> = store.load_rows().unwrap();
+    assert_eq!(rows[0].outcome, "ok", "the fault must not fire: {:?}", rows[0].reason);
+    assert_eq!(store.fingerprint().unwrap().active_fault, None);
+}
+
+#[test]
+fn a_fault_injection_build_records_the_active_fault_in_the_fingerprint() {
+    let output =
+        Command::cargo_bin("stratlab").unwrap().arg("env").env("STRATLAB_TEST_FAULT", "r3=hang").output().unwrap();
+    let fingerprint: Fingerprint = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(fingerprint.fault_injection_enabled);
+    assert_eq!(fingerprint.active_fault.as_deref(), Some("r3=hang"));
+}
