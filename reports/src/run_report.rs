@@ -404,6 +404,7 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
             mixed.len()
         ));
     }
+    notes.extend(cpu_sharing_note(trials));
     if aggregates.pipelines.is_empty() {
         notes.push(
             "Pipeline timelines and bubble shares appear once the run holds multi-worker strategies \
@@ -412,6 +413,37 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
         );
     }
     Ok(notes)
+}
+
+/// How to read a speedup where the workers are CPU processes: they share the cores that
+/// `single` has to itself, so a speedup there measures a strategy's overhead, not scaling.
+fn cpu_sharing_note(trials: &[TrialRow]) -> Option<String> {
+    let on_cpu = |t: &&TrialRow| t.device == "cpu";
+    let mut single: Vec<i64> = trials.iter().filter(on_cpu).filter(|t| t.workers == 1).map(|t| t.threads).collect();
+    let mut shared: Vec<(i64, i64)> =
+        trials.iter().filter(on_cpu).filter(|t| t.workers > 1).map(|t| (t.workers, t.threads)).collect();
+    if shared.is_empty() {
+        return None;
+    }
+    single.sort_unstable();
+    single.dedup();
+    shared.sort_unstable();
+    shared.dedup();
+    let threads = |n: i64| if n == 1 { "1 thread".to_owned() } else { format!("{n} threads") };
+    let single_part = match single.as_slice() {
+        [] => "a single-device worker has all the cores to itself".to_owned(),
+        [n] => format!("`single` trains in one process with {}", threads(*n)),
+        many => format!(
+            "`single` trains in one process with {}",
+            many.iter().map(|n| threads(*n)).collect::<Vec<_>>().join(" or ")
+        ),
+    };
+    let workers: Vec<String> =
+        shared.iter().map(|(w, t)| format!("W = {w}: {w} processes of {} each", threads(*t))).collect();
+    Some(format!(
+        "Reading a speedup on the CPU: {single_part}, while a W-worker cell splits the same cores          between its workers ({}). So W workers do not bring W times the compute here: a speedup          near 1 means the strategy costs little over `single`, and below 1 is its overhead          (communication, pipeline bubbles, processes sharing cores). Where each worker has a GPU          of its own, speedup measures scaling.",
+        workers.join("; ")
+    ))
 }
 
 /// A JSON object flattened to `key = value` rows (nested keys joined with `.`; null as "—").

@@ -37,17 +37,35 @@ pub(crate) fn fmt_tick(value: &f64) -> String {
     }
 }
 
+/// Where a category label breaks when it is too wide for its slot: `network / data set`
+/// becomes two lines.
+const LINE_BREAK: &str = " / ";
+
 /// How category labels under an x axis are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LabelLayout {
+    /// One line, centred under the category.
+    Horizontal,
+    /// Broken at [`LINE_BREAK`] into lines that each fit the slot, stacked and centred.
+    Stacked,
+    /// Vertical, reading bottom to top, broken at [`LINE_BREAK`] into lines side by side:
+    /// labels too wide for their slot even when broken. Takes as much height as the longest
+    /// line is long.
+    Rotated,
+}
+
+/// How category labels are laid out and the height they take below the plot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CategoryLabels {
     /// Height of the label area below the plot, in pixels.
     pub area_px: u32,
-    /// Whether labels run vertically because they are wider than their slot.
-    pub rotated: bool,
+    pub layout: LabelLayout,
 }
 
 /// Sizes the label area for `labels`, each given `slot_px` of width; `desc_px` is added for
-/// an axis description below them.
+/// an axis description below them. A label too wide for its slot is broken into lines
+/// before it is turned on its side: rotated labels of a 2×2 grid of panels once took most of
+/// each panel's height, leaving its bars a few pixels tall.
 pub(crate) fn category_labels<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     labels: &[String],
@@ -55,31 +73,58 @@ pub(crate) fn category_labels<DB: DrawingBackend>(
     desc_px: u32,
 ) -> Result<CategoryLabels, DrawError> {
     let style = font(TICK_PX);
+    let fits = |width: u32| f64::from(width) <= slot_px * 0.95;
     let mut widest = 0u32;
+    let mut widest_line = 0u32;
+    let mut most_lines = 1u32;
     for label in labels {
         widest = widest.max(area.estimate_text_size(label, &style)?.0);
+        let lines: Vec<&str> = label.split(LINE_BREAK).collect();
+        most_lines = most_lines.max(lines.len() as u32);
+        for line in lines {
+            widest_line = widest_line.max(area.estimate_text_size(line, &style)?.0);
+        }
     }
-    let rotated = f64::from(widest) > slot_px * 0.95;
-    let label_px = if rotated { widest + 14 } else { TICK_PX as u32 + 14 };
-    Ok(CategoryLabels { area_px: label_px + desc_px, rotated })
+    let line_px = TICK_PX as u32 + 4;
+    let (layout, label_px) = if fits(widest) {
+        (LabelLayout::Horizontal, TICK_PX as u32 + 14)
+    } else if most_lines > 1 && fits(widest_line) {
+        (LabelLayout::Stacked, most_lines * line_px + 10)
+    } else {
+        (LabelLayout::Rotated, widest_line + 14)
+    };
+    Ok(CategoryLabels { area_px: label_px + desc_px, layout })
 }
 
 /// Draws `labels` at absolute x pixel positions just below `top_px`, on `screen` (an area
-/// in screen coordinates).
+/// in screen coordinates), as `layout` says.
 pub(crate) fn draw_x_categories<DB: DrawingBackend>(
     screen: &DrawingArea<DB, Shift>,
     labels: &[(i32, String)],
     top_px: i32,
-    rotated: bool,
+    layout: LabelLayout,
 ) -> Result<(), DrawError> {
     let style = font(TICK_PX);
+    let centred = style.pos(Pos::new(HPos::Center, VPos::Top));
     for (x, label) in labels {
-        if rotated {
-            // Reads bottom to top, ending just under the axis.
-            let vertical = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Right, VPos::Center));
-            screen.draw(&Text::new(label.clone(), (*x, top_px + 8), vertical))?;
-        } else {
-            screen.draw(&Text::new(label.clone(), (*x, top_px + 8), style.pos(Pos::new(HPos::Center, VPos::Top))))?;
+        match layout {
+            LabelLayout::Horizontal => screen.draw(&Text::new(label.clone(), (*x, top_px + 8), centred.clone()))?,
+            LabelLayout::Stacked => {
+                for (i, line) in label.split(LINE_BREAK).enumerate() {
+                    let y = top_px + 8 + i as i32 * (TICK_PX as i32 + 4);
+                    screen.draw(&Text::new(line.to_owned(), (*x, y), centred.clone()))?;
+                }
+            }
+            LabelLayout::Rotated => {
+                // Each line reads bottom to top, ending just under the axis; lines side by side.
+                let vertical = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Right, VPos::Center));
+                let lines: Vec<&str> = label.split(LINE_BREAK).collect();
+                let pitch = TICK_PX as i32 + 4;
+                for (i, line) in lines.iter().enumerate() {
+                    let dx = (2 * i as i32 - (lines.len() as i32 - 1)) * pitch / 2;
+                    screen.draw(&Text::new((*line).to_owned(), (*x + dx, top_px + 8), vertical.clone()))?;
+                }
+            }
         }
     }
     Ok(())

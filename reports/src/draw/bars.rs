@@ -1,12 +1,15 @@
 //! One panel of grouped bars: categories along x, a fixed slot per series inside each
 //! category, medians as bars, min–max whiskers for repeats, "n=1" marks for single runs and
-//! hatched grey stubs labelled with the reason for failed trials.
+//! hatched grey stubs labelled with the reason for failed trials. The y axis is linear, or
+//! logarithmic where the bars' values span so much that the small ones would vanish.
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::draw::axes::{category_labels, draw_x_categories, fmt_tick, y_label_area_px};
+use crate::draw::axes::{category_labels, draw_x_categories, fmt_tick, y_label_area_px, LabelLayout};
 use crate::draw::hatch::hatch_rect;
 use crate::render::DrawError;
 use crate::style::{font, AXIS_PX, FAILED_FILL, FAILED_HATCH, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
@@ -44,6 +47,8 @@ pub(crate) struct BarPanel {
     pub reference: Option<Reference>,
     /// Top of the y axis; shared between panels of a figure so bars compare across panels.
     pub y_max: f64,
+    /// How values map onto the y axis.
+    pub y_scale: YScale,
     /// Mark single runs with "n=1" on the bar (off when the whole figure is n = 1 and says
     /// so once in its subtitle).
     pub label_single_runs: bool,
@@ -51,6 +56,70 @@ pub(crate) struct BarPanel {
 
 /// Fraction of a category's width the bars use; the rest separates categories.
 const GROUP_FILL: f64 = 0.8;
+
+/// Largest ratio of a panel's largest to smallest value still drawn on a linear axis: past
+/// it the smallest bar would be under a tenth of the axis (the ResNet-18 bars of a default
+/// run, 50 samples/s beside the small CNN's 1700, were a few pixels tall).
+pub(crate) const LINEAR_SPREAD_MAX: f64 = 10.0;
+
+/// How a bar panel's y axis maps values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum YScale {
+    /// From 0 to the panel's top: a bar's height is its value.
+    Linear,
+    /// Logarithmic from `bottom`, a power of ten at least twice below the smallest value, so
+    /// every bar keeps a readable height; a bar's height is then log(value ÷ bottom), which
+    /// the panel's title says.
+    Log { bottom: f64 },
+}
+
+impl YScale {
+    /// Linear unless the measured values (medians and whiskers) span more than
+    /// [`LINEAR_SPREAD_MAX`]×.
+    pub(crate) fn for_values<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> YScale {
+        let values: Vec<f64> = outcomes
+            .into_iter()
+            .filter_map(Outcome::stat)
+            .flat_map(|s| [s.min, s.median, s.max])
+            .filter(|v| v.is_finite())
+            .collect();
+        let smallest = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let largest = values.iter().copied().fold(0.0, f64::max);
+        if !(smallest > 0.0) || largest / smallest <= LINEAR_SPREAD_MAX {
+            return YScale::Linear;
+        }
+        let mut bottom = 10f64.powf(smallest.log10().floor());
+        if smallest / bottom < 2.0 {
+            bottom /= 10.0;
+        }
+        YScale::Log { bottom }
+    }
+
+    /// Where bars start.
+    fn base(self) -> f64 {
+        match self {
+            YScale::Linear => 0.0,
+            YScale::Log { bottom } => bottom,
+        }
+    }
+
+    /// The value `fraction` of the way up an axis that ends at `top`.
+    fn at_fraction(self, top: f64, fraction: f64) -> f64 {
+        match self {
+            YScale::Linear => top * fraction,
+            YScale::Log { bottom } => bottom * (top / bottom).powf(fraction),
+        }
+    }
+
+    /// The panel's title with the scale named when it is not linear (in the title: the
+    /// rotated axis description has no room to spare).
+    pub(crate) fn title(self, title: &str) -> String {
+        match self {
+            YScale::Linear => title.to_owned(),
+            YScale::Log { .. } => format!("{title} (log scale)"),
+        }
+    }
+}
 
 /// The largest value a set of outcomes reaches, whiskers included.
 pub(crate) fn max_value<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> f64 {
@@ -76,13 +145,44 @@ pub(crate) fn draw_bar_panel<DB: DrawingBackend>(
     let desc_px = if panel.x_desc.is_some() { AXIS_PX as u32 + 6 } else { 0 };
     let cats = category_labels(area, &labels, group_px, desc_px)?;
 
-    let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, font(AXIS_PX))
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(panel.y_scale.title(&panel.title), font(AXIS_PX))
         .margin(8)
         .margin_right(18)
         .x_label_area_size(cats.area_px)
-        .y_label_area_size(y_area)
-        .build_cartesian_2d(0f64..n_groups as f64, 0f64..panel.y_max)?;
+        .y_label_area_size(y_area);
+    let x_range = 0f64..n_groups as f64;
+    let layout = Layout { group_px, slots, labels: cats.layout };
+    match panel.y_scale {
+        YScale::Linear => draw_bars(area, builder.build_cartesian_2d(x_range, 0f64..panel.y_max)?, panel, &layout),
+        YScale::Log { bottom } => {
+            draw_bars(area, builder.build_cartesian_2d(x_range, (bottom..panel.y_max).log_scale())?, panel, &layout)
+        }
+    }
+}
+
+/// Horizontal layout of a panel, worked out before its chart is built.
+struct Layout {
+    /// Pixels per category.
+    group_px: f64,
+    /// Bar slots per category.
+    slots: usize,
+    /// How category labels are laid out.
+    labels: LabelLayout,
+}
+
+/// Draws the mesh, bars, whiskers, stubs, reference line and category labels of `panel` on
+/// `chart`, whose y axis is linear or logarithmic as `panel.y_scale` says.
+fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    area: &DrawingArea<DB, Shift>,
+    mut chart: ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    panel: &BarPanel,
+    layout: &Layout,
+) -> Result<(), DrawError> {
+    let Layout { group_px, slots, labels } = *layout;
+    let n_groups = panel.groups.len().max(1);
+    let base = panel.y_scale.base();
     let mut mesh = chart.configure_mesh();
     mesh.disable_x_mesh()
         .x_labels(0)
@@ -100,6 +200,9 @@ pub(crate) fn draw_bar_panel<DB: DrawingBackend>(
     mesh.draw()?;
 
     let screen = area.use_screen_coord();
+    if let YScale::Log { bottom } = panel.y_scale {
+        draw_log_minor_ticks(&chart, &screen, bottom, panel.y_max)?;
+    }
     let slot_w = GROUP_FILL / slots as f64;
     let slot_px = group_px * slot_w;
     for (gi, group) in panel.groups.iter().enumerate() {
@@ -112,11 +215,11 @@ pub(crate) fn draw_bar_panel<DB: DrawingBackend>(
             match &bar.outcome {
                 Outcome::Measured(stat) => {
                     chart.draw_series(std::iter::once(Rectangle::new(
-                        [(x0, 0.0), (x1, stat.median)],
+                        [(x0, base), (x1, stat.median)],
                         bar.color.filled(),
                     )))?;
                     chart.draw_series(std::iter::once(Rectangle::new(
-                        [(x0, 0.0), (x1, stat.median)],
+                        [(x0, base), (x1, stat.median)],
                         INK.stroke_width(1),
                     )))?;
                     let mut top = stat.median;
@@ -131,15 +234,15 @@ pub(crate) fn draw_bar_panel<DB: DrawingBackend>(
                 }
                 Outcome::Failed(failure) => {
                     // A stub, not a bar: the height carries no value, the hatching and label say so.
-                    let stub = panel.y_max * 0.035;
+                    let stub = panel.y_scale.at_fraction(panel.y_max, 0.035);
                     let (px0, py0) = chart.backend_coord(&(x0, stub));
-                    let (px1, py1) = chart.backend_coord(&(x1, 0.0));
+                    let (px1, py1) = chart.backend_coord(&(x1, base));
                     chart
-                        .draw_series(std::iter::once(Rectangle::new([(x0, 0.0), (x1, stub)], FAILED_FILL.filled())))?;
+                        .draw_series(std::iter::once(Rectangle::new([(x0, base), (x1, stub)], FAILED_FILL.filled())))?;
                     hatch_rect(&screen, (px0, py0), (px1, py1), FAILED_HATCH, 5)?;
                     // Outlined in the series colour so the reader sees whose trial failed.
                     chart.draw_series(std::iter::once(Rectangle::new(
-                        [(x0, 0.0), (x1, stub)],
+                        [(x0, base), (x1, stub)],
                         bar.color.stroke_width(2),
                     )))?;
                     label_above(&screen, failure.label(), x_mid_px, py0, slot_px, INK)?;
@@ -161,24 +264,43 @@ pub(crate) fn draw_bar_panel<DB: DrawingBackend>(
         screen.draw(&Text::new(reference.label.clone(), (x_px - 4, y_px - 4), style))?;
     }
 
-    let top_px = chart.backend_coord(&(0.0, 0.0)).1;
+    let top_px = chart.backend_coord(&(0.0, base)).1;
     let placed: Vec<(i32, String)> = panel
         .groups
         .iter()
         .enumerate()
         .map(|(gi, g)| (chart.backend_coord(&(gi as f64 + 0.5, 0.0)).0, g.label.clone()))
         .collect();
-    draw_x_categories(&screen, &placed, top_px, cats.rotated)?;
+    draw_x_categories(&screen, &placed, top_px, labels)?;
+    Ok(())
+}
+
+/// plotters labels a log axis at powers of ten only, which over the one or two decades a
+/// bar panel spans leaves one or two labels; this adds gridlines and labels at 2× and 5×
+/// each power, as log-scale plots commonly have.
+fn draw_log_minor_ticks<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    chart: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    screen: &DrawingArea<DB, Shift>,
+    bottom: f64,
+    top: f64,
+) -> Result<(), DrawError> {
+    let (x_start, x_end) = (chart.x_range().start, chart.x_range().end);
+    let style = font(TICK_PX).pos(Pos::new(HPos::Right, VPos::Center));
+    let mut decade = bottom;
+    while decade < top {
+        for value in [2.0 * decade, 5.0 * decade].into_iter().filter(|v| *v < top) {
+            chart.plotting_area().draw(&PathElement::new(vec![(x_start, value), (x_end, value)], GRID))?;
+            let (x_px, y_px) = chart.backend_coord(&(x_start, value));
+            screen.draw(&Text::new(fmt_tick(&value), (x_px - 6, y_px), style.clone()))?;
+        }
+        decade *= 10.0;
+    }
     Ok(())
 }
 
 /// A vertical min–max line with caps, centred at `x`.
-fn draw_whisker<DB: DrawingBackend>(
-    chart: &ChartContext<
-        '_,
-        DB,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
-    >,
+fn draw_whisker<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    chart: &ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
     x: f64,
     cap: f64,
     min: f64,
@@ -215,4 +337,39 @@ pub(crate) fn label_above<DB: DrawingBackend>(
         screen.draw(&Text::new(text.to_string(), (x_px, top_px - 4), vertical))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Stat;
+
+    fn measured(values: &[f64]) -> Vec<Outcome> {
+        values.iter().map(|&v| Outcome::Measured(Stat { median: v, min: v, max: v, n: 1 })).collect()
+    }
+
+    #[test]
+    fn values_within_ten_times_of_each_other_stay_on_a_linear_axis() {
+        assert_eq!(YScale::for_values(&measured(&[150.0, 1400.0])), YScale::Linear);
+        assert_eq!(YScale::for_values(&measured(&[])), YScale::Linear);
+    }
+
+    #[test]
+    fn a_wider_spread_gets_a_log_axis_from_a_power_of_ten_at_least_twice_below_the_smallest() {
+        // 49.9 samples/s beside 1430: from 10 (49.9 is 5× above it).
+        assert_eq!(YScale::for_values(&measured(&[49.9, 1430.0])), YScale::Log { bottom: 10.0 });
+        // 0.25 GiB beside 6.03: 0.1 would leave 0.25 only 2.5× above the axis, still enough.
+        assert_eq!(YScale::for_values(&measured(&[0.25, 6.03])), YScale::Log { bottom: 0.1 });
+        // A value on a power of ten would be a bar of no height: one decade lower.
+        assert_eq!(YScale::for_values(&measured(&[100.0, 5000.0])), YScale::Log { bottom: 10.0 });
+        let log = YScale::Log { bottom: 10.0 };
+        assert!((log.at_fraction(1000.0, 0.5) - 100.0).abs() < 1e-9);
+        assert_eq!(log.title("Training throughput"), "Training throughput (log scale)");
+    }
+
+    #[test]
+    fn whiskers_count_towards_the_spread() {
+        let wide = Outcome::Measured(Stat { median: 300.0, min: 20.0, max: 400.0, n: 3 });
+        assert_eq!(YScale::for_values(&[wide]), YScale::Log { bottom: 10.0 });
+    }
 }

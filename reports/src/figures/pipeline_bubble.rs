@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, y_label_area_px};
+use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, y_label_area_px, LabelLayout};
 use crate::draw::bars::any_repeats;
 use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
@@ -161,7 +161,7 @@ impl Figure for BubbleFigure<'_> {
         let top_px = chart.backend_coord(&(x_min, 0.0)).1;
         let labels: Vec<(i32, String)> =
             counts.iter().map(|&m| (chart.backend_coord(&(x_of(f64::from(m)), 0.0)).0, m.to_string())).collect();
-        draw_x_categories(&screen, &labels, top_px, false)?;
+        draw_x_categories(&screen, &labels, top_px, LabelLayout::Horizontal)?;
         Ok(())
     }
 }

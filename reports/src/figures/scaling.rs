@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, panel_grid, y_label_area_px};
+use crate::draw::axes::{axis_top, draw_x_categories, fmt_tick, panel_grid, y_label_area_px, LabelLayout};
 use crate::draw::bars::any_repeats;
 use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
@@ -179,6 +179,6 @@ fn draw_panel<DB: DrawingBackend>(
     let top_px = chart.backend_coord(&(0.0, 0.0)).1;
     let labels: Vec<(i32, String)> =
         ticks.iter().map(|&w| (chart.backend_coord(&(f64::from(w), 0.0)).0, w.to_string())).collect();
-    draw_x_categories(&screen, &labels, top_px, false)?;
+    draw_x_categories(&screen, &labels, top_px, LabelLayout::Horizontal)?;
     Ok(())
 }

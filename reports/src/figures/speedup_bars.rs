@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::draw::axes::{axis_top, panel_grid};
-use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Reference};
+use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Reference, YScale};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{check_outcome, repeat_note, strategies_in_order, unique_in_order};
@@ -108,6 +108,8 @@ impl Figure for SpeedupBars<'_> {
                 groups,
                 reference: Some(Reference { y: f64::from(w), label: format!("ideal {w}×") }),
                 y_max,
+                // Speedups are ratios near the ideal W, read against its line: linear.
+                y_scale: YScale::Linear,
                 label_single_runs: repeats,
             };
             draw_bar_panel(&area, &panel)?;

@@ -6,7 +6,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::draw::axes::{axis_top, panel_grid};
-use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel};
+use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, YScale};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{case_label, repeat_note, unique_in_order};
@@ -120,6 +120,7 @@ pub(crate) fn draw_strategy_bars<DB: DrawingBackend>(
             })
             .collect();
         let y_max = axis_top(max_value(rows.iter().map(|r| &r.values[pi])));
+        let y_scale = YScale::for_values(rows.iter().map(|r| &r.values[pi]));
         let panel = BarPanel {
             title: metric.title.into(),
             y_desc: metric.y_desc.into(),
@@ -127,6 +128,7 @@ pub(crate) fn draw_strategy_bars<DB: DrawingBackend>(
             groups,
             reference: None,
             y_max,
+            y_scale,
             label_single_runs: repeats,
         };
         draw_bar_panel(&area, &panel)?;

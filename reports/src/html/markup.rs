@@ -182,22 +182,97 @@ fn environment(fingerprint: &[(String, String)]) -> Markup {
     }
 }
 
-/// A table of formatted cells; numeric columns right-aligned so digits line up. Wide
-/// tables scroll inside their wrapper instead of widening the page.
+/// A table of formatted cells; numeric columns right-aligned so digits line up. A column
+/// that holds the same value in every row, or the same cells as a column before it (the
+/// min and max of cells measured once), is said once under the table instead; the CSV and
+/// Markdown files keep every column. A table wider than the text column grows up to the
+/// window's width and scrolls inside its box only past that, never widening the page.
 fn table(t: &HtmlTable) -> Markup {
     let numeric = |i: usize| t.numeric_columns.get(i).copied().unwrap_or(false);
+    let Folded { constant, duplicates } = Folded::of(t);
+    let shown: Vec<usize> =
+        (0..t.header.len()).filter(|i| !constant.contains(i) && !duplicates.iter().any(|(d, _)| d == i)).collect();
     html! {
-        div.table-wrap {
+        div.table-wrap.wide {
             table {
                 @if !t.title.is_empty() { caption { (t.title) } }
-                thead { tr { @for (i, h) in t.header.iter().enumerate() { th.num[numeric(i)] scope="col" { (h) } } } }
+                thead { tr { @for &i in &shown { th.num[numeric(i)] scope="col" { (t.header[i]) } } } }
                 tbody {
                     @for row in &t.rows {
-                        tr { @for (i, cell) in row.iter().enumerate() { td.num[numeric(i)] { (cell) } } }
+                        tr { @for &i in &shown { td.num[numeric(i)] { (row.get(i).map_or("", String::as_str)) } } }
                     }
                 }
             }
         }
+        @if !constant.is_empty() || !duplicates.is_empty() {
+            p.table-constants {
+                "In every row: "
+                @for (n, &i) in constant.iter().enumerate() {
+                    @if n > 0 { " · " }
+                    (t.header[i]) ": " strong { (t.rows[0][i]) }
+                }
+                @for (n, (same_as, columns)) in duplicate_groups(&duplicates).into_iter().enumerate() {
+                    @if n > 0 || !constant.is_empty() { "; " }
+                    @for (k, column) in columns.iter().enumerate() {
+                        @if k > 0 { " and " }
+                        (t.header[*column])
+                    }
+                    (if columns.len() == 1 { " equals " } else { " equal " }) (t.header[same_as])
+                }
+                "."
+            }
+        }
+    }
+}
+
+/// `(column, same as)` pairs grouped by the column they repeat, in table order.
+fn duplicate_groups(duplicates: &[(usize, usize)]) -> Vec<(usize, Vec<usize>)> {
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &(column, same_as) in duplicates {
+        match groups.iter_mut().find(|(target, _)| *target == same_as) {
+            Some((_, columns)) => columns.push(column),
+            None => groups.push((same_as, vec![column])),
+        }
+    }
+    groups
+}
+
+/// The columns a table shows once under itself instead of in every row.
+struct Folded {
+    /// Columns whose cells are the same in every row.
+    constant: Vec<usize>,
+    /// `(column, earlier column)` pairs whose cells are equal row by row.
+    duplicates: Vec<(usize, usize)>,
+}
+
+impl Folded {
+    /// Folds nothing in a table of fewer than two rows (its one row is all "constant"), and
+    /// never every column.
+    fn of(t: &HtmlTable) -> Folded {
+        let none = Folded { constant: Vec::new(), duplicates: Vec::new() };
+        if t.rows.len() < 2 {
+            return none;
+        }
+        let cell = |row: &Vec<String>, i: usize| row.get(i).cloned().unwrap_or_default();
+        let column = |i: usize| -> Vec<String> { t.rows.iter().map(|row| cell(row, i)).collect() };
+        let constant: Vec<usize> =
+            (0..t.header.len()).filter(|&i| t.rows.iter().all(|row| cell(row, i) == cell(&t.rows[0], i))).collect();
+        let mut duplicates = Vec::new();
+        for i in 0..t.header.len() {
+            if constant.contains(&i) {
+                continue;
+            }
+            let same_as = (0..i)
+                .filter(|j| !constant.contains(j) && !duplicates.iter().any(|(d, _)| d == j))
+                .find(|&j| column(j) == column(i));
+            if let Some(j) = same_as {
+                duplicates.push((i, j));
+            }
+        }
+        if constant.len() + duplicates.len() >= t.header.len() {
+            return none;
+        }
+        Folded { constant, duplicates }
     }
 }
 

@@ -183,3 +183,48 @@ fn rewriting_replaces_the_page_and_leaves_no_temporary_file() {
         .collect();
     assert_eq!(names, ["index.html"]);
 }
+
+#[test]
+fn columns_the_same_in_every_row_are_said_once_under_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let wide = HtmlTable {
+        title: "throughput".into(),
+        header: ["strategy", "W", "samples/s (median)", "samples/s (min)", "samples/s (max)", "outcome"]
+            .map(String::from)
+            .to_vec(),
+        rows: vec![
+            ["single", "1", "1410", "1410", "1410", "ok"].map(String::from).to_vec(),
+            ["gpipe", "2", "744", "744", "744", "ok"].map(String::from).to_vec(),
+        ],
+        numeric_columns: vec![false, true, true, true, true, false],
+    };
+    let mut page = page(vec![]);
+    page.headline = Some(wide);
+    let html = write(&page, dir.path());
+    let headings: Vec<&str> =
+        first_table(&html).match_indices("scope=\"col\">").map(|(i, m)| &first_table(&html)[i + m.len()..]).collect();
+    let headings: Vec<&str> = headings.iter().map(|rest| &rest[..rest.find('<').unwrap()]).collect();
+    assert_eq!(headings, ["strategy", "W", "samples/s (median)"], "constant and repeated columns are not shown");
+    assert!(
+        html.contains(
+            "In every row: outcome: <strong>ok</strong>; samples/s (min) and samples/s (max) equal samples/s (median)."
+        ),
+        "{html}"
+    );
+}
+
+#[test]
+fn a_one_row_table_shows_every_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut page = page(vec![]);
+    page.headline = Some(table("one row", 1));
+    let html = write(&page, dir.path());
+    assert!(!html.contains("In every row"), "one row is no evidence that a column is constant");
+    assert_eq!(first_table(&html).matches("scope=\"col\"").count(), 2);
+}
+
+/// The page's first table (the headline), up to its end.
+fn first_table(html: &str) -> &str {
+    let start = html.find("<table").expect("a table");
+    &html[start..start + html[start..].find("</table>").unwrap()]
+}

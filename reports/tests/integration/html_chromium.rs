@@ -47,6 +47,54 @@ addEventListener('load', () => {
 });
 </script>"#;
 
+/// Measures what a reader at a given window width sees: each table box's own width against
+/// what it holds and where it sits in the window, and the bars of the bar figures (medians,
+/// outlined in ink) at the size the figure is shown. Bars are read from each SVG's source:
+/// a filled rectangle with an ink outline of the same geometry is a bar (or a legend
+/// swatch); the figure's background and failed-trial stubs are not.
+const LAYOUT_SCRIPT: &str = r#"<script>
+addEventListener('load', () => {
+  const viewport = document.documentElement.clientWidth;
+  const tables = Array.from(document.querySelectorAll('.table-wrap'), wrap => {
+    const box = wrap.getBoundingClientRect();
+    const table = wrap.querySelector('table');
+    return {
+      caption: table && table.caption ? table.caption.textContent : '',
+      scroll_width: wrap.scrollWidth,
+      client_width: wrap.clientWidth,
+      left: box.left,
+      right: box.right,
+    };
+  });
+  const svg = 'data:image/svg+xml;base64,';
+  const figures = Array.from(document.images)
+    .filter(img => img.src.startsWith(svg))
+    .map(img => {
+      const bytes = Uint8Array.from(atob(img.src.slice(svg.length)), c => c.charCodeAt(0));
+      const doc = new DOMParser().parseFromString(new TextDecoder().decode(bytes), 'image/svg+xml');
+      const scale = img.getBoundingClientRect().width / img.naturalWidth;
+      const key = r => ['x', 'y', 'width', 'height'].map(a => r.getAttribute(a)).join(',');
+      const outlined = new Set(Array.from(doc.querySelectorAll('rect'))
+        .filter(r => r.getAttribute('fill') === 'none' && r.getAttribute('stroke') === '#282828')
+        .map(key));
+      const bars = Array.from(doc.querySelectorAll('rect'))
+        .filter(r => r.getAttribute('fill') !== 'none' && outlined.has(key(r)))
+        .map(r => Number(r.getAttribute('height')) * scale);
+      return { alt: img.alt, bars: bars.length, lowest_bar_px: bars.length ? Math.min(...bars) : null };
+    });
+  const out = document.createElement('pre');
+  out.id = 'stratlab-check';
+  out.textContent = JSON.stringify({ viewport, tables, figures });
+  document.body.replaceChildren(out);
+});
+</script>"#;
+
+/// The window a reader of a report is assumed to have, at least.
+const READER_WIDTH_PX: u32 = 1400;
+/// The smallest a bar may be drawn, as shown in that window: about 2.5 mm on a laptop
+/// screen, enough to see it and read it against the axis.
+const READABLE_BAR_PX: f64 = 10.0;
+
 const POLICY: &str = "default-src 'none';";
 const POLICY_WITH_SCRIPT: &str = "default-src 'none'; script-src 'unsafe-inline';";
 
@@ -107,6 +155,43 @@ fn every_figure_loads_and_every_table_renders_in_chromium() {
     assert_eq!(result["reasons"][0], reason, "the reason is shown as text, not run");
 }
 
+/// The report of a real default run (`suite/default.yaml`, the fixture in
+/// `tests/data/default-run`, made by `stratlab run` without its traces): the small CNN's
+/// 1200 samples/s beside ResNet-18's 50, tables of up to 22 columns.
+#[test]
+fn the_default_runs_report_fits_a_1400_px_window_and_every_bar_is_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/default-run");
+    let report = write_run_report(&run, &dir.path().join("report"), Format::Svg, None).unwrap();
+    let html = std::fs::read_to_string(&report.index_html).unwrap();
+    let result = run_script_in_chromium(&html, LAYOUT_SCRIPT, READER_WIDTH_PX, dir.path());
+
+    let viewport = result["viewport"].as_f64().unwrap();
+    let tables = result["tables"].as_array().unwrap();
+    assert!(tables.len() >= 8, "the default run's report has its tables: {result}");
+    for table in tables {
+        let (scroll, client) = (table["scroll_width"].as_f64().unwrap(), table["client_width"].as_f64().unwrap());
+        assert!(scroll <= client + 1.0, "a table holds more than its box shows (cut or scrolled): {table}");
+        let (left, right) = (table["left"].as_f64().unwrap(), table["right"].as_f64().unwrap());
+        assert!(left >= 0.0 && right <= viewport, "a table box runs past the {viewport} px window: {table}");
+    }
+    let bar_figures: Vec<&Value> = result["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            let alt = f["alt"].as_str().unwrap();
+            ["Speedup over single at", "Training throughput", "Mean and peak device"].iter().any(|p| alt.starts_with(p))
+        })
+        .collect();
+    assert_eq!(bar_figures.len(), 4, "speedup at W = 2 and 4, throughput, device usage: {result}");
+    for figure in bar_figures {
+        assert!(figure["bars"].as_u64().unwrap() >= 2, "at least a bar and its legend swatch: {figure}");
+        let lowest = figure["lowest_bar_px"].as_f64().unwrap();
+        assert!(lowest >= READABLE_BAR_PX, "a bar is {lowest:.1} px tall, under {READABLE_BAR_PX} px: {figure}");
+    }
+}
+
 #[test]
 fn a_figure_that_does_not_decode_is_reported_as_not_loaded() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,7 +234,7 @@ fn the_page_policy_keeps_scripts_from_running() {
     // The script injected without widening the policy: it must not run.
     let copy = dir.path().join("unpatched.html");
     std::fs::write(&copy, html.replacen("</body>", &format!("{CHECK_SCRIPT}</body>"), 1)).unwrap();
-    let dom = dump_dom(&copy, dir.path());
+    let dom = dump_dom(&copy, dir.path(), 1280);
     assert!(dom.contains("<title>policy</title>"), "Chromium dumped no page: {dom:.300}");
     assert!(!dom.contains("id=\"stratlab-check\""), "a script ran despite the page's policy");
 }
@@ -158,13 +243,18 @@ fn the_page_policy_keeps_scripts_from_running() {
 fn check_in_chromium(page: &ReportPage, dir: &Path) -> Value {
     let index = write_report_html(page, &dir.join("report")).unwrap();
     let html = std::fs::read_to_string(&index).unwrap();
+    run_script_in_chromium(&html, CHECK_SCRIPT, 1280, dir)
+}
+
+/// Opens a copy of the page `html` with `script` injected (and the policy widened to let
+/// it run) in a `width` px wide window, and returns the JSON the script left.
+fn run_script_in_chromium(html: &str, script: &str, width: u32, dir: &Path) -> Value {
     assert!(!html.contains("<script"), "the production page must hold no script");
     assert_eq!(html.matches(POLICY).count(), 1, "the page's policy changed; update this test");
-    let checked =
-        html.replacen(POLICY, POLICY_WITH_SCRIPT, 1).replacen("</body>", &format!("{CHECK_SCRIPT}</body>"), 1);
-    let copy = dir.join("report").join("index.checked.html");
+    let checked = html.replacen(POLICY, POLICY_WITH_SCRIPT, 1).replacen("</body>", &format!("{script}</body>"), 1);
+    let copy = dir.join("index.checked.html");
     std::fs::write(&copy, checked).unwrap();
-    let dom = dump_dom(&copy, dir);
+    let dom = dump_dom(&copy, dir, width);
     let start = r#"<pre id="stratlab-check">"#;
     let json = dom
         .split_once(start)
@@ -176,16 +266,17 @@ fn check_in_chromium(page: &ReportPage, dir: &Path) -> Value {
     serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
 }
 
-/// Loads `file` in headless Chromium and returns the DOM after the load handlers ran.
-/// Killed (with its helper processes) after [`CHROMIUM_LIMIT`] so a hung browser fails the
-/// test instead of hanging it.
-fn dump_dom(file: &Path, work: &Path) -> String {
+/// Loads `file` in headless Chromium, in a window `width` px wide, and returns the DOM after
+/// the load handlers ran. Killed (with its helper processes) after [`CHROMIUM_LIMIT`] so a
+/// hung browser fails the test instead of hanging it.
+fn dump_dom(file: &Path, work: &Path, width: u32) -> String {
     let binary = std::env::var("STRATLAB_CHROMIUM").unwrap_or_else(|_| "chromium".into());
     let (out, log) = (work.join("dom.html"), work.join("chromium.log"));
     let mut command = Command::new(&binary);
     command
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
-        .args(["--no-default-browser-check", "--disable-extensions", "--hide-scrollbars", "--window-size=1280,1024"])
+        .args(["--no-default-browser-check", "--disable-extensions", "--hide-scrollbars"])
+        .arg(format!("--window-size={width},1024"))
         .arg("--virtual-time-budget=10000")
         // A profile per run: parallel tests sharing the default profile would hand their
         // page to the first browser and exit.

@@ -4,14 +4,15 @@
 //! test binary links polars and libtorch, and within one binary libtest runs independent
 //! tests side by side.
 
-mod common;
-/// The run-store fixtures of `stratlab-results`' tests.
-#[allow(dead_code)]
-#[path = "../../../results/tests/integration/common/mod.rs"]
-mod store_fixtures;
 mod aggregate;
+mod common;
+mod default_run;
 mod figures;
 mod history;
 mod html_chromium;
 mod pipelines;
 mod step_breakdown;
+/// The run-store fixtures of `stratlab-results`' tests.
+#[allow(dead_code)]
+#[path = "../../../results/tests/integration/common/mod.rs"]
+mod store_fixtures;
