@@ -51,8 +51,13 @@ pub trait StepRunner {
     }
 
     /// Trains on one batch at learning rate `lr`, recording its events on `timeline`.
-    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline)
-        -> Result<StepOutput, TrainError>;
+    fn step(
+        &mut self,
+        images: &Tensor,
+        labels: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<StepOutput, TrainError>;
 
     /// This rank's share of each evaluation, `(rank, ranks)`; every rank evaluates all of
     /// it unless the runner can add up the ranks' sums ([`StepRunner::sum_across_ranks`]).
@@ -71,7 +76,12 @@ pub trait StepRunner {
     /// By default this rank evaluates its [`StepRunner::eval_shard`] with
     /// [`StepRunner::model`] and the sums are added across ranks; a pipeline, where no rank
     /// holds the whole model, runs the test batches through its stages instead.
-    fn evaluate(&mut self, test: &Arc<dyn Dataset>, config: &TrainConfig, device: Device) -> Result<EvalSums, TrainError> {
+    fn evaluate(
+        &mut self,
+        test: &Arc<dyn Dataset>,
+        config: &TrainConfig,
+        device: Device,
+    ) -> Result<EvalSums, TrainError> {
         let sums = evaluate_shard(self.model(), test, config, device, self.eval_shard())?;
         let mut values = [sums.loss_sum, sums.correct, sums.samples];
         self.sum_across_ranks(&mut values)?;
@@ -186,7 +196,8 @@ pub fn run(
             let data_wait_s = (copy_started - wait_started).as_secs_f64();
             timeline.record(EventKind::DataWait, "loader", wait_started_ns, timeline.now(), None);
             let samples = batch.len();
-            let (images, labels) = timeline.span(EventKind::H2d, "batch", || to_device(batch, device, config.precision));
+            let (images, labels) =
+                timeline.span(EventKind::H2d, "batch", || to_device(batch, device, config.precision));
             // Ends the copy, so it is timed on its own and the step starts with its data resident.
             synchronize(device);
             let step_started = Instant::now();

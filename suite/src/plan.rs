@@ -383,7 +383,8 @@ budget: {steps: 1}
 batch_size: 32
 ",
         );
-        let by_id = |needle: &str| trials.iter().find(|t| t.trial_id.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+        let by_id =
+            |needle: &str| trials.iter().find(|t| t.trial_id.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
         let gpipe = by_id("gpipe__w2__b32__m4__bal-2-3__ckpt-except_last");
         assert_eq!(gpipe.pipeline_options().micro_batches, 4);
         assert_eq!(gpipe.global_batch(), 32, "pipeline stages share one batch");

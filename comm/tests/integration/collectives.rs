@@ -76,7 +76,10 @@ fn every_collective_gives_the_defined_result_blocking_and_asynchronous() {
             out.push(values(&t));
         }
         // all-gather
-        let mut gathered = vec![Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)), Tensor::zeros([2], (Kind::Float, tch::Device::Cpu))];
+        let mut gathered = vec![
+            Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)),
+            Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)),
+        ];
         group.all_gather(&mut gathered, &Tensor::from_slice(&[rank, rank + 0.5])).unwrap();
         out.push(gathered.iter().flat_map(values).collect());
         // send / receive both ways, asynchronously, with tags

@@ -4,8 +4,8 @@
 //! test binary links polars and libtorch, and within one binary libtest runs independent
 //! tests side by side.
 
-mod common;
 mod analysis;
+mod common;
 mod errors;
 mod forward;
 mod parameter_counts;

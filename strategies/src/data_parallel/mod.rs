@@ -138,7 +138,13 @@ impl StepRunner for DataParallelStep<'_> {
         (self.group.rank(), self.group.world_size())
     }
 
-    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+    fn step(
+        &mut self,
+        images: &Tensor,
+        labels: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         self.optimizer.zero_grad();
         let stage_count = self.model.stages.len();

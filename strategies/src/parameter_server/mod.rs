@@ -61,7 +61,6 @@ impl ServerPlacement {
             ServerPlacement::Dedicated => world_size - 1,
         }
     }
-
 }
 
 /// Trains with a synchronous parameter server over `group`; every rank calls this.
@@ -290,7 +289,13 @@ impl StepRunner for ParameterServerStep<'_> {
         self.shard
     }
 
-    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+    fn step(
+        &mut self,
+        images: &Tensor,
+        labels: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<StepOutput, TrainError> {
         let party = &mut self.party;
         party.optimizer.zero_grad();
         let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));

@@ -18,7 +18,11 @@ impl StageWorker<'_> {
     /// Evaluation through the pipeline: the first stage reads the test batches, each stage
     /// runs its layers and passes the activations on, the last computes the sums; then a
     /// world all-reduce gives every rank the totals (only last stages contribute).
-    pub(super) fn evaluate_through(&self, test: &Arc<dyn Dataset>, config: &TrainConfig) -> Result<[f64; 3], TrainError> {
+    pub(super) fn evaluate_through(
+        &self,
+        test: &Arc<dyn Dataset>,
+        config: &TrainConfig,
+    ) -> Result<[f64; 3], TrainError> {
         let layout = self.layout;
         let replicas = layout.replicas;
         let loader = Loader::new(test.clone(), config.eval_loader(layout.replica, replicas))?;

@@ -200,7 +200,12 @@ impl StepRunner for PipelineStep<'_> {
         self.worker.drain(timeline)
     }
 
-    fn evaluate(&mut self, test: &Arc<dyn Dataset>, config: &TrainConfig, _device: Device) -> Result<EvalSums, TrainError> {
+    fn evaluate(
+        &mut self,
+        test: &Arc<dyn Dataset>,
+        config: &TrainConfig,
+        _device: Device,
+    ) -> Result<EvalSums, TrainError> {
         let [loss_sum, correct, samples] = self.worker.evaluate_through(test, config)?;
         Ok(EvalSums { loss_sum, correct, samples })
     }

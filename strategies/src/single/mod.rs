@@ -6,8 +6,8 @@ use tch::Tensor;
 
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
-use crate::train_loop::{self, StepOutput, StepRunner};
 pub use crate::train_loop::TrainContext;
+use crate::train_loop::{self, StepOutput, StepRunner};
 use crate::{TrainError, TrainObserver, TrainReport};
 
 /// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
@@ -35,7 +35,13 @@ impl StepRunner for SingleStep {
         self.model.as_ref()
     }
 
-    fn step(&mut self, images: &Tensor, labels: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<StepOutput, TrainError> {
+    fn step(
+        &mut self,
+        images: &Tensor,
+        labels: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
         let loss = logits.cross_entropy_for_logits(labels);

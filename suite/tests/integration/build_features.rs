@@ -38,6 +38,9 @@ fn the_test_build_resolves_the_features_the_release_binary_does() {
         differing.is_empty(),
         "the test build compiles these with other features than `cargo build --bin stratlab` \
          (ask for the test build's features in suite/Cargo.toml):\n{differing:#?}\ntest build:\n{:#?}",
-        tests.iter().filter(|t| differing.iter().any(|d| d.split(' ').take(2).eq(t.split(' ').take(2)))).collect::<Vec<_>>()
+        tests
+            .iter()
+            .filter(|t| differing.iter().any(|d| d.split(' ').take(2).eq(t.split(' ').take(2))))
+            .collect::<Vec<_>>()
     );
 }

@@ -185,8 +185,7 @@ fn the_valid_suite_plans_its_trials() {
 #[test]
 fn the_shipped_suites_parse_and_plan() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (file, trials) in
-        [("default.yaml", 13), ("paper.yaml", 192), ("scaling.yaml", 9), ("pipeline-study.yaml", 400)]
+    for (file, trials) in [("default.yaml", 13), ("paper.yaml", 192), ("scaling.yaml", 9), ("pipeline-study.yaml", 400)]
     {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
         assert!(output.status.success(), "{file}: {}", String::from_utf8_lossy(&output.stderr));
