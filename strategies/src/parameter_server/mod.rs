@@ -116,6 +116,8 @@ pub fn train(
         model: Box::new(model),
         shard: (shard, placement.training_ranks(world_size)),
         wall_time_budget: config.budget.seconds.is_some(),
+        steps_budget: config.budget.steps,
+        steps_done: 0,
         out_of_time: false,
         server_says_stop: false,
     };
@@ -274,6 +276,9 @@ struct ParameterServerStep<'a> {
     model: Box<dyn ModuleT>,
     shard: (usize, usize),
     wall_time_budget: bool,
+    /// Every rank reaches a step budget at the same step, so it needs no agreement.
+    steps_budget: Option<usize>,
+    steps_done: usize,
     /// This rank's own view of the wall-time budget, sent with the next round.
     out_of_time: bool,
     /// The server's verdict from the last round: some worker is out of wall time.
@@ -296,6 +301,7 @@ impl StepRunner for ParameterServerStep<'_> {
         lr: f64,
         timeline: &mut Timeline,
     ) -> Result<StepOutput, TrainError> {
+        self.steps_done += 1;
         let party = &mut self.party;
         party.optimizer.zero_grad();
         let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
@@ -339,7 +345,11 @@ impl StepRunner for ParameterServerStep<'_> {
     }
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
-        if !self.wall_time_budget {
+        // A reached step budget stops every rank now; only running out of wall time, which
+        // ranks see at different steps, goes through the server (one round later). Sending a
+        // reached step budget that way too trained one step past it.
+        let steps_reached = self.steps_budget.is_some_and(|steps| self.steps_done >= steps);
+        if !self.wall_time_budget || steps_reached {
             return Ok(local_stop);
         }
         self.out_of_time = local_stop;

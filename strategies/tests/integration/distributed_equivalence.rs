@@ -25,12 +25,18 @@ fn child_rank() {
         .unwrap();
     let (train, test) = data();
     let spec = network(&train);
-    let config = config(PER_RANK_BATCH);
+    let mut config = config(PER_RANK_BATCH);
+    if role.ends_with("+wall-time") {
+        // A wall-time budget that never runs out next to the step budget.
+        config.budget.seconds = Some(3600.0);
+    }
     let context = TrainContext { network: &spec, train, test, config: &config };
     let mut weights = Weights::default();
     let report = match role.as_str() {
         "data-parallel" => data_parallel::train(&context, &group, 1 << 20, &mut weights),
-        "ps-colocated" => parameter_server::train(&context, &group, ServerPlacement::Colocated, &mut weights),
+        "ps-colocated" | "ps-colocated+wall-time" => {
+            parameter_server::train(&context, &group, ServerPlacement::Colocated, &mut weights)
+        }
         "ps-dedicated" => parameter_server::train(&context, &group, ServerPlacement::Dedicated, &mut weights),
         other => panic!("unknown role {other}"),
     }
@@ -76,6 +82,15 @@ fn parameter_server_colocated_on_two_processes_matches_single() {
     let dir = tempfile::tempdir().unwrap();
     let got = rank0_weights("ps-colocated", 2, dir.path());
     assert_same_weights("parameter-server (colocated)", &got, &single_weights(2 * PER_RANK_BATCH));
+}
+
+#[test]
+fn parameter_server_with_a_wall_time_budget_too_stops_at_its_step_budget() {
+    // The child asserts rank 0 ran exactly STEPS steps; it once ran one more, because the
+    // reached step budget waited for the server's wall-time verdict a round later.
+    let dir = tempfile::tempdir().unwrap();
+    let got = rank0_weights("ps-colocated+wall-time", 2, dir.path());
+    assert_same_weights("parameter-server (colocated, wall-time budget)", &got, &single_weights(2 * PER_RANK_BATCH));
 }
 
 #[test]
