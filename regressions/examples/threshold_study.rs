@@ -67,7 +67,9 @@ fn main() -> anyhow::Result<()> {
         let mut intervals: Vec<(usize, f64, f64, f64)> = Vec::new();
         let mut cell_names: Vec<String> = Vec::new();
         for (p, &(i, j)) in pairs.iter().enumerate() {
-            for cell in compare(&runs[i], &runs[j], &thresholds).cells {
+            // Runs of the study share their cells; a pair with none in common has nothing to add.
+            let cells = compare(&runs[i], &runs[j], &thresholds, true).map(|c| c.cells).unwrap_or_default();
+            for cell in cells {
                 if let Some(r) = cell.step_time_ratio {
                     intervals.push((p, r.ratio, r.low, r.high));
                     cell_names.push(cell.cell.clone());

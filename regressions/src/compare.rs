@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::bootstrap::{statistic_ratio, RatioEstimate, Statistic};
 use crate::cells::{Cell, CellKey, RunCells};
+use crate::error::RegressionError;
 use crate::thresholds::{Thresholds, Verdict};
 
 /// How the numbers of a comparison are computed, printed with it so a reader never has to
@@ -121,8 +122,11 @@ pub struct Comparison {
     pub environment_changes: Vec<EnvironmentChange>,
     /// Cells in both runs, in key order.
     pub cells: Vec<CellChange>,
-    /// Cells only the baseline has.
+    /// Cells only the baseline has: they fail the gate unless `missing_allowed`.
     pub only_in_baseline: Vec<String>,
+    /// Whether cells the new run lacks are only listed (`--allow-missing`) rather than
+    /// failing the gate: a run that lost trials measured less than its baseline did.
+    pub missing_allowed: bool,
     /// Cells only the new run has.
     pub only_in_new: Vec<String>,
     /// Per network × data set, the fastest cell in each run.
@@ -140,22 +144,36 @@ impl Comparison {
         self.leaders.iter().filter(|leader| leader.ranking == Ranking::Flipped)
     }
 
-    /// Whether a CI job should fail: a cell regressed (slower, or fewer repeats finish) or
-    /// the fastest strategy of a network and data set flipped.
+    /// Whether a CI job should fail: a cell regressed (slower, or fewer repeats finish), the
+    /// fastest strategy of a network and data set flipped, or a baseline cell is missing from
+    /// the new run (unless `missing_allowed`).
     pub fn fails_gate(&self) -> bool {
-        self.cells_with(Verdict::Regressed).next().is_some() || self.flips().next().is_some()
+        self.cells_with(Verdict::Regressed).next().is_some()
+            || self.flips().next().is_some()
+            || self.fails_for_missing_cells()
+    }
+
+    /// Whether the gate fails because baseline cells are missing from the new run.
+    pub fn fails_for_missing_cells(&self) -> bool {
+        !self.missing_allowed && !self.only_in_baseline.is_empty()
     }
 }
 
-/// Compares `new` against `baseline`.
-pub fn compare(baseline: &RunCells, new: &RunCells, thresholds: &Thresholds) -> Comparison {
+/// Compares `new` against `baseline`; `allow_missing` lists baseline cells the new run lacks
+/// without failing the gate. Runs with no cell in common are an error: nothing was compared.
+pub fn compare(
+    baseline: &RunCells,
+    new: &RunCells,
+    thresholds: &Thresholds,
+    allow_missing: bool,
+) -> Result<Comparison, RegressionError> {
     let environment_changes = baseline
         .fingerprint
         .changes_to(&new.fingerprint)
         .into_iter()
         .map(|(field, before, after)| EnvironmentChange { field: field.to_owned(), baseline: before, new: after })
         .collect();
-    let cells = baseline
+    let cells: Vec<CellChange> = baseline
         .cells
         .iter()
         .filter_map(|(key, before)| new.cells.get(key).map(|after| cell_change(before, after, thresholds)))
@@ -163,17 +181,27 @@ pub fn compare(baseline: &RunCells, new: &RunCells, thresholds: &Thresholds) -> 
     let only = |a: &RunCells, b: &RunCells| {
         a.cells.keys().filter(|key| !b.cells.contains_key(*key)).map(ToString::to_string).collect()
     };
-    Comparison {
+    let (only_in_baseline, only_in_new): (Vec<String>, Vec<String>) = (only(baseline, new), only(new, baseline));
+    if cells.is_empty() {
+        return Err(RegressionError::NothingToCompare {
+            baseline: baseline.run_id.clone(),
+            new: new.run_id.clone(),
+            only_in_baseline: only_in_baseline.len(),
+            only_in_new: only_in_new.len(),
+        });
+    }
+    Ok(Comparison {
         baseline: side(baseline),
         new: side(new),
         thresholds: *thresholds,
         statistics: statistics_text(thresholds.statistic),
         environment_changes,
         cells,
-        only_in_baseline: only(baseline, new),
-        only_in_new: only(new, baseline),
+        only_in_baseline,
+        missing_allowed: allow_missing,
+        only_in_new,
         leaders: leaders(baseline, new, thresholds),
-    }
+    })
 }
 
 fn side(run: &RunCells) -> RunSide {

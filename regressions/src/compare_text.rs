@@ -98,8 +98,9 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
         for cell in changed {
             table.add_row([cell.cell.as_str(), cell.baseline_outcome.as_str(), cell.new_outcome.as_str()]);
         }
+        let absent = if c.missing_allowed { "absent (allowed)" } else { "absent (fails the gate)" };
         for cell in &c.only_in_baseline {
-            table.add_row([cell.as_str(), "present", "absent"]);
+            table.add_row([cell.as_str(), "present", absent]);
         }
         for cell in &c.only_in_new {
             table.add_row([cell.as_str(), "absent", "present"]);
@@ -205,6 +206,17 @@ fn summary(c: &Comparison) -> String {
         c.only_in_new.len(),
         flips,
         if flips == 1 { "" } else { "s" },
-        if c.fails_gate() { "RESULT: regression" } else { "RESULT: no regression" }
+        result(c)
     )
+}
+
+/// The gate's verdict in words, naming missing cells when they alone fail it.
+fn result(c: &Comparison) -> &'static str {
+    let regressed = c.cells_with(Verdict::Regressed).next().is_some() || c.flips().next().is_some();
+    match (regressed, c.fails_for_missing_cells()) {
+        (true, _) => "RESULT: regression",
+        (false, true) => "RESULT: cells missing from the new run (--allow-missing lists them without failing)",
+        (false, false) if !c.only_in_baseline.is_empty() => "RESULT: no regression (missing cells allowed)",
+        (false, false) => "RESULT: no regression",
+    }
 }

@@ -37,6 +37,21 @@ pub enum RegressionError {
         #[source]
         source: polars::prelude::PolarsError,
     },
+    /// Two runs share no cell: a gate that compared nothing must not pass.
+    #[error(
+        "nothing to compare: {baseline} and {new} have no cell in common ({only_in_baseline} cells only in the \
+         baseline, {only_in_new} only in the new run)"
+    )]
+    NothingToCompare {
+        /// The baseline run id.
+        baseline: String,
+        /// The new run id.
+        new: String,
+        /// Cells the baseline has.
+        only_in_baseline: usize,
+        /// Cells the new run has.
+        only_in_new: usize,
+    },
     /// The runs folder holds no run of the suite asked for.
     #[error("{folder} holds no run of suite {suite:?}; it holds runs of: {available}")]
     NoSuchSuite {

@@ -133,7 +133,7 @@ impl RunStore {
     pub fn fingerprint(&self) -> Result<Fingerprint, StoreError> {
         let path = self.run_dir.join(FINGERPRINT_FILE);
         let bytes = fs::read(&path).map_err(io_error(&path))?;
-        serde_json::from_slice(&bytes).map_err(|source| StoreError::Json { path, source })
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::CorruptFingerprint { path, source })
     }
 
     /// Records that trials were added from an environment whose fingerprint differs from the
@@ -429,7 +429,9 @@ fn read_part<T: Table>(path: &Path) -> Result<DataFrame, StoreError> {
     let schema = T::schema();
     let polars_error = |source| StoreError::Polars { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io_error(path))?;
-    let part = ParquetReader::new(file).finish().map_err(polars_error)?;
+    let part = ParquetReader::new(file)
+        .finish()
+        .map_err(|source| StoreError::CorruptPart { path: path.to_path_buf(), source })?;
     let part = with_added_columns(part, &schema).map_err(polars_error)?;
     if part.schema().as_ref() != &schema {
         return Err(StoreError::SchemaMismatch {

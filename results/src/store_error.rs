@@ -25,6 +25,25 @@ pub enum StoreError {
         #[source]
         source: PolarsError,
     },
+    /// A table part of a run could not be read as Parquet (truncated, overwritten, not
+    /// Parquet at all).
+    #[error("{path}: not a readable table part: {source}")]
+    CorruptPart {
+        /// The part file.
+        path: PathBuf,
+        /// The polars error.
+        #[source]
+        source: PolarsError,
+    },
+    /// A run's fingerprint.json is not a fingerprint.
+    #[error("{path}: not a readable fingerprint: {source}")]
+    CorruptFingerprint {
+        /// The file.
+        path: PathBuf,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Rows of `table` could not be turned into a frame.
     #[error("building the {table} frame: {source}")]
     Frame {
@@ -111,4 +130,21 @@ pub enum StoreError {
         /// The folder.
         path: PathBuf,
     },
+}
+
+impl StoreError {
+    /// Whether the run folder itself is at fault, not this machine's reading or writing of
+    /// it: no fingerprint, a fingerprint or table part that does not parse, columns of
+    /// another shape. Commands that read runs report these as bad input (exit 2).
+    pub fn is_unreadable_run(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotARun { .. }
+                | StoreError::CorruptPart { .. }
+                | StoreError::CorruptFingerprint { .. }
+                | StoreError::SchemaMismatch { .. }
+                | StoreError::Decode { .. }
+                | StoreError::UnsupportedDtype { .. }
+        )
+    }
 }

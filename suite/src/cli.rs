@@ -209,6 +209,9 @@ pub struct CompareArgs {
     /// Folder for comparison.md and comparison.json (default: `<new>/compare/<baseline run id>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// List baseline cells the new run lacks instead of failing the gate on them (exit 3).
+    #[arg(long)]
+    pub allow_missing: bool,
 }
 
 /// Options of `stratlab history`.

@@ -26,14 +26,13 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
     let input = error.chain().any(|cause| {
         cause.is::<InputError>()
             || cause.is::<SuiteError>()
-            || matches!(cause.downcast_ref::<StoreError>(), Some(StoreError::NotARun { .. }))
-            || matches!(
-                cause.downcast_ref::<stratlab_regressions::RegressionError>(),
-                Some(
-                    stratlab_regressions::RegressionError::Store(StoreError::NotARun { .. })
-                        | stratlab_regressions::RegressionError::NoSuchSuite { .. }
-                )
-            )
+            || cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unreadable_run)
+            || cause.downcast_ref::<stratlab_regressions::RegressionError>().is_some_and(|error| match error {
+                stratlab_regressions::RegressionError::Store(store) => store.is_unreadable_run(),
+                stratlab_regressions::RegressionError::NoSuchSuite { .. }
+                | stratlab_regressions::RegressionError::NothingToCompare { .. } => true,
+                _ => false,
+            })
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(

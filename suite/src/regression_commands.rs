@@ -38,7 +38,7 @@ pub fn compare_runs(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let thresholds = thresholds(&args.thresholds)?;
     let baseline = load(&args.baseline, "baseline")?;
     let new = load(&args.new, "new")?;
-    let comparison = compare(&baseline, &new, &thresholds);
+    let comparison = compare(&baseline, &new, &thresholds, args.allow_missing)?;
     let out = args.out.clone().unwrap_or_else(|| args.new.join("compare").join(&baseline.run_id));
     let files = write_comparison(&comparison, &out)
         .with_context(|| format!("writing the comparison into {}", out.display()))?;

@@ -1,7 +1,7 @@
 //! `compare` on hand-made runs: verdicts, outcome changes, unmatched cells and flips.
 
 use crate::common::{fingerprint_at, run, Made};
-use stratlab_regressions::{compare, comparison_text, Ranking, TextStyle, Thresholds, Verdict};
+use stratlab_regressions::{compare, comparison_text, Ranking, RegressionError, TextStyle, Thresholds, Verdict};
 
 #[test]
 fn a_ranking_flip_is_called_out_and_fails_the_gate() {
@@ -17,7 +17,7 @@ fn a_ranking_flip_is_called_out_and_fails_the_gate() {
         fingerprint_at(60),
         &[Made::new("data-parallel", 2, Some(0.16)), Made::new("parameter-server", 2, Some(0.11))],
     );
-    let comparison = compare(&baseline, &new, &Thresholds::default());
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
     assert_eq!(comparison.leaders.len(), 1);
     let leader = &comparison.leaders[0];
     assert_eq!(leader.ranking, Ranking::Flipped, "{leader:?}");
@@ -44,7 +44,7 @@ fn a_new_leader_within_noise_is_reported_without_failing_the_gate() {
         fingerprint_at(60),
         &[Made::new("data-parallel", 2, Some(0.105)), Made::new("parameter-server", 2, Some(0.085))],
     );
-    let comparison = compare(&baseline, &new, &Thresholds::default());
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
     assert_eq!(comparison.leaders[0].ranking, Ranking::LeaderWithinNoise);
     let verdicts: Vec<Verdict> = comparison.cells.iter().map(|cell| cell.verdict).collect();
     assert_eq!(verdicts, [Verdict::Noise, Verdict::Improved]);
@@ -67,7 +67,7 @@ fn outcomes_unmatched_cells_settings_and_environment_are_listed() {
         later,
         &[one_thread, Made::new("gpipe", 2, None), Made::new("1f1b", 2, Some(0.07))],
     );
-    let comparison = compare(&baseline, &new, &Thresholds::default());
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
     let fields: Vec<&str> = comparison.environment_changes.iter().map(|c| c.field.as_str()).collect();
     assert_eq!(fields, ["nvidia_driver_version"]);
     let gpipe = comparison.cells.iter().find(|c| c.key.strategy == "gpipe").unwrap();
@@ -91,9 +91,38 @@ fn identical_runs_have_no_change_and_pass() {
     let cells = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
     let a = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);
     let b = run("20261123T110000Z-matrix", fingerprint_at(60), &cells);
-    let comparison = compare(&a, &b, &Thresholds::default());
+    let comparison = compare(&a, &b, &Thresholds::default(), false).unwrap();
     assert!(comparison.environment_changes.is_empty());
     assert!(comparison.cells.iter().all(|c| c.verdict == Verdict::Noise && c.step_time_ratio.unwrap().ratio == 1.0));
     assert_eq!(comparison.leaders[0].ranking, Ranking::Unchanged);
     assert!(!comparison.fails_gate());
+}
+
+#[test]
+fn a_baseline_cell_the_new_run_lacks_fails_the_gate_unless_allowed() {
+    let cells = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
+    let baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);
+    let new = run("20261123T110000Z-matrix", fingerprint_at(60), &cells[..1]);
+    let strict = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
+    assert!(strict.cells.iter().all(|c| c.verdict == Verdict::Noise), "the cell both have is unchanged");
+    assert!(strict.fails_for_missing_cells() && strict.fails_gate(), "a run that lost a cell measured less");
+    let text = comparison_text(&strict, TextStyle::Terminal);
+    assert!(text.contains("absent (fails the gate)") && text.contains("RESULT: cells missing"), "{text}");
+
+    let lenient = compare(&baseline, &new, &Thresholds::default(), true).unwrap();
+    assert!(!lenient.fails_gate(), "--allow-missing lists the cell without failing");
+    let text = comparison_text(&lenient, TextStyle::Markdown);
+    assert!(text.contains("absent (allowed)") && text.contains("RESULT: no regression (missing cells allowed)"));
+    assert_eq!(serde_json::to_value(&lenient).unwrap()["missing_allowed"], true);
+}
+
+#[test]
+fn runs_without_a_cell_in_common_are_nothing_to_compare() {
+    let baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &[Made::new("single", 1, Some(0.05))]);
+    let empty = run("20261123T110000Z-matrix", fingerprint_at(60), &[]);
+    for allow_missing in [false, true] {
+        let error = compare(&baseline, &empty, &Thresholds::default(), allow_missing).unwrap_err();
+        assert!(matches!(error, RegressionError::NothingToCompare { only_in_baseline: 1, only_in_new: 0, .. }));
+        assert!(error.to_string().starts_with("nothing to compare"), "{error}");
+    }
 }
