@@ -60,7 +60,7 @@ pub fn evaluate_shard(
 ) -> Result<EvalSums, TrainError> {
     let (rank, world_size) = shard;
     let loader = Loader::new(test.clone(), config.eval_loader(rank, world_size))?;
-    let limit = config.eval_samples.map_or(usize::MAX, |limit| limit.div_ceil(world_size));
+    let limit = config.eval_limit(world_size);
     let mut loss_sum = 0.0;
     let mut correct = 0i64;
     let mut seen = 0usize;

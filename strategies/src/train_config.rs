@@ -121,6 +121,12 @@ impl TrainConfig {
         }
     }
 
+    /// How many test samples each of `ranks` evaluates: its share of `eval_samples` (all of
+    /// its shard when `None`).
+    pub fn eval_limit(&self, ranks: usize) -> usize {
+        self.eval_samples.map_or(usize::MAX, |limit| limit.div_ceil(ranks))
+    }
+
     /// Rejects configurations that cannot train, naming the field.
     pub fn validate(&self) -> Result<(), TrainError> {
         let invalid = |field, reason: &str| Err(TrainError::InvalidConfig { field, reason: reason.to_string() });

@@ -26,7 +26,7 @@ impl StageWorker<'_> {
         let layout = self.layout;
         let replicas = layout.replicas;
         let loader = Loader::new(test.clone(), config.eval_loader(layout.replica, replicas))?;
-        let limit = config.eval_samples.map_or(usize::MAX, |limit| limit.div_ceil(replicas));
+        let limit = config.eval_limit(replicas);
         let _no_grad = tch::no_grad_guard();
         let mut sums = [0.0f64; 3];
         let mut seen = 0usize;
@@ -39,7 +39,7 @@ impl StageWorker<'_> {
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
             let tag = EVAL_TAG + index as u32;
             let input = if layout.is_first() {
-                batch.images.narrow(0, 0, take as i64).to_device(self.device).to_kind(self.kind)
+                config.precision.input(&batch.images.narrow(0, 0, take as i64), self.device)
             } else {
                 let mut buffer = Tensor::empty(self.input_shape(take), (self.kind, self.comm_device()));
                 self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
