@@ -8,6 +8,7 @@ mod build_features;
 mod cli;
 mod compare_cli;
 mod multi_worker;
+mod previous_release;
 mod netns_probe;
 mod probe_cli;
 mod run_inputs;
