@@ -12,12 +12,13 @@ use std::path::Path;
 
 use serde::Serialize;
 use stratlab_results::{Fingerprint, RunStore, StepRow, TrialRow};
+use stratlab_strategy_spec::{ColumnsError, Strategy, StrategyColumns};
 
 use crate::bootstrap::{Statistic, StepSamples};
 use crate::RegressionError;
 
 /// What a cell measures: equal keys in two runs are the same experiment.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct CellKey {
     /// Network name.
     pub network: String,
@@ -26,43 +27,29 @@ pub struct CellKey {
     /// `real` files or their `synthetic` twin: a suite's `cifar10` and `cifar10:synthetic`
     /// are different selectors, and decoding real files costs time the twin does not.
     pub data_source: String,
-    /// Strategy name.
-    pub strategy: String,
+    /// The strategy and the parameters it was given.
+    pub strategy: Strategy,
     /// Workers W.
     pub workers: i64,
     /// Samples per worker per step.
     pub batch_size: i64,
-    /// Micro-batches per step (pipelines).
-    pub micro_batches: Option<i64>,
-    /// Stage balance (pipelines).
-    pub balance: Option<String>,
-    /// Activation checkpointing (gpipe).
-    pub checkpoint: Option<String>,
-    /// Stages per pipeline (hybrid).
-    pub pipeline_stages: Option<i64>,
-    /// Gradient fusion threshold (data parallel).
-    pub fusion_threshold_bytes: Option<i64>,
-    /// Server placement (parameter server).
-    pub server: Option<String>,
+    /// The trial's threads, where its suite swept them (otherwise threads are a setting,
+    /// and a run with other threads is the same cell run differently).
+    pub swept_threads: Option<i64>,
 }
 
 impl CellKey {
-    /// The key of `trial`'s cell.
-    pub fn of(trial: &TrialRow) -> CellKey {
-        CellKey {
+    /// The key of `trial`'s cell, or why its strategy columns do not read.
+    pub fn of(trial: &TrialRow) -> Result<CellKey, ColumnsError> {
+        Ok(CellKey {
             network: trial.network.clone(),
             dataset: trial.dataset.clone(),
             data_source: trial.data_source.clone(),
-            strategy: trial.strategy.clone(),
+            strategy: trial.strategy.strategy(&trial.trial_id)?,
             workers: trial.workers,
             batch_size: trial.batch_size,
-            micro_batches: trial.micro_batches,
-            balance: trial.balance.clone(),
-            checkpoint: trial.checkpoint.clone(),
-            pipeline_stages: trial.pipeline_stages.or_else(|| pipeline_stages_in_id(&trial.trial_id)),
-            fusion_threshold_bytes: trial.fusion_threshold_bytes,
-            server: trial.server.clone(),
-        }
+            swept_threads: trial.swept_threads,
+        })
     }
 
     /// The data set as suites name it: `cifar10`, or `cifar10:synthetic` for the twin.
@@ -76,19 +63,32 @@ impl CellKey {
     /// The strategy with its workers and parameters, without network and data set:
     /// `gpipe ×2 m4 bal time` (how rankings name their entries).
     pub fn strategy_label(&self) -> String {
-        let mut label = format!("{} ×{}", self.strategy, self.workers);
-        let mut add = |name: &str, value: Option<String>| {
-            if let Some(value) = value {
-                label.push_str(&format!(" {name}{value}"));
-            }
-        };
-        add("pp", self.pipeline_stages.map(|pp| pp.to_string()));
-        add("m", self.micro_batches.map(|m| m.to_string()));
-        add("bal ", self.balance.clone());
-        add("ckpt ", self.checkpoint.clone());
-        add("fusion ", self.fusion_threshold_bytes.map(|bytes| bytes.to_string()));
-        add("server ", self.server.clone());
-        label
+        let threads = self.swept_threads.map(|threads| format!(" {threads} threads")).unwrap_or_default();
+        format!("{}{threads}", self.strategy.label_with_workers(self.workers as usize))
+    }
+
+    /// What cells sort by: the columns in the order the `trials` table has them (the
+    /// strategy columns determine the strategy, so the order agrees with equality).
+    fn order(&self) -> impl Ord + '_ {
+        let columns = StrategyColumns::from(&self.strategy);
+        (
+            (&self.network, &self.dataset, &self.data_source),
+            (columns.strategy.clone(), self.workers, self.batch_size),
+            columns,
+            self.swept_threads,
+        )
+    }
+}
+
+impl PartialOrd for CellKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for CellKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&other.order())
     }
 }
 
@@ -217,9 +217,9 @@ impl RunCells {
             let slowest = step_times.entry(&step.trial_id).or_default().entry(step.step).or_insert(0.0);
             *slowest = slowest.max(step.step_time_s);
         }
-        Ok(RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
+        RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
             step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
-        }))
+        })
     }
 
     /// Groups `trials` into cells; `timed_steps` gives a trial's timed step times in order.
@@ -228,11 +228,12 @@ impl RunCells {
         fingerprint: Fingerprint,
         mut trials: Vec<TrialRow>,
         timed_steps: impl Fn(&str) -> Vec<f64>,
-    ) -> RunCells {
+    ) -> Result<RunCells, RegressionError> {
         trials.sort_by_key(|trial| (trial.index, trial.repeat));
         let mut cells: BTreeMap<CellKey, Cell> = BTreeMap::new();
         for trial in trials {
-            let key = CellKey::of(&trial);
+            let key =
+                CellKey::of(&trial).map_err(|source| RegressionError::Strategy { run: run_id.to_owned(), source })?;
             let cell = cells.entry(key.clone()).or_insert_with(|| Cell {
                 key,
                 settings: CellSettings::of(&trial),
@@ -250,7 +251,7 @@ impl RunCells {
             }
             cell.trials.push(trial);
         }
-        RunCells { run_id: run_id.to_owned(), fingerprint, cells }
+        Ok(RunCells { run_id: run_id.to_owned(), fingerprint, cells })
     }
 
     /// The suite's short name, from the run id (`20261123T204934Z-noise-study` →
@@ -258,12 +259,6 @@ impl RunCells {
     pub fn suite_label(&self) -> String {
         suite_label(&self.run_id)
     }
-}
-
-/// A hybrid trial's pp from its id (`…__pp2__…`): runs stored before `TrialRow` had a
-/// `pipeline_stages` column carry it only there.
-fn pipeline_stages_in_id(trial_id: &str) -> Option<i64> {
-    trial_id.split("__").find_map(|part| part.strip_prefix("pp").and_then(|n| n.parse().ok()))
 }
 
 /// The suite part of a run id: after the UTC time stamp, without a same-second suffix.
@@ -278,12 +273,6 @@ pub fn suite_label(run_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pipeline_stages_of_older_runs_come_from_the_trial_id() {
-        assert_eq!(pipeline_stages_in_id("small-cnn__mnist__hybrid__w4__pp2__b128__m4__bal-time__r0"), Some(2));
-        assert_eq!(pipeline_stages_in_id("small-cnn__mnist__gpipe__w2__b128__m4__r0"), None);
-    }
 
     #[test]
     fn suite_labels_drop_the_time_stamp_and_a_same_second_suffix() {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use stratlab_results::StoreError;
+use stratlab_strategy_spec::ColumnsError;
 
 /// A comparison or history failure.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,15 @@ pub enum RegressionError {
         /// The polars error.
         #[source]
         source: polars::prelude::PolarsError,
+    },
+    /// A trial row whose strategy columns do not read (a corrupt or foreign run).
+    #[error("run {run}: {source}")]
+    Strategy {
+        /// The run id.
+        run: String,
+        /// What does not read.
+        #[source]
+        source: ColumnsError,
     },
     /// Two runs share no cell: a gate that compared nothing must not pass.
     #[error(

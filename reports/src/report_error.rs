@@ -6,6 +6,9 @@ use std::path::PathBuf;
 /// Why a figure could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// A trial row's strategy columns do not read (a corrupt or foreign run).
+    #[error(transparent)]
+    Strategy(#[from] stratlab_strategy_spec::ColumnsError),
     /// The input held nothing to draw (an empty run still yields a figure elsewhere; an empty
     /// slice here is a caller bug).
     #[error("{figure}: no data to plot")]

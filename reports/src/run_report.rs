@@ -358,7 +358,7 @@ fn failed_trials(trials: &[TrialRow]) -> Vec<FailedTrial> {
             trial_id: trial.trial_id.clone(),
             network: trial.network.clone(),
             dataset: dataset_label(&trial.dataset, &trial.data_source),
-            strategy: trial.strategy.clone(),
+            strategy: trial.strategy.strategy.clone(),
             workers: u32::try_from(trial.workers).unwrap_or(0),
             outcome: trial.outcome.clone(),
             reason: trial.reason.clone().unwrap_or_else(|| "no reason recorded".to_owned()),

@@ -43,6 +43,6 @@ pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR, TABLE_NAMES};
 pub use store_error::StoreError;
-pub use table::{from_frame, to_frame, Table};
+pub use table::{decode_rows, from_frame, to_frame, Table};
 pub use trial_tables::TrialTables;
 pub use utc_time::UtcTime;

@@ -10,6 +10,8 @@
 use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 
+use stratlab_strategy_spec::StrategyColumns;
+
 use crate::Table;
 
 /// Builds a schema from `(name, dtype)` pairs.
@@ -32,29 +34,16 @@ pub struct TrialRow {
     pub dataset: String,
     /// Where the data came from (`real`, `synthetic`, a path).
     pub data_source: String,
-    /// Strategy name (`single`, `data-parallel`, `gpipe`, …).
-    pub strategy: String,
+    /// The strategy and its parameters: columns `strategy`, `micro_batches`, `balance`,
+    /// `checkpoint`, `pipeline_stages`, `fusion_threshold_bytes`, `server`.
+    #[serde(flatten)]
+    pub strategy: StrategyColumns,
     /// Number of workers W.
     pub workers: i64,
     /// Samples per worker per step.
     pub batch_size: i64,
     /// Samples per optimiser step over all workers.
     pub global_batch: i64,
-    /// Micro-batches per step, for pipeline strategies.
-    pub micro_batches: Option<i64>,
-    /// How layers were split into stages (`uniform`, `by-time`, …), for model-split strategies.
-    pub balance: Option<String>,
-    /// Activation checkpointing mode, when used.
-    pub checkpoint: Option<String>,
-    /// Stages per pipeline of a `hybrid` trial (its pp; replicas = workers ÷ pp); null for
-    /// other strategies and for runs stored before the column existed.
-    #[serde(default)]
-    pub pipeline_stages: Option<i64>,
-    /// Gradient-bucket fusion threshold in bytes, for data-parallel strategies.
-    pub fusion_threshold_bytes: Option<i64>,
-    /// Parameter-server placement (`colocated`, `dedicated`), when given.
-    #[serde(default)]
-    pub server: Option<String>,
     /// Epoch budget, when the trial was bounded by epochs.
     pub epochs_budget: Option<i64>,
     /// Step budget, when the trial was bounded by steps.
@@ -76,6 +65,11 @@ pub struct TrialRow {
     pub host_name: Option<String>,
     /// Intra-op threads per worker.
     pub threads: i64,
+    /// The trial's threads (all its workers together) when its suite swept threads, which
+    /// makes them part of the cell; null when threads were one setting for the whole suite,
+    /// and for runs stored before the column existed.
+    #[serde(default)]
+    pub swept_threads: Option<i64>,
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
@@ -187,6 +181,7 @@ impl Table for TrialRow {
             ("device_ids", String),
             ("host_name", String),
             ("threads", Int64),
+            ("swept_threads", Int64),
             ("cudnn_benchmark", Boolean),
             ("matmul_precision", String),
             ("cudnn_tf32", Boolean),

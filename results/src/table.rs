@@ -86,21 +86,27 @@ pub fn to_frame<T: Table>(rows: &[T]) -> Result<DataFrame, StoreError> {
 /// Each cell goes through polars' `AnyValue` into a `serde_json::Value` and the rows then
 /// through serde, so floats come back bit-exact (polars' JSON writer rounds the last digit).
 pub fn from_frame<T: Table>(frame: &DataFrame) -> Result<Vec<T>, StoreError> {
+    decode_rows(frame, T::NAME)
+}
+
+/// Like [`from_frame`], into any serde type that reads some of the columns of `table`
+/// (`TrialRow`'s strategy columns, say): columns the type does not name are ignored.
+pub fn decode_rows<T: DeserializeOwned>(frame: &DataFrame, table: &'static str) -> Result<Vec<T>, StoreError> {
     let columns = frame.columns();
     let mut rows = Vec::with_capacity(frame.height());
     for i in 0..frame.height() {
         let mut row = serde_json::Map::with_capacity(columns.len());
         for column in columns {
-            let cell = column.get(i).map_err(|source| StoreError::Frame { table: T::NAME, source })?;
-            row.insert(column.name().to_string(), json_value::<T>(column.name(), cell)?);
+            let cell = column.get(i).map_err(|source| StoreError::Frame { table, source })?;
+            row.insert(column.name().to_string(), json_value(table, column.name(), cell)?);
         }
         rows.push(Value::Object(row));
     }
-    serde_json::from_value(Value::Array(rows)).map_err(|source| StoreError::Decode { table: T::NAME, source })
+    serde_json::from_value(Value::Array(rows)).map_err(|source| StoreError::Decode { table, source })
 }
 
 /// One cell as JSON; the dtypes are those a [`Table`] schema may use.
-fn json_value<T: Table>(column: &str, cell: AnyValue<'_>) -> Result<Value, StoreError> {
+fn json_value(table: &'static str, column: &str, cell: AnyValue<'_>) -> Result<Value, StoreError> {
     Ok(match cell {
         AnyValue::Null => Value::Null,
         AnyValue::Boolean(b) => Value::Bool(b),
@@ -118,7 +124,7 @@ fn json_value<T: Table>(column: &str, cell: AnyValue<'_>) -> Result<Value, Store
         },
         other => {
             return Err(StoreError::UnsupportedDtype {
-                table: T::NAME,
+                table,
                 column: column.to_owned(),
                 dtype: other.dtype().to_string(),
             })

@@ -9,6 +9,7 @@
 mod autograd;
 pub mod data_parallel;
 pub mod device;
+mod dispatch;
 pub mod evaluate;
 /// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).
 pub use stratlab_results::nonfinite;
@@ -23,19 +24,18 @@ pub mod single;
 /// Order statistics of timings; they live in `stratlab-results` so libtorch-free readers of
 /// the tables (regression comparisons) compute them the same way.
 pub use stratlab_results::stats;
-pub mod strategy;
 pub mod timeline;
 pub mod train_config;
 pub mod train_error;
 pub mod train_loop;
 
 pub use device::DeviceChoice;
+pub use dispatch::train;
 pub use numerics::{LibtorchBuild, MatmulPrecision, Numerics};
 pub use observer::{NoObserver, TrainObserver};
 pub use precision::Precision;
 pub use record::{EpochRecord, StepRecord, TrainOutcome, TrainReport};
 pub use schedule::LrSchedule;
-pub use strategy::StrategyKind;
 pub use timeline::{EventKind, Timeline, TimelineEvent};
 pub use train_config::{Budget, TrainConfig, DEFAULT_METRICS_EVERY_STEPS};
 pub use train_error::TrainError;

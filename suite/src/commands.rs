@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use stratlab_datasets::{DataCache, DataError, DatasetSelector};
 use stratlab_networks::NetworkError;
-use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, StrategyKind, TrainConfig, TrainError};
+use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, TrainConfig, TrainError};
+use stratlab_strategy_spec::StrategyKind;
 
 use crate::cli::{Command, DataCommand, ExportFormatArg, FigureFormatArg, ScheduleArg, TrainArgs};
 use crate::plan::plan;
@@ -30,9 +31,11 @@ pub fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.downcast_ref::<stratlab_regressions::RegressionError>().is_some_and(|error| match error {
                 stratlab_regressions::RegressionError::Store(store) => store.is_unreadable_run(),
                 stratlab_regressions::RegressionError::NoSuchSuite { .. }
-                | stratlab_regressions::RegressionError::NothingToCompare { .. } => true,
+                | stratlab_regressions::RegressionError::NothingToCompare { .. }
+                | stratlab_regressions::RegressionError::Strategy { .. } => true,
                 _ => false,
             })
+            || matches!(cause.downcast_ref::<stratlab_reports::ReportError>(), Some(stratlab_reports::ReportError::Strategy(_)))
             || cause.is::<NetworkError>()
             || cause.is::<DataError>()
             || matches!(
@@ -173,7 +176,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let mut progress = TrainProgress::new(None);
     let report = train_catching_panics(|| {
         crate::training::train(
-            crate::training::StrategyChoice::plain(StrategyKind::Single),
+            &stratlab_strategy_spec::Strategy::Single,
             &args.network,
             &dataset,
             &data,

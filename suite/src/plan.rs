@@ -5,76 +5,76 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::{Precision, StrategyKind, TrainConfig};
+use stratlab_strategies::{Precision, TrainConfig};
+use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
 
 use crate::suite_error::SuiteError;
-use crate::suite_file::{Balance, BatchSizes, CellRule, StrategyEntry, SuiteFile};
+use crate::suite_file::{BatchSizes, CellRule, SuiteFile};
 use crate::trial::TrialSpec;
 
-/// Strategies that split a batch into micro-batches (model-parallel always runs 1).
-const MICRO_BATCHED: &[StrategyKind] =
-    &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid];
-
-/// Strategies whose stages can recompute activations in backward (PipeDream already
-/// recomputes every stashed micro-batch).
-const CHECKPOINTED: &[StrategyKind] =
-    &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid];
-
-/// One cell before repeats: the axes' values plus the strategy's parameters.
+/// One cell before repeats: a value of every axis.
 struct Cell<'a> {
     network: &'a str,
     dataset: &'a DatasetSelector,
-    strategy: &'a StrategyEntry,
+    strategy: Strategy,
     workers: usize,
-    micro_batches: Option<usize>,
-    batch_size: Option<usize>,
+    batch_size: usize,
+    /// The trial's threads when the suite sweeps them; `None` when it gives one count (or
+    /// none) for every trial.
+    swept_threads: Option<usize>,
 }
 
-/// Expands `suite` (read from `path`, named in errors) into trials, in matrix order.
+/// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
+/// networks, data sets, strategies (each entry's workers, then micro-batches), batch
+/// sizes, threads.
 pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError> {
     validate(suite, path)?;
+    let swept_threads: Vec<Option<usize>> = match &suite.threads {
+        Some(threads) if threads.is_axis() => threads.counts().into_iter().map(Some).collect(),
+        _ => vec![None],
+    };
     let mut cells = Vec::new();
     for network in &suite.networks {
         for dataset in &suite.datasets {
-            for strategy in &suite.strategies {
-                for &workers in &strategy.workers {
-                    let micro_batches: Vec<Option<usize>> = match &strategy.micro_batches {
-                        Some(counts) => counts.iter().copied().map(Some).collect(),
-                        None => vec![None],
-                    };
-                    for micro_batches in micro_batches {
-                        let cell =
-                            Cell { network: &network.0, dataset, strategy, workers, micro_batches, batch_size: None };
-                        if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
-                            cells.push(cell);
+            for (i, entry) in suite.strategies.iter().enumerate() {
+                let expanded = entry
+                    .expand()
+                    .map_err(|error| field_error(path, &format!("strategies[{i}].{}", error.field), error.message))?;
+                for (workers, strategy) in expanded {
+                    for batch_size in batches_for(suite, dataset) {
+                        for &swept_threads in &swept_threads {
+                            let cell = Cell {
+                                network: &network.0,
+                                dataset,
+                                strategy: strategy.clone(),
+                                workers,
+                                batch_size,
+                                swept_threads,
+                            };
+                            if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
+                                cells.push(cell);
+                            }
                         }
                     }
                 }
             }
         }
     }
-    let included: Vec<StrategyEntry> = suite
-        .include
-        .iter()
-        .map(|cell| StrategyEntry {
-            name: cell.strategy,
-            workers: vec![cell.workers],
-            micro_batches: cell.micro_batches.map(|m| vec![m]),
-            balance: None,
-            checkpoint: None,
-            fusion_threshold_mib: None,
-            server: None,
-            pipeline_stages: None,
-        })
-        .collect();
-    for (cell, strategy) in suite.include.iter().zip(&included) {
+    for (i, cell) in suite.include.iter().enumerate() {
+        let parameters = Parameters { micro_batches: cell.micro_batches, ..Parameters::default() };
+        let strategy = Strategy::new(cell.strategy, parameters)
+            .map_err(|error| field_error(path, &format!("include[{i}].{}", error.field), error.message))?;
+        let batch_size = match cell.batch_size {
+            Some(batch_size) => batch_size,
+            None => batches_for(suite, &cell.dataset)[0],
+        };
         cells.push(Cell {
             network: &cell.network.0,
             dataset: &cell.dataset,
             strategy,
             workers: cell.workers,
-            micro_batches: cell.micro_batches,
-            batch_size: cell.batch_size,
+            batch_size,
+            swept_threads: swept_threads[0],
         });
     }
 
@@ -97,44 +97,30 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
 fn matches(rule: &CellRule, cell: &Cell<'_>) -> bool {
     rule.network.as_ref().is_none_or(|n| n.0 == cell.network)
         && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
-        && rule.strategy.is_none_or(|s| s == cell.strategy.name)
+        && rule.strategy.is_none_or(|s| s == cell.strategy.kind())
         && rule.workers.is_none_or(|w| w == cell.workers)
 }
 
 fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {
     let info = cell.dataset.info().expect("selectors are validated while parsing");
-    let batch_size = cell.batch_size.unwrap_or_else(|| batch_for(suite, cell.dataset));
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let threads = (suite.threads.unwrap_or(cores) / cell.workers).max(1);
-    let strategy = cell.strategy;
+    let trial_threads = match (&cell.swept_threads, &suite.threads) {
+        (Some(threads), _) => *threads,
+        (None, Some(threads)) => threads.counts()[0],
+        (None, None) => cores,
+    };
     let mut trial_id = format!(
-        "{}__{}__{}__w{}__b{}",
+        "{}__{}__{}__w{}__b{}{}",
         cell.network,
         cell.dataset.to_string().replace(':', "-"),
-        strategy.name,
+        cell.strategy.name(),
         cell.workers,
-        batch_size
+        cell.batch_size,
+        // Strategy parameters that change what is measured are part of the cell's identity.
+        cell.strategy.id_parameters(),
     );
-    if let Some(m) = cell.micro_batches {
-        trial_id += &format!("__m{m}");
-    }
-    // Strategy parameters that change what is measured are part of the cell's identity.
-    if let Some(mib) = strategy.fusion_threshold_mib {
-        trial_id += &format!("__fusion{mib}mib");
-    }
-    if let Some(server) = strategy.server {
-        trial_id += &format!("__server-{}", server.name());
-    }
-    if let Some(stages) = strategy.pipeline_stages {
-        trial_id += &format!("__pp{stages}");
-    }
-    if let Some(balance) = &strategy.balance {
-        // `[2,3]` → `bal-2-3`: ids are file names.
-        let balance = balance.to_string().replace(['[', ']'], "").replace(',', "-");
-        trial_id += &format!("__bal-{balance}");
-    }
-    if let Some(checkpoint) = strategy.checkpoint {
-        trial_id += &format!("__ckpt-{checkpoint}");
+    if let Some(threads) = cell.swept_threads {
+        trial_id += &format!("__t{threads}");
     }
     trial_id += &format!("__r{repeat}");
     TrialSpec {
@@ -142,17 +128,12 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         index,
         network: cell.network.to_string(),
         dataset: cell.dataset.clone(),
-        strategy: strategy.name,
+        strategy: cell.strategy.clone(),
         workers: cell.workers,
-        micro_batches: cell.micro_batches,
-        balance: strategy.balance.clone(),
-        checkpoint: strategy.checkpoint,
-        fusion_threshold_bytes: strategy.fusion_threshold_mib.map(|mib| mib << 20),
-        server: strategy.server,
-        pipeline_stages: strategy.pipeline_stages,
+        swept_threads: cell.swept_threads,
         repeat,
         train: TrainConfig {
-            batch_size,
+            batch_size: cell.batch_size,
             eval_batch_size: suite.eval.batch_size,
             budget: suite.budget,
             lr: suite.optimizer.lr,
@@ -165,7 +146,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             target_accuracy: suite.targets.get(info.name).copied().unwrap_or(info.target_accuracy),
             seed: suite.seed + repeat as u64,
             device: suite.device,
-            threads,
+            // The trial's threads are shared among its worker processes.
+            threads: (trial_threads / cell.workers).max(1),
             prefetch: 4,
             metrics_every_steps: suite.metrics_every_steps,
             numerics: suite.numerics,
@@ -212,8 +194,11 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     if suite.telemetry_interval_ms == 0 {
         return err("telemetry_interval_ms", "must be at least 1".into());
     }
-    if suite.threads == Some(0) {
-        return err("threads", "must be at least 1".into());
+    if let Some(threads) = &suite.threads {
+        let counts = threads.counts();
+        if counts.is_empty() || counts.contains(&0) {
+            return err("threads", "give a thread count or a list of them, each at least 1".into());
+        }
     }
     for (name, target) in &suite.targets {
         if let Err(error) = stratlab_datasets::info(name) {
@@ -226,75 +211,37 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     if let Err(error) = check_train_config(suite) {
         return err(error.0, error.1);
     }
+    let batches: Vec<(String, usize)> = suite
+        .datasets
+        .iter()
+        .flat_map(|dataset| batches_for(suite, dataset).into_iter().map(move |batch| (dataset.to_string(), batch)))
+        .collect();
     for (i, strategy) in suite.strategies.iter().enumerate() {
-        let at = |field: &str| format!("strategies[{i}].{field}");
-        if strategy.workers.is_empty() || strategy.workers.contains(&0) {
-            return err(&at("workers"), "give one or more worker counts, each at least 1".into());
-        }
-        if let Some(counts) = &strategy.micro_batches {
-            if counts.is_empty() || counts.contains(&0) {
-                return err(&at("micro_batches"), "give one or more micro-batch counts, each at least 1".into());
-            }
-            for dataset in &suite.datasets {
-                let batch = batch_for(suite, dataset);
-                if let Some(&too_many) = counts.iter().find(|&&m| m > batch) {
-                    return err(
-                        &at("micro_batches"),
-                        format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"),
-                    );
-                }
-            }
-        }
-        // Each parameter belongs to the strategies it shapes; elsewhere it would be
-        // silently ignored, so it is an error naming the strategies it applies to.
-        for (field, given, applies_to) in [
-            ("micro_batches", strategy.micro_batches.is_some(), MICRO_BATCHED),
-            ("balance", strategy.balance.is_some(), StrategyKind::PIPELINES),
-            ("checkpoint", strategy.checkpoint.is_some(), CHECKPOINTED),
-            ("fusion_threshold_mib", strategy.fusion_threshold_mib.is_some(), &[StrategyKind::DataParallel][..]),
-            ("server", strategy.server.is_some(), &[StrategyKind::ParameterServer][..]),
-            ("pipeline_stages", strategy.pipeline_stages.is_some(), &[StrategyKind::Hybrid][..]),
-        ] {
-            if given && !applies_to.contains(&strategy.name) {
-                let names: Vec<&str> = applies_to.iter().map(|kind| kind.name()).collect();
-                return err(
-                    &at(field),
-                    format!("does not apply to strategy {}; it applies to {}", strategy.name, names.join(", ")),
-                );
-            }
-        }
-        if strategy.fusion_threshold_mib == Some(0) {
-            return err(&at("fusion_threshold_mib"), "must be at least 1 (MiB)".into());
-        }
-        match (strategy.name, strategy.pipeline_stages) {
-            (StrategyKind::Hybrid, None) => {
-                return err(&at("pipeline_stages"), "hybrid needs pipeline_stages (pp); workers = dp × pp".into())
-            }
-            (_, Some(0)) => return err(&at("pipeline_stages"), "must be at least 1".into()),
-            _ => {}
-        }
-        if let Some(Balance::Explicit(counts)) = &strategy.balance {
-            if counts.is_empty() || counts.contains(&0) {
-                return err(&at("balance"), "an explicit balance lists one positive stage count per worker".into());
-            }
+        if let Err(error) = strategy.validate(&batches) {
+            return err(&format!("strategies[{i}].{}", error.field), error.message);
         }
     }
     for dataset in &suite.datasets {
         let info = dataset.info().expect("validated while parsing");
-        let batch = batch_for(suite, dataset);
-        if batch > info.train_len {
-            return err("batch_size", format!("{batch} exceeds the {} training samples of {dataset}", info.train_len));
+        for batch in batches_for(suite, dataset) {
+            if batch > info.train_len {
+                return err(
+                    "batch_size",
+                    format!("{batch} exceeds the {} training samples of {dataset}", info.train_len),
+                );
+            }
         }
     }
     Ok(())
 }
 
-fn batch_for(suite: &SuiteFile, dataset: &DatasetSelector) -> usize {
+/// The per-worker batch sizes of `dataset`'s cells, in the order the suite lists them.
+fn batches_for(suite: &SuiteFile, dataset: &DatasetSelector) -> Vec<usize> {
     let info = dataset.info().expect("validated while parsing");
     match &suite.batch_size {
-        Some(BatchSizes::All(size)) => *size,
-        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).copied().unwrap_or(info.batch_size),
-        None => info.batch_size,
+        Some(BatchSizes::All(sizes)) => sizes.clone(),
+        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).cloned().unwrap_or(vec![info.batch_size]),
+        None => vec![info.batch_size],
     }
 }
 
@@ -386,7 +333,7 @@ batch_size: 32
         let by_id =
             |needle: &str| trials.iter().find(|t| t.trial_id.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
         let gpipe = by_id("gpipe__w2__b32__m4__bal-2-3__ckpt-except_last");
-        assert_eq!(gpipe.pipeline_options().micro_batches, 4);
+        assert_eq!(gpipe.strategy.micro_batches(), 4);
         assert_eq!(gpipe.global_batch(), 32, "pipeline stages share one batch");
         assert_eq!(gpipe.infeasibility(), None);
         // small-cnn has 5 stages: 8 workers cannot each hold one, and [2, 3] lists 2 parts.
@@ -454,5 +401,88 @@ memory_limit_mib: 512
         assert_eq!(trial.timeout_s, 42.0);
         assert_eq!(trial.memory_limit_bytes, Some(512 << 20));
         assert!(trial.infeasibility().is_none());
+    }
+
+    #[test]
+    fn batch_sizes_and_threads_sweep_like_any_axis_and_join_the_cell() {
+        let trials = planned(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic, cifar10:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+budget: {steps: 1}
+batch_size: {mnist: [64, 128]}
+threads: [1, 2]
+",
+        );
+        // 2 data sets × 2 strategies × (2 or 1 batch sizes) × 2 thread counts.
+        assert_eq!(trials.len(), 12);
+        let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+        assert_eq!(
+            &ids[..4],
+            [
+                "small-cnn__mnist-synthetic__single__w1__b64__t1__r0",
+                "small-cnn__mnist-synthetic__single__w1__b64__t2__r0",
+                "small-cnn__mnist-synthetic__single__w1__b128__t1__r0",
+                "small-cnn__mnist-synthetic__single__w1__b128__t2__r0",
+            ]
+        );
+        // A trial's threads are shared by its workers; the swept value is recorded.
+        let dp =
+            trials.iter().find(|t| t.trial_id == "small-cnn__mnist-synthetic__data-parallel__w2__b64__t2__r0").unwrap();
+        assert_eq!((dp.train.threads, dp.swept_threads), (1, Some(2)));
+        let cifar: Vec<usize> = trials
+            .iter()
+            .filter(|t| t.dataset.to_string() == "cifar10:synthetic")
+            .map(|t| t.train.batch_size)
+            .collect();
+        assert_eq!(cifar, [64, 64, 64, 64], "data sets the map leaves out keep their default");
+        // One count is a setting, as before: not in the id, not swept.
+        let one = planned("name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\nthreads: [2]\nbatch_size: [32, 16]\n");
+        let ids: Vec<&str> = one.iter().map(|t| t.trial_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["small-cnn__mnist-synthetic__single__w1__b32__r0", "small-cnn__mnist-synthetic__single__w1__b16__r0"]
+        );
+        assert!(one.iter().all(|t| t.swept_threads.is_none() && t.train.threads == 2));
+    }
+
+    #[test]
+    fn empty_or_zero_axes_are_refused_naming_the_field() {
+        let base =
+            "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\n";
+        for (extra, needle) in [
+            ("threads: [1, 0]\n", "threads"),
+            ("threads: []\n", "threads"),
+            ("batch_size: [64, 0]\n", "batch size must be a positive integer, got 0"),
+            ("batch_size: []\n", "an empty list of batch sizes"),
+            ("batch_size: {mnist: [8, -1]}\n", "got -1"),
+        ] {
+            let text = format!("{base}{extra}");
+            let error = match SuiteFile::parse(&text) {
+                Err(error) => error,
+                Ok(suite) => plan(&suite, Path::new("test.yaml")).unwrap_err().to_string(),
+            };
+            assert!(error.contains(needle), "{extra}: {error}");
+        }
+    }
+
+    #[test]
+    fn an_include_cell_gets_the_rules_of_its_strategy() {
+        let suite = SuiteFile::parse(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 1}
+include: [{network: small-cnn, dataset: mnist:synthetic, strategy: single, micro_batches: 4}]
+",
+        )
+        .unwrap();
+        let error = plan(&suite, Path::new("s.yaml")).unwrap_err().to_string();
+        assert!(
+            error.contains("include[0].micro_batches") && error.contains("does not apply to strategy single"),
+            "{error}"
+        );
     }
 }

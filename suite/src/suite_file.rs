@@ -9,9 +9,8 @@ use std::path::Path;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::parameter_server::ServerPlacement;
-pub use stratlab_strategies::pipeline::{Balance, Checkpoint};
-use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, StrategyKind, DEFAULT_METRICS_EVERY_STEPS};
+use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, DEFAULT_METRICS_EVERY_STEPS};
+use stratlab_strategy_spec::{StrategyKind, StrategySweep};
 
 use crate::suite_error::SuiteError;
 
@@ -29,9 +28,10 @@ pub struct SuiteFile {
     /// Data sets axis: `mnist` (real files) or `mnist:synthetic`.
     pub datasets: Vec<DatasetSelector>,
     /// Strategies axis: a name, or a map with the strategy's parameters.
-    pub strategies: Vec<StrategyEntry>,
-    /// Per-worker batch size: one number for every data set, a map per data set, or omitted
-    /// for the thesis's sizes (SPEC §4).
+    pub strategies: Vec<StrategySweep>,
+    /// Per-worker batch size: a number or a list of numbers (an axis) for every data set, a
+    /// map per data set of either, or omitted for the thesis's sizes (MNIST 128, CIFAR 64,
+    /// ImageNet and Highres 32).
     #[serde(default)]
     pub batch_size: Option<BatchSizes>,
     /// How long each trial trains.
@@ -45,9 +45,10 @@ pub struct SuiteFile {
     /// Device of every trial.
     #[serde(default = "auto_device")]
     pub device: DeviceChoice,
-    /// libtorch threads per trial (shared among its workers); default: all cores.
+    /// libtorch threads per trial (shared among its workers): a count, or a list of counts
+    /// (an axis); default: all cores.
     #[serde(default)]
-    pub threads: Option<usize>,
+    pub threads: Option<Threads>,
     /// Test-accuracy targets per data set name, overriding the registry's defaults.
     #[serde(default)]
     pub targets: BTreeMap<String, f64>,
@@ -170,14 +171,15 @@ impl fmt::Display for NetworkName {
     }
 }
 
-/// Per-worker batch sizes: one for all data sets, or one per data set name.
+/// Per-worker batch sizes: one size or a list of sizes to sweep for every data set, or a
+/// size or list per data set name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum BatchSizes {
-    /// The same size for every data set.
-    All(usize),
-    /// A size per data set name; data sets not named use the SPEC §4 default.
-    PerDataset(BTreeMap<String, usize>),
+    /// The same sizes for every data set.
+    All(Vec<usize>),
+    /// Sizes per data set name; data sets not named use the thesis's default for them.
+    PerDataset(BTreeMap<String, Vec<usize>>),
 }
 
 impl<'de> Deserialize<'de> for BatchSizes {
@@ -186,128 +188,86 @@ impl<'de> Deserialize<'de> for BatchSizes {
         impl<'de> Visitor<'de> for BatchVisitor {
             type Value = BatchSizes;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a positive batch size, or a map from data set name to batch size")
+                f.write_str("a positive batch size, a list of them, or a map from data set name to either")
             }
             fn visit_u64<E: de::Error>(self, value: u64) -> Result<BatchSizes, E> {
-                positive_batch(value as i64).map(BatchSizes::All).map_err(E::custom)
+                Sizes::One(value as i64).positive().map(BatchSizes::All).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, value: i64) -> Result<BatchSizes, E> {
-                positive_batch(value).map(BatchSizes::All).map_err(E::custom)
+                Sizes::One(value).positive().map(BatchSizes::All).map_err(E::custom)
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, seq: S) -> Result<BatchSizes, S::Error> {
+                let sizes = Vec::<i64>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Sizes::Many(sizes).positive().map(BatchSizes::All).map_err(de::Error::custom)
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<BatchSizes, M::Error> {
-                let mut sizes = BTreeMap::new();
-                while let Some((name, size)) = map.next_entry::<String, i64>()? {
+                let mut per_dataset = BTreeMap::new();
+                while let Some((name, sizes)) = map.next_entry::<String, Sizes>()? {
                     stratlab_datasets::info(&name).map_err(de::Error::custom)?;
-                    sizes.insert(name, positive_batch(size).map_err(de::Error::custom)?);
+                    per_dataset.insert(name, sizes.positive().map_err(de::Error::custom)?);
                 }
-                Ok(BatchSizes::PerDataset(sizes))
+                Ok(BatchSizes::PerDataset(per_dataset))
             }
         }
         deserializer.deserialize_any(BatchVisitor)
     }
 }
 
-fn positive_batch(value: i64) -> Result<usize, String> {
-    if value >= 1 {
-        Ok(value as usize)
-    } else {
-        Err(format!("batch size must be a positive integer, got {value}"))
-    }
-}
-
-/// One strategy of the strategies axis with its parameter axes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StrategyEntry {
-    /// Which strategy.
-    pub name: StrategyKind,
-    /// Worker counts to try.
-    pub workers: Vec<usize>,
-    /// Micro-batch counts to try (pipelines).
-    pub micro_batches: Option<Vec<usize>>,
-    /// Pipeline partitioning.
-    pub balance: Option<Balance>,
-    /// Pipeline checkpoint mode.
-    pub checkpoint: Option<Checkpoint>,
-    /// Gradient fusion bucket size in MiB (data parallel; Horovod's default is 64).
-    pub fusion_threshold_mib: Option<u64>,
-    /// Where the parameter server runs (`colocated` on rank 0, default, or `dedicated`).
-    pub server: Option<ServerPlacement>,
-    /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
-    pub pipeline_stages: Option<usize>,
-}
-
-/// The map form of a strategy entry, as written.
+/// One batch size or a list, as written.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StrategyMap {
-    name: StrategyKind,
-    #[serde(default = "one_worker")]
-    workers: Vec<usize>,
-    #[serde(default)]
-    micro_batches: Option<Vec<usize>>,
-    #[serde(default)]
-    balance: Option<Balance>,
-    #[serde(default)]
-    checkpoint: Option<Checkpoint>,
-    #[serde(default)]
-    fusion_threshold_mib: Option<u64>,
-    #[serde(default)]
-    server: Option<ServerPlacement>,
-    #[serde(default)]
-    pipeline_stages: Option<usize>,
+#[serde(untagged)]
+enum Sizes {
+    One(i64),
+    Many(Vec<i64>),
 }
 
-fn one_worker() -> Vec<usize> {
-    vec![1]
-}
-
-impl From<StrategyMap> for StrategyEntry {
-    fn from(map: StrategyMap) -> Self {
-        StrategyEntry {
-            name: map.name,
-            workers: map.workers,
-            micro_batches: map.micro_batches,
-            balance: map.balance,
-            checkpoint: map.checkpoint,
-            fusion_threshold_mib: map.fusion_threshold_mib,
-            server: map.server,
-            pipeline_stages: map.pipeline_stages,
+impl Sizes {
+    fn positive(self) -> Result<Vec<usize>, NotAnAxis> {
+        let sizes = match self {
+            Sizes::One(size) => vec![size],
+            Sizes::Many(sizes) => sizes,
+        };
+        if sizes.is_empty() {
+            return Err(NotAnAxis("an empty list of batch sizes; give at least one".into()));
+        }
+        match sizes.iter().find(|&&size| size < 1) {
+            Some(bad) => Err(NotAnAxis(format!("batch size must be a positive integer, got {bad}"))),
+            None => Ok(sizes.into_iter().map(|size| size as usize).collect()),
         }
     }
 }
 
-impl<'de> Deserialize<'de> for StrategyEntry {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct EntryVisitor;
-        impl<'de> Visitor<'de> for EntryVisitor {
-            type Value = StrategyEntry;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a strategy name, or a map with `name` and the strategy's parameters")
-            }
-            fn visit_str<E: de::Error>(self, name: &str) -> Result<StrategyEntry, E> {
-                let name: StrategyKind = name.parse().map_err(E::custom)?;
-                Ok(StrategyMap {
-                    name,
-                    workers: one_worker(),
-                    micro_batches: None,
-                    balance: None,
-                    checkpoint: None,
-                    fusion_threshold_mib: None,
-                    server: None,
-                    pipeline_stages: None,
-                }
-                .into())
-            }
-            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<StrategyEntry, M::Error> {
-                StrategyMap::deserialize(de::value::MapAccessDeserializer::new(map)).map(Into::into)
-            }
-            fn visit_seq<S: SeqAccess<'de>>(self, _seq: S) -> Result<StrategyEntry, S::Error> {
-                Err(de::Error::custom("a strategy entry is a name or a map, not a list"))
-            }
+/// libtorch threads of each trial: one count for the whole suite (a setting every trial
+/// shares), or a list to sweep (then each count is part of the cells it makes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Threads {
+    /// One count.
+    One(usize),
+    /// Counts to sweep.
+    Sweep(Vec<usize>),
+}
+
+impl Threads {
+    /// The counts, in order.
+    pub fn counts(&self) -> Vec<usize> {
+        match self {
+            Threads::One(count) => vec![*count],
+            Threads::Sweep(counts) => counts.clone(),
         }
-        deserializer.deserialize_any(EntryVisitor)
+    }
+
+    /// Whether the suite sweeps threads (more than one count), which makes the count part
+    /// of every cell's identity.
+    pub fn is_axis(&self) -> bool {
+        matches!(self, Threads::Sweep(counts) if counts.len() > 1)
     }
 }
+
+/// A value that cannot be an axis.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct NotAnAxis(String);
 
 /// A pattern over cells: every field given must match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

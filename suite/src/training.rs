@@ -4,17 +4,12 @@
 
 use std::sync::Arc;
 
-use stratlab_datasets::{DataCache, Dataset, DatasetSelector, OpenOptions, Split};
 use std::time::Duration;
+use stratlab_datasets::{DataCache, Dataset, DatasetSelector, OpenOptions, Split};
 
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::data_parallel::DEFAULT_FUSION_THRESHOLD_BYTES;
-use stratlab_strategies::parameter_server::ServerPlacement;
-use stratlab_strategies::pipeline::{self, Balance, Checkpoint, PipelineOptions};
-use stratlab_strategies::{
-    data_parallel, parameter_server, single, StrategyKind, TrainConfig, TrainContext, TrainError, TrainObserver,
-    TrainReport,
-};
+use stratlab_strategies::{TrainConfig, TrainContext, TrainError, TrainObserver, TrainReport};
+use stratlab_strategy_spec::Strategy;
 
 use crate::shapes::input_shape;
 
@@ -41,31 +36,11 @@ pub fn open_data(dataset: &DatasetSelector, seed: u64, allow_fetch: bool) -> Res
 /// before its timeout.
 pub const COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What a trial trains: the strategy and its parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StrategyChoice {
-    /// The strategy.
-    pub kind: StrategyKind,
-    /// Data parallel: the fusion threshold (Horovod's 64 MiB when `None`).
-    pub fusion_threshold_bytes: Option<u64>,
-    /// Parameter server: where the server runs (colocated when `None`).
-    pub server: Option<ServerPlacement>,
-    /// Pipelines: schedule, micro-batches, balance, checkpointing, pp.
-    pub pipeline: Option<PipelineOptions>,
-}
-
-impl StrategyChoice {
-    /// A strategy with its default parameters.
-    pub fn plain(kind: StrategyKind) -> StrategyChoice {
-        StrategyChoice { kind, fusion_threshold_bytes: None, server: None, pipeline: None }
-    }
-}
-
 /// Trains `network` on `data` with `strategy`. Distributed strategies join the process
 /// group described by torchrun's variables (this process is one rank of it); on CUDA,
 /// rank `LOCAL_RANK` trains on `cuda:LOCAL_RANK`.
 pub fn train(
-    strategy: StrategyChoice,
+    strategy: &Strategy,
     network: &str,
     dataset: &DatasetSelector,
     data: &TrainingData,
@@ -73,9 +48,9 @@ pub fn train(
     observer: &mut dyn TrainObserver,
 ) -> Result<TrainReport, TrainError> {
     let spec = stratlab_networks::spec(network, &input_shape(dataset.info()?))?;
-    if !strategy.kind.is_distributed() {
+    if !strategy.kind().is_distributed() {
         let context = TrainContext { network: &spec, train: data.train.clone(), test: data.test.clone(), config };
-        return single::train(&context, observer);
+        return stratlab_strategies::train(strategy, &context, None, observer);
     }
     let launch = Launch::from_env()?;
     let mut config = config.clone();
@@ -86,26 +61,5 @@ pub fn train(
     let options = GroupOptions::for_launch(&launch, Backend::for_device(device), COLLECTIVE_TIMEOUT);
     let group = ProcessGroup::init(&launch, &options)?;
     let context = TrainContext { network: &spec, train: data.train.clone(), test: data.test.clone(), config: &config };
-    match strategy.kind {
-        StrategyKind::Single => unreachable!("handled above"),
-        StrategyKind::DataParallel => data_parallel::train(
-            &context,
-            &group,
-            strategy.fusion_threshold_bytes.unwrap_or(DEFAULT_FUSION_THRESHOLD_BYTES),
-            observer,
-        ),
-        StrategyKind::ParameterServer => {
-            parameter_server::train(&context, &group, strategy.server.unwrap_or_default(), observer)
-        }
-        kind => {
-            let defaults = PipelineOptions {
-                kind,
-                micro_batches: 1,
-                balance: Balance::Uniform,
-                checkpoint: Checkpoint::Never,
-                stages: None,
-            };
-            pipeline::train(&context, &group, strategy.pipeline.as_ref().unwrap_or(&defaults), observer)
-        }
-    }
+    stratlab_strategies::train(strategy, &context, Some(&group), observer)
 }

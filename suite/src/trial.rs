@@ -3,11 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::parameter_server::ServerPlacement;
-use stratlab_strategies::{StrategyKind, TrainConfig};
-
-use crate::suite_file::{Balance, Checkpoint};
-use stratlab_strategies::pipeline::{check_balance, PipelineOptions};
+use stratlab_strategies::TrainConfig;
+use stratlab_strategy_spec::Strategy;
 
 /// A resolved trial, handed to the worker process as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,24 +17,13 @@ pub struct TrialSpec {
     pub network: String,
     /// Data set and source.
     pub dataset: DatasetSelector,
-    /// Strategy.
-    pub strategy: StrategyKind,
+    /// Strategy and its parameters.
+    pub strategy: Strategy,
     /// Workers (processes or devices).
     pub workers: usize,
-    /// Micro-batches per batch (pipelines).
-    pub micro_batches: Option<usize>,
-    /// Pipeline partitioning.
-    pub balance: Option<Balance>,
-    /// Pipeline checkpoint mode.
-    pub checkpoint: Option<Checkpoint>,
-    /// Gradient fusion bucket size (data parallel).
-    pub fusion_threshold_bytes: Option<u64>,
-    /// Parameter-server placement.
-    #[serde(default)]
-    pub server: Option<ServerPlacement>,
-    /// Stages per pipeline of `hybrid` (pp).
-    #[serde(default)]
-    pub pipeline_stages: Option<usize>,
+    /// The trial's libtorch threads (shared among its workers) when the suite sweeps
+    /// threads, making them part of the cell; `None` when they are a suite-wide setting.
+    pub swept_threads: Option<usize>,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).
@@ -51,38 +37,29 @@ pub struct TrialSpec {
 }
 
 impl TrialSpec {
-    /// Samples per optimizer step over all workers: every data-parallel worker trains on
-    /// its own batch; a pipeline's stages share one (hybrid: one per replica).
+    /// Samples per optimizer step over all workers.
     pub fn global_batch(&self) -> usize {
-        if self.strategy.shards_batch() {
-            self.train.batch_size * self.workers
-        } else {
-            self.train.batch_size * self.pipeline_options().shape(self.workers).map_or(1, |(_, replicas)| replicas)
-        }
-    }
-
-    /// The pipeline parameters, for the pipeline strategies (defaults: 1 micro-batch,
-    /// uniform balance, no checkpointing).
-    pub fn pipeline_options(&self) -> PipelineOptions {
-        PipelineOptions {
-            kind: self.strategy,
-            micro_batches: self.micro_batches.unwrap_or(1),
-            balance: self.balance.clone().unwrap_or(Balance::Uniform),
-            checkpoint: self.checkpoint.unwrap_or_default(),
-            stages: self.pipeline_stages,
-        }
+        self.strategy.global_batch(self.train.batch_size, self.workers)
     }
 
     /// A short human label for progress bars.
     pub fn label(&self) -> String {
-        format!("{} · {} · {}×{} · b{}", self.network, self.dataset, self.strategy, self.workers, self.train.batch_size)
+        let threads = self.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
+        format!(
+            "{} · {} · {}×{} · b{}{threads}",
+            self.network,
+            self.dataset,
+            self.strategy.name(),
+            self.workers,
+            self.train.batch_size
+        )
     }
 
     /// Why this trial cannot run as configured, if it cannot: an `infeasible` outcome is
     /// recorded instead of starting processes.
     pub fn infeasibility(&self) -> Option<String> {
-        if let Err(reason) = self.strategy.check_workers(self.workers) {
-            return Some(reason);
+        if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
+            return Some(reason.to_string());
         }
         let info = match self.dataset.info() {
             Ok(info) => info,
@@ -93,20 +70,9 @@ impl TrialSpec {
             Ok(spec) => spec,
             Err(error) => return Some(error.to_string()),
         };
-        if let Some(micro_batches) = self.micro_batches {
-            if micro_batches > self.train.batch_size {
-                return Some(format!("{micro_batches} micro-batches exceed the batch of {}", self.train.batch_size));
-            }
-        }
-        if self.strategy.is_pipeline() {
-            let options = self.pipeline_options();
-            let stages = match options.shape(self.workers) {
-                Ok((stages, _)) => stages,
-                Err(reason) => return Some(reason),
-            };
-            if let Err(error) = check_balance(spec.stages.len(), &options.balance, stages) {
-                return Some(format!("{}: {error}", self.network));
-            }
+        if let Err(reason) = self.strategy.check(self.workers, self.train.batch_size, &self.network, spec.stages.len())
+        {
+            return Some(reason.to_string());
         }
         if self.global_batch() > info.train_len {
             return Some(format!(

@@ -7,6 +7,7 @@ use std::time::Instant;
 use stratlab_datasets::Source;
 use stratlab_strategies::pipeline::PipelineStageReport;
 use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
+use stratlab_strategy_spec::StrategyColumns;
 
 use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
@@ -131,7 +132,7 @@ pub(crate) fn record(
         reports.iter().map(|(_, report)| *report).filter(|report| !report.steps.is_empty()).collect();
     let paced = slowest_rank_pace(&training);
     let lead = paced.as_ref().or(reports.first().map(|(_, report)| *report));
-    let shards = match trial.strategy.is_pipeline() {
+    let shards = match trial.strategy.kind().is_pipeline() {
         true => (trial.global_batch() / trial.train.batch_size.max(1)) as f64,
         false => training.len().max(1) as f64,
     };
@@ -154,16 +155,10 @@ pub(crate) fn record(
             Source::Synthetic => "synthetic",
         }
         .to_string(),
-        strategy: trial.strategy.name().to_string(),
+        strategy: StrategyColumns::from(&trial.strategy),
         workers: trial.workers as i64,
         batch_size: trial.train.batch_size as i64,
         global_batch: trial.global_batch() as i64,
-        micro_batches: trial.micro_batches.map(|m| m as i64),
-        balance: trial.balance.as_ref().map(ToString::to_string),
-        checkpoint: trial.checkpoint.map(|checkpoint| checkpoint.to_string()),
-        pipeline_stages: trial.pipeline_stages.map(|stages| stages as i64),
-        fusion_threshold_bytes: trial.fusion_threshold_bytes.map(|b| b as i64),
-        server: trial.server.map(|server| server.name().to_string()),
         epochs_budget: budget.epochs.map(|e| e as i64),
         steps_budget: budget.steps.map(|s| s as i64),
         seconds_budget: budget.seconds,
@@ -174,6 +169,7 @@ pub(crate) fn record(
         device_ids: identity.device_ids.clone(),
         host_name: identity.host_name.clone(),
         threads: trial.train.threads as i64,
+        swept_threads: trial.swept_threads.map(|threads| threads as i64),
         cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),
         matmul_precision: numerics.map(|n| n.matmul_precision.to_string()),
         cudnn_tf32: numerics.map(|n| n.cudnn_tf32),

@@ -15,7 +15,7 @@ use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
 use crate::protocol::{failure_outcome, panic_message, WorkerEvent};
-use crate::training::{open_data, train, StrategyChoice, TrainingData};
+use crate::training::{open_data, train, TrainingData};
 use crate::trial::TrialSpec;
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
@@ -63,13 +63,7 @@ fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, Tra
             test: data.test,
         };
     }
-    let strategy = StrategyChoice {
-        kind: spec.strategy,
-        fusion_threshold_bytes: spec.fusion_threshold_bytes,
-        server: spec.server,
-        pipeline: spec.strategy.is_pipeline().then(|| spec.pipeline_options()),
-    };
-    train(strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
+    train(&spec.strategy, &spec.network, &spec.dataset, &data, &spec.train, emitter)
 }
 
 fn emit(event: &WorkerEvent) {

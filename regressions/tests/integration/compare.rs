@@ -70,10 +70,10 @@ fn outcomes_unmatched_cells_settings_and_environment_are_listed() {
     let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
     let fields: Vec<&str> = comparison.environment_changes.iter().map(|c| c.field.as_str()).collect();
     assert_eq!(fields, ["nvidia_driver_version"]);
-    let gpipe = comparison.cells.iter().find(|c| c.key.strategy == "gpipe").unwrap();
+    let gpipe = comparison.cells.iter().find(|c| c.key.strategy.name() == "gpipe").unwrap();
     assert!(gpipe.outcome_changed && gpipe.verdict == Verdict::Regressed, "{gpipe:?}");
     assert_eq!((gpipe.baseline_outcome.as_str(), gpipe.new_outcome.as_str()), ("ok", "oom"));
-    let single = comparison.cells.iter().find(|c| c.key.strategy == "single").unwrap();
+    let single = comparison.cells.iter().find(|c| c.key.strategy.name() == "single").unwrap();
     assert_eq!(single.settings_changed, ["threads 1 → 2"]);
     assert_eq!(single.verdict, Verdict::Noise);
     assert_eq!(comparison.only_in_baseline.len(), 1);

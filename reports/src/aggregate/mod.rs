@@ -24,7 +24,8 @@ mod trial;
 use std::collections::{BTreeSet, HashMap};
 
 use polars::prelude::{Column, DataFrame};
-use stratlab_results::{EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
+use stratlab_results::{decode_rows, EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
+use stratlab_strategy_spec::{Strategy, StrategyColumns};
 
 use crate::ReportError;
 
@@ -112,6 +113,16 @@ pub struct RunFrames<'a> {
     pub pipeline_stages: &'a DataFrame,
 }
 
+/// What labelling reads of a trial row: its id, its strategy columns and swept threads.
+#[derive(serde::Deserialize)]
+struct TrialStrategy {
+    trial_id: String,
+    #[serde(flatten)]
+    columns: StrategyColumns,
+    #[serde(default)]
+    swept_threads: Option<i64>,
+}
+
 /// Aggregates already loaded tables.
 pub fn aggregate_frames(run_id: &str, frames: &RunFrames<'_>) -> Result<RunAggregates, ReportError> {
     let RunFrames { trials, epochs, steps, rank_breakdown, pipeline_stages } = *frames;
@@ -152,47 +163,30 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
     trials.replace("dataset", Column::new("dataset".into(), named)).map_err(error("dataset"))?;
     // Cells that differ only in a strategy parameter are different cells: the parameter
     // joins the strategy's label (`parameter-server (dedicated)`), as `:synthetic` joins
-    // the data set's.
-    let strategy = trials.column("strategy").and_then(|c| c.str().cloned()).map_err(error("strategy"))?;
-    let fusion = trials.column("fusion_threshold_bytes").and_then(|c| c.i64().cloned()).ok();
-    let server = trials.column("server").and_then(|c| c.str().cloned()).ok();
-    // Pipeline parameters: one joins the label of a strategy the run tried with more than
-    // one value of it (`gpipe (m 4)`, `gpipe (m 8, checkpoint except_last)`); a value all
-    // its cells share needs no telling apart.
-    let micro_batches = trials.column("micro_batches").and_then(|c| c.i64().cloned()).ok();
-    let balance = trials.column("balance").and_then(|c| c.str().cloned()).ok();
-    let checkpoint = trials.column("checkpoint").and_then(|c| c.str().cloned()).ok();
-    let varying: [(&str, Box<dyn Fn(usize) -> Option<String>>); 3] = [
-        ("m", Box::new(|i| micro_batches.as_ref().and_then(|c| c.get(i)).map(|m| m.to_string()))),
-        ("balance", Box::new(|i| balance.as_ref().and_then(|c| c.get(i)).map(str::to_owned))),
-        ("checkpoint", Box::new(|i| checkpoint.as_ref().and_then(|c| c.get(i)).map(str::to_owned))),
-    ];
+    // the data set's. A pipeline parameter joins the label of a strategy the run tried with
+    // more than one value of it (`gpipe (m 4)`); a value all its cells share needs no
+    // telling apart. Threads a suite swept join every label they apply to.
+    let rows: Vec<TrialStrategy> =
+        decode_rows(&trials, TrialRow::NAME).map_err(|source| ReportError::Load { table: TrialRow::NAME, source })?;
+    let strategies =
+        rows.iter().map(|row| row.columns.strategy(&row.trial_id)).collect::<Result<Vec<Strategy>, _>>()?;
     let mut values_of: HashMap<(&str, &str), BTreeSet<Option<String>>> = HashMap::new();
-    for i in 0..trials.height() {
-        if let Some(name) = strategy.get(i) {
-            for (parameter, value) in &varying {
-                values_of.entry((name, parameter)).or_default().insert(value(i));
-            }
+    for strategy in &strategies {
+        for (parameter, value) in strategy.pipeline_parameters() {
+            values_of.entry((strategy.name(), parameter)).or_default().insert(value);
         }
     }
-    let labelled: Vec<Option<String>> = (0..trials.height())
-        .map(|i| {
-            let name = strategy.get(i)?;
-            let mut parameters = Vec::new();
-            for (parameter, value) in &varying {
-                if values_of.get(&(name, *parameter)).is_some_and(|values| values.len() > 1) {
-                    if let Some(value) = value(i) {
-                        parameters.push(format!("{parameter} {value}"));
-                    }
-                }
-            }
-            if let Some(bytes) = fusion.as_ref().and_then(|f| f.get(i)) {
-                parameters.push(format!("fusion {} MiB", bytes >> 20));
-            }
-            if let Some(placement) = server.as_ref().and_then(|s| s.get(i)) {
-                parameters.push(placement.to_owned());
-            }
-            Some(if parameters.is_empty() { name.to_owned() } else { format!("{name} ({})", parameters.join(", ")) })
+    let labelled: Vec<Option<String>> = strategies
+        .iter()
+        .zip(&rows)
+        .map(|(strategy, row)| {
+            let varies =
+                |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
+            let label = strategy.report_label(varies);
+            Some(match row.swept_threads {
+                Some(threads) => format!("{label} · {threads} threads"),
+                None => label,
+            })
         })
         .collect();
     trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;

@@ -24,10 +24,9 @@ const STEPS: u64 = 3;
 fn trial(store: &RunStore, index: i64, strategy: &str, workers: i64, micro_batches: Option<i64>) -> TrialRow {
     let m = micro_batches.map_or(String::new(), |m| format!("__m{m}"));
     TrialRow {
-        strategy: strategy.into(),
+        strategy: crate::common::strategy_columns(strategy, micro_batches),
         workers,
         global_batch: 32 * workers,
-        micro_batches,
         data_source: "real".into(),
         warmup_steps: 1,
         ..store_fixtures::trial(store.run_id(), &format!("resnet18__cifar10__{strategy}__w{workers}{m}__r0"), index)

@@ -17,11 +17,9 @@ use stratlab_results::{RankBreakdownRow, RunStore, TrialRow, TrialTables};
 fn trial(store: &RunStore, index: i64, strategy: &str, workers: i64, outcome: &str) -> TrialRow {
     let trial_id = format!("resnet18__cifar10-synthetic__{strategy}__w{workers}__b32__r0");
     TrialRow {
-        strategy: strategy.into(),
+        strategy: crate::common::strategy_columns(strategy, None),
         workers,
         global_batch: 32 * workers,
-        micro_batches: None,
-        balance: None,
         outcome: outcome.into(),
         reason: (outcome != "ok").then(|| "rank 1 lost its peer".into()),
         ..store_fixtures::trial(store.run_id(), &trial_id, index)

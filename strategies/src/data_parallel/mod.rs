@@ -24,9 +24,6 @@ use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
 use buckets::{plan_buckets, Bucket};
 
-/// Horovod's default fusion threshold (`HOROVOD_FUSION_THRESHOLD`): 64 MiB.
-pub const DEFAULT_FUSION_THRESHOLD_BYTES: u64 = 64 * 1024 * 1024;
-
 /// Trains with data parallelism over `group` (every rank calls this with its own group).
 pub fn train(
     context: &TrainContext<'_>,

@@ -12,8 +12,8 @@
 //! flattened gradients; the server replies with the flattened parameters plus one flag,
 //! "some worker is out of wall time", so every rank stops after the same step.
 
-use serde::{Deserialize, Serialize};
 use stratlab_comm::{ProcessGroup, Work};
+use stratlab_strategy_spec::ServerPlacement;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
@@ -25,43 +25,6 @@ use crate::{TrainError, TrainObserver, TrainReport};
 const TAG_CONTROL: u32 = 1;
 const TAG_GRADIENTS: u32 = 2;
 const TAG_PARAMETERS: u32 = 3;
-
-/// Where the server runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum ServerPlacement {
-    /// Rank 0 trains and serves.
-    #[default]
-    Colocated,
-    /// The last rank only serves.
-    Dedicated,
-}
-
-impl ServerPlacement {
-    /// The name used in suites and results.
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerPlacement::Colocated => "colocated",
-            ServerPlacement::Dedicated => "dedicated",
-        }
-    }
-
-    /// The server's rank in a group of `world_size`.
-    pub fn server_rank(self, world_size: usize) -> usize {
-        match self {
-            ServerPlacement::Colocated => 0,
-            ServerPlacement::Dedicated => world_size - 1,
-        }
-    }
-
-    /// Ranks that train on data.
-    pub fn training_ranks(self, world_size: usize) -> usize {
-        match self {
-            ServerPlacement::Colocated => world_size,
-            ServerPlacement::Dedicated => world_size - 1,
-        }
-    }
-}
 
 /// Trains with a synchronous parameter server over `group`; every rank calls this.
 pub fn train(

@@ -4,7 +4,7 @@
 use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
 use tch::{Kind, Tensor};
 
-use super::schedule::Action;
+use stratlab_strategy_spec::Action;
 use super::stage_worker::StageWorker;
 use crate::timeline::{EventKind, Timeline};
 use crate::TrainError;

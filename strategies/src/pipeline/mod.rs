@@ -2,7 +2,7 @@
 //! activations sent forward and gradients backward with c10d send/receive.
 //!
 //! - [`partition`] turns a network's stages into a stage plan (`balance`);
-//! - [`schedule`] says, per stage, in which order its forwards and backwards run
+//! - [`Schedule`] (in `stratlab-strategy-spec`) says, per stage, in which order its forwards and backwards run
 //!   (model-parallel, GPipe, 1F1B, PipeDream);
 //! - the stage worker runs that order, overlapping sends and receives with compute.
 
@@ -10,10 +10,8 @@ mod evaluate;
 mod links;
 pub mod memory;
 pub mod partition;
-pub mod schedule;
 mod stage_worker;
 
-use std::fmt;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -26,40 +24,10 @@ use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{StrategyKind, TrainConfig, TrainError, TrainObserver, TrainReport};
-pub use partition::{check_balance, plan_stages, Balance, PartitionError, StagePlan};
-pub use schedule::Schedule;
+use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
+pub use partition::{plan_stages, PartitionError, StagePlan};
+use stratlab_strategy_spec::{check_balance, Balance, Strategy};
 use stage_worker::{Layout, StageWorker};
-
-/// A pipeline strategy and its parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PipelineOptions {
-    /// Which pipeline strategy.
-    pub kind: StrategyKind,
-    /// Micro-batches per batch (model-parallel runs 1).
-    pub micro_batches: usize,
-    /// How the network's stages are split.
-    pub balance: Balance,
-    /// Activation checkpointing.
-    pub checkpoint: Checkpoint,
-    /// Stages per pipeline (pp); the world holds world_size / pp replicas. Hybrid only;
-    /// the other pipelines use every rank as a stage.
-    pub stages: Option<usize>,
-}
-
-impl PipelineOptions {
-    /// `(stages, replicas)` for a world of `world_size` ranks, or why it does not divide.
-    pub fn shape(&self, world_size: usize) -> Result<(usize, usize), String> {
-        let stages = match self.kind {
-            StrategyKind::Hybrid => self.stages.ok_or("hybrid needs pipeline_stages (pp)")?,
-            _ => world_size,
-        };
-        if stages == 0 || world_size % stages != 0 {
-            return Err(format!("{world_size} workers cannot form pipelines of {stages} stages (workers = dp × pp)"));
-        }
-        Ok((stages, world_size / stages))
-    }
-}
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
 /// with the same initial weights a single-device build has, then runs the schedule on
@@ -67,18 +35,19 @@ impl PipelineOptions {
 pub fn train(
     context: &TrainContext<'_>,
     world: &ProcessGroup,
-    options: &PipelineOptions,
+    strategy: &Strategy,
     observer: &mut dyn TrainObserver,
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let invalid = |field: &'static str, reason: String| TrainError::InvalidConfig { field, reason };
     let schedule =
-        Schedule::of(options.kind).ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", options.kind)))?;
-    let (stages, replicas) = options.shape(world.world_size()).map_err(|reason| invalid("workers", reason))?;
+        strategy.schedule().ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", strategy.name())))?;
+    let (stages, replicas) =
+        strategy.pipeline_shape(world.world_size()).map_err(|reason| invalid("workers", reason.to_string()))?;
     let layout = Layout::of(world.rank(), stages, replicas);
     let device = train_loop::prepare(config)?;
-    let micro_batch = (config.batch_size / schedule.micro_batches(options.micro_batches)).max(1) as i64;
-    let plan = agree_on_plan(context.network, options, stages, micro_batch, device, world)?;
+    let micro_batch = (config.batch_size / strategy.micro_batches()).max(1) as i64;
+    let plan = agree_on_plan(context.network, &strategy.balance(), stages, micro_batch, device, world)?;
     // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
     // and every replica of a stage, builds the weights a single-device build draws.
     tch::manual_seed(config.seed as i64);
@@ -106,8 +75,8 @@ pub fn train(
         replica_group,
         layout,
         schedule,
-        micro_batches: options.micro_batches,
-        checkpoint: options.checkpoint,
+        micro_batches: strategy.micro_batches(),
+        checkpoint: strategy.checkpoint(),
         stage_output_dims: context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect(),
         plan,
         local,
@@ -134,7 +103,7 @@ pub fn train(
 /// broadcasts the stage counts and predicted costs.
 fn agree_on_plan(
     spec: &stratlab_networks::NetworkSpec,
-    options: &PipelineOptions,
+    balance: &Balance,
     stages: usize,
     micro_batch: i64,
     device: Device,
@@ -142,10 +111,10 @@ fn agree_on_plan(
 ) -> Result<StagePlan, TrainError> {
     let partition_error =
         |error: PartitionError| TrainError::InvalidConfig { field: "balance", reason: error.to_string() };
-    let mut plan = if world.rank() == 0 || options.balance != Balance::Time {
-        plan_stages(spec, &options.balance, stages, micro_batch, device).map_err(partition_error)?
+    let mut plan = if world.rank() == 0 || *balance != Balance::Time {
+        plan_stages(spec, balance, stages, micro_batch, device).map_err(partition_error)?
     } else {
-        check_balance(spec.stages.len(), &options.balance, stages).map_err(partition_error)?;
+        check_balance(spec.stages.len(), balance, stages).map_err(|error| partition_error(error.into()))?;
         let mut placeholder =
             plan_stages(spec, &Balance::Uniform, stages, micro_batch, device).map_err(partition_error)?;
         placeholder.balance = Balance::Time;
@@ -212,42 +181,6 @@ impl StepRunner for PipelineStep<'_> {
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
         agree_any(self.worker.world, self.worker.device, local_stop, self.wall_time_budget)
-    }
-}
-
-/// GPipe's activation checkpointing mode (torchgpipe's `checkpoint`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Checkpoint {
-    /// Recompute every micro-batch's activations in the backward pass.
-    Always,
-    /// All but the last micro-batch (torchgpipe's default: the last one's backward
-    /// starts right after its forward, so keeping it costs no extra memory at the peak).
-    ExceptLast,
-    /// Keep all activations.
-    #[default]
-    Never,
-}
-
-impl Checkpoint {
-    /// Whether micro-batch `micro_batch` of `micro_batches` keeps only its input in the
-    /// forward pass and recomputes the rest in backward.
-    pub fn recomputes(self, micro_batch: usize, micro_batches: usize) -> bool {
-        match self {
-            Checkpoint::Always => true,
-            Checkpoint::ExceptLast => micro_batch + 1 < micro_batches,
-            Checkpoint::Never => false,
-        }
-    }
-}
-
-impl fmt::Display for Checkpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Checkpoint::Always => "always",
-            Checkpoint::ExceptLast => "except_last",
-            Checkpoint::Never => "never",
-        })
     }
 }
 

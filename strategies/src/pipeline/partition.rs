@@ -9,11 +9,11 @@ mod linear;
 mod profile;
 mod saved;
 
-use std::fmt;
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
+use stratlab_strategy_spec::{check_balance, Balance, Infeasible};
 use tch::Device;
 
 pub use linear::linear_partition;
@@ -24,70 +24,16 @@ pub use saved::{activation_bytes_per_sample, ActivationBytes};
 /// momentum buffer (every strategy trains with momentum SGD, see `train_loop::sgd`).
 pub const SIZE_BYTES_PER_PARAMETER: u64 = 3 * std::mem::size_of::<f32>() as u64;
 
-/// How a pipeline's stages are split among workers. Written as a name (`time`) or a list
-/// of stage counts (`[2, 3]`); an unknown name is an error listing the valid ones.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", try_from = "BalanceText")]
-pub enum Balance {
-    /// The same number of stages per worker.
-    Uniform,
-    /// Equal parameter counts.
-    Parameters,
-    /// Equal profiled forward+backward time.
-    Time,
-    /// Equal memory.
-    Size,
-    /// Stages per worker, given explicitly (e.g. `[2, 3, 2, 3]`).
-    #[serde(untagged)]
-    Explicit(Vec<usize>),
-}
-
-/// What a balance is written as, before its name is checked.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum BalanceText {
-    Name(String),
-    Counts(Vec<usize>),
-}
-
-impl TryFrom<BalanceText> for Balance {
-    type Error = String;
-
-    fn try_from(text: BalanceText) -> Result<Self, Self::Error> {
-        match text {
-            BalanceText::Counts(counts) => Ok(Balance::Explicit(counts)),
-            BalanceText::Name(name) => match name.as_str() {
-                "uniform" => Ok(Balance::Uniform),
-                "parameters" => Ok(Balance::Parameters),
-                "time" => Ok(Balance::Time),
-                "size" => Ok(Balance::Size),
-                other => Err(format!(
-                    "unknown balance `{other}`; valid: uniform, parameters, time, size, or a list of stage counts such as [2, 3]"
-                )),
-            },
-        }
-    }
-}
-
-impl fmt::Display for Balance {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Balance::Uniform => f.write_str("uniform"),
-            Balance::Parameters => f.write_str("parameters"),
-            Balance::Time => f.write_str("time"),
-            Balance::Size => f.write_str("size"),
-            Balance::Explicit(stages) => {
-                let stages: Vec<String> = stages.iter().map(|n| n.to_string()).collect();
-                write!(f, "[{}]", stages.join(","))
-            }
-        }
-    }
-}
-
 /// Why a balance cannot split a network into the requested parts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
 pub struct PartitionError(pub String);
+
+impl From<Infeasible> for PartitionError {
+    fn from(infeasible: Infeasible) -> PartitionError {
+        PartitionError(infeasible.0)
+    }
+}
 
 /// Which network stages each pipeline stage holds, and what the balance predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,37 +74,6 @@ pub struct StageCosts {
 /// if `i < n % parts` (earlier parts take the remainder).
 pub fn uniform_counts(stage_count: usize, parts: usize) -> Vec<usize> {
     (0..parts).map(|i| stage_count / parts + usize::from(i < stage_count % parts)).collect()
-}
-
-/// Checks that `balance` can split `stage_count` network stages into `parts` without
-/// building or profiling anything (what the planner uses to mark a trial infeasible).
-pub fn check_balance(stage_count: usize, balance: &Balance, parts: usize) -> Result<(), PartitionError> {
-    let fail = |reason: String| Err(PartitionError(reason));
-    if parts == 0 {
-        return fail("0 pipeline stages requested; a pipeline needs at least 1".into());
-    }
-    if parts > stage_count {
-        return fail(format!(
-            "{parts} pipeline stages requested but the network has only {stage_count} stages to split"
-        ));
-    }
-    if let Balance::Explicit(list) = balance {
-        if list.len() != parts {
-            return fail(format!("balance {balance} lists {} pipeline stages but {parts} were requested", list.len()));
-        }
-        if let Some(empty) = list.iter().position(|&count| count == 0) {
-            return fail(format!(
-                "balance {balance} gives pipeline stage {empty} no network stages; every count must be at least 1"
-            ));
-        }
-        let sum: usize = list.iter().sum();
-        if sum != stage_count {
-            return fail(format!(
-                "balance {balance} sums to {sum} but must sum to {stage_count}, the network's stage count"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Puts a cost on every network stage of `spec` as `balance` measures it:

@@ -22,8 +22,9 @@ use tch::{Device, Kind, Tensor};
 
 use super::links::{activation_tag, gradient_tag, PendingRecv, PendingSend, Traffic, LOSS_TAG};
 use super::memory;
-use super::schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
-use super::{Checkpoint, PipelineStageReport, StagePlan};
+use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
+
+use super::{PipelineStageReport, StagePlan};
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};

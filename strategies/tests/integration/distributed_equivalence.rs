@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::parameter_server::ServerPlacement;
+use stratlab_strategy_spec::ServerPlacement;
 use stratlab_strategies::{data_parallel, parameter_server, TrainConfig, TrainContext};
 use tch::Tensor;
 

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::pipeline::schedule::{pipedream_actions, Action, Schedule};
-use stratlab_strategies::pipeline::{self, Balance, Checkpoint, PipelineOptions};
-use stratlab_strategies::{EventKind, StrategyKind, TimelineEvent, TrainContext};
+use stratlab_strategies::pipeline;
+use stratlab_strategies::{EventKind, TimelineEvent, TrainContext};
+use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Parameters, Schedule, Strategy, StrategyKind};
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, and pp for hybrid; encoded in the
 /// role string the children read.
@@ -71,15 +71,15 @@ fn pipeline_child_rank() {
     let spec = network(&train);
     let config = config(BATCH);
     let context = TrainContext { network: &spec, train, test, config: &config };
-    let options = PipelineOptions {
-        kind: run.kind,
-        micro_batches: run.micro_batches,
-        balance: Balance::Uniform,
-        checkpoint: run.checkpoint,
-        stages: run.hybrid_stages,
+    let parameters = Parameters {
+        micro_batches: (run.kind != StrategyKind::ModelParallel).then_some(run.micro_batches),
+        checkpoint: (run.kind != StrategyKind::PipeDream).then_some(run.checkpoint),
+        pipeline_stages: run.hybrid_stages,
+        ..Parameters::default()
     };
+    let strategy = Strategy::new(run.kind, parameters).unwrap();
     let mut weights = Weights::default();
-    let report = pipeline::train(&context, &group, &options, &mut weights).unwrap();
+    let report = pipeline::train(&context, &group, &strategy, &mut weights).unwrap();
     assert_eq!(report.steps.len(), STEPS);
     assert!(report.steps.iter().all(|step| step.loss.is_finite()), "every rank records the pipeline's loss");
     let out = Path::new(&std::env::var(OUT).unwrap()).to_path_buf();

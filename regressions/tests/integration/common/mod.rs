@@ -4,6 +4,7 @@
 
 use stratlab_regressions::RunCells;
 use stratlab_results::{Fingerprint, TrialRow};
+use stratlab_strategy_spec::{Parameters, Strategy, StrategyColumns, StrategyKind};
 
 #[path = "../../../../results/tests/integration/common/mod.rs"]
 mod results_fixtures;
@@ -44,11 +45,14 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
         .map(|(index, made)| {
             let mut trial = results_fixtures::trial(run_id, &format!("t{index}"), index as i64);
             trial.network = made.network.into();
-            trial.strategy = made.strategy.into();
+            let kind: StrategyKind = made.strategy.parse().unwrap();
+            let parameters = Parameters {
+                pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2),
+                ..Parameters::default()
+            };
+            trial.strategy = StrategyColumns::from(&Strategy::new(kind, parameters).unwrap());
             trial.workers = made.workers;
             trial.global_batch = 32 * made.workers;
-            trial.micro_batches = None;
-            trial.balance = None;
             trial.threads = made.threads;
             trial.outcome = if made.step_time.is_some() { "ok" } else { "oom" }.into();
             trial
@@ -59,4 +63,5 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
         let index: usize = trial_id[1..].parse().unwrap();
         levels[index].map(|level| steps_around(level, 40)).unwrap_or_default()
     })
+    .unwrap()
 }

@@ -307,3 +307,16 @@ pub fn recompute_timeline() -> Timeline {
         ],
     }
 }
+
+/// The strategy columns of a trial row of strategy `name` with `micro_batches` (a hybrid
+/// gets pp 2).
+pub fn strategy_columns(name: &str, micro_batches: Option<i64>) -> stratlab_strategy_spec::StrategyColumns {
+    use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
+    let kind: StrategyKind = name.parse().unwrap();
+    let parameters = Parameters {
+        micro_batches: micro_batches.map(|m| m as usize),
+        pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2),
+        ..Parameters::default()
+    };
+    (&Strategy::new(kind, parameters).unwrap()).into()
+}

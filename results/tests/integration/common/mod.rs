@@ -8,6 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use stratlab_results::{EventKind, EventRow, Fingerprint, RunStore, Table, TrialRow};
+use stratlab_strategy_spec::StrategyColumns;
 
 /// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
 pub fn fingerprint() -> Fingerprint {
@@ -23,16 +24,18 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         network: "resnet18".into(),
         dataset: "cifar10".into(),
         data_source: "synthetic".into(),
-        strategy: "gpipe".into(),
+        strategy: StrategyColumns {
+            strategy: "gpipe".into(),
+            micro_batches: Some(4),
+            balance: Some("uniform".into()),
+            checkpoint: None,
+            pipeline_stages: None,
+            fusion_threshold_bytes: None,
+            server: None,
+        },
         workers: 2,
         batch_size: 32,
         global_batch: 64,
-        micro_batches: Some(4),
-        balance: Some("uniform".into()),
-        checkpoint: None,
-        pipeline_stages: None,
-        fusion_threshold_bytes: None,
-        server: None,
         epochs_budget: Some(3),
         steps_budget: None,
         seconds_budget: Some(600.0),
@@ -43,6 +46,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         device_ids: None,
         host_name: Some("node-a".into()),
         threads: 1,
+        swept_threads: None,
         cudnn_benchmark: Some(true),
         matmul_precision: Some("highest".into()),
         cudnn_tf32: Some(true),

@@ -211,25 +211,9 @@ fn infeasible_plans_name_their_numbers() {
     assert_eq!(micro, "balance size needs a micro-batch of at least 1 sample, got 0");
     // check_balance says the same without a network.
     assert_eq!(
-        check_balance(5, &Balance::Explicit(vec![2, 2]), 2),
-        Err(PartitionError("balance [2,2] sums to 4 but must sum to 5, the network's stage count".into()))
+        check_balance(5, &Balance::Explicit(vec![2, 2]), 2).unwrap_err().to_string(),
+        "balance [2,2] sums to 4 but must sum to 5, the network's stage count"
     );
-}
-
-#[test]
-fn balance_keeps_its_serde_names_and_display() {
-    let balances = [
-        (Balance::Uniform, "\"uniform\""),
-        (Balance::Parameters, "\"parameters\""),
-        (Balance::Time, "\"time\""),
-        (Balance::Size, "\"size\""),
-        (Balance::Explicit(vec![2, 3]), "[2,3]"),
-    ];
-    for (balance, json) in balances {
-        assert_eq!(serde_json::to_string(&balance).unwrap(), json);
-        assert_eq!(serde_json::from_str::<Balance>(json).unwrap(), balance);
-        assert_eq!(balance.to_string(), json.trim_matches('"'));
-    }
 }
 
 #[test]

@@ -1,10 +1,11 @@
-//! The strategies stratlab knows by name: plain data, so suites, trials and results can
-//! name them without depending on how each one trains.
+//! The strategies stratlab knows, by name alone (their parameters are [`crate::Strategy`]'s).
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::{Infeasible, UnknownName};
 
 /// A way of spreading training over workers (the thesis's *distribution model*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -72,19 +73,20 @@ impl StrategyKind {
 
     /// Whether the strategy can run with `workers` workers, and if not, why (an
     /// `infeasible` outcome rather than a crash).
-    pub fn check_workers(self, workers: usize) -> Result<(), String> {
+    pub fn check_workers(self, workers: usize) -> Result<(), Infeasible> {
+        let fail = |reason: String| Err(Infeasible(reason));
         match self {
             StrategyKind::Single if workers == 1 => Ok(()),
-            StrategyKind::Single => Err(format!("single trains on exactly 1 worker, not {workers}")),
+            StrategyKind::Single => fail(format!("single trains on exactly 1 worker, not {workers}")),
             StrategyKind::DataParallel if workers >= 1 => Ok(()),
-            StrategyKind::DataParallel => Err("data-parallel needs at least 1 worker".into()),
+            StrategyKind::DataParallel => fail("data-parallel needs at least 1 worker".into()),
             StrategyKind::ParameterServer if workers >= 2 => Ok(()),
             StrategyKind::ParameterServer => {
-                Err(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
+                fail(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
             }
             // A one-stage pipeline is the single-device baseline of a scaling curve.
             kind if kind.is_pipeline() && workers >= 1 => Ok(()),
-            kind => Err(format!("{kind} needs at least 1 worker")),
+            kind => fail(format!("{kind} needs at least 1 worker")),
         }
     }
 
@@ -111,19 +113,19 @@ impl StrategyKind {
 }
 
 impl FromStr for StrategyKind {
-    type Err = String;
+    type Err = UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|kind| kind.name() == text)
-            .ok_or_else(|| format!("unknown strategy `{text}`; valid: {}", Self::valid_names().join(", ")))
+        Self::ALL.iter().copied().find(|kind| kind.name() == text).ok_or_else(|| UnknownName {
+            what: "strategy",
+            name: text.to_owned(),
+            valid: Self::valid_names().join(", "),
+        })
     }
 }
 
 impl TryFrom<String> for StrategyKind {
-    type Error = String;
+    type Error = UnknownName;
     fn try_from(text: String) -> Result<Self, Self::Error> {
         text.parse()
     }

@@ -2,7 +2,8 @@
 //!
 //! The synchronous schedules are per batch: `micro_batches` forwards and as many
 //! backwards, then the stage's update. PipeDream updates after each backward instead
-//! ([`Schedule::updates_per_micro_batch`]) and never flushes ([`pipedream_actions`]). The orders follow the papers (SPEC §5):
+//! ([`Schedule::updates_per_micro_batch`]) and never flushes ([`pipedream_actions`]). The
+//! orders are the ones the GPipe, PipeDream and PipeDream-2BW papers give:
 //!
 //! - **model-parallel**: the whole batch as one micro-batch, `F0 B0`; at most one stage
 //!   busy at a time.
@@ -17,7 +18,7 @@
 use crate::StrategyKind;
 
 /// One unit of a stage's work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Forward pass of a micro-batch through this stage.
     Forward(usize),

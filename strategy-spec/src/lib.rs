@@ -1,0 +1,20 @@
+//! The vocabulary of training strategies, libtorch-free: what a strategy is and which
+//! parameters it takes ([`Strategy`]), how a suite sweeps them ([`StrategySweep`]), how a
+//! results table stores them ([`StrategyColumns`]) and in which order a pipeline stage
+//! works ([`Schedule`]). See the crate README.
+
+mod columns;
+mod error;
+mod kind;
+mod parameters;
+pub mod schedule;
+mod strategy;
+mod sweep;
+
+pub use columns::StrategyColumns;
+pub use error::{ColumnsError, Infeasible, SweepError, UnknownName};
+pub use kind::StrategyKind;
+pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
+pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
+pub use strategy::{Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
+pub use sweep::StrategySweep;

@@ -1,0 +1,476 @@
+//! [`Strategy`]: one way of training with the parameters it takes, and every rule about
+//! them (which applies where, ranges, defaults, feasibility, how a cell is named).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{check_balance, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, StrategyKind, SweepError};
+
+/// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
+pub const DEFAULT_FUSION_THRESHOLD_MIB: u64 = 64;
+
+/// A strategy and the parameters it was given. A parameter left out (`None`) takes its
+/// default when training and is left out of the trial's id and the stored row, so a cell
+/// that names its default (`micro_batches: 1`) stays a different cell from one that does not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Strategy {
+    /// One worker; the baseline every speedup divides by.
+    Single,
+    /// Replicas on every worker, gradients all-reduced in fused buckets.
+    DataParallel {
+        /// Bucket size in MiB (default [`DEFAULT_FUSION_THRESHOLD_MIB`]).
+        #[serde(default)]
+        fusion_threshold_mib: Option<u64>,
+    },
+    /// Workers push gradients to a server, which updates and returns the weights.
+    ParameterServer {
+        /// Where the server runs (default colocated on rank 0).
+        #[serde(default)]
+        server: Option<ServerPlacement>,
+    },
+    /// Consecutive stages, one per worker, the whole batch at a time.
+    ModelParallel {
+        /// How network stages are split (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+        /// Activation checkpointing (default never).
+        #[serde(default)]
+        checkpoint: Option<Checkpoint>,
+    },
+    /// Fill and drain over micro-batches, one update per batch.
+    Gpipe {
+        /// Micro-batches per batch (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+        /// Activation checkpointing (default never).
+        #[serde(default)]
+        checkpoint: Option<Checkpoint>,
+    },
+    /// PipeDream-flush: one forward, one backward, one update per batch.
+    #[serde(rename = "1f1b")]
+    OneFOneB {
+        /// Micro-batches per batch (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+        /// Activation checkpointing (default never).
+        #[serde(default)]
+        checkpoint: Option<Checkpoint>,
+    },
+    /// Asynchronous 1F1B with weight stashing (it recomputes every stashed micro-batch
+    /// already, so it takes no checkpoint mode).
+    #[serde(rename = "pipedream")]
+    PipeDream {
+        /// Micro-batches per optimizer step (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+    },
+    /// Data-parallel replicas of a 1F1B pipeline of `pipeline_stages` stages.
+    Hybrid {
+        /// Stages per pipeline (pp); the replicas are workers ÷ pp.
+        pipeline_stages: usize,
+        /// Micro-batches per batch (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+        /// Activation checkpointing (default never).
+        #[serde(default)]
+        checkpoint: Option<Checkpoint>,
+    },
+}
+
+/// Every parameter a strategy may take, each optional: what a suite entry, an `include`
+/// cell or a stored row gives, before [`Strategy::new`] checks which apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parameters {
+    /// Micro-batches per batch.
+    pub micro_batches: Option<usize>,
+    /// Pipeline balance.
+    pub balance: Option<Balance>,
+    /// Checkpoint mode.
+    pub checkpoint: Option<Checkpoint>,
+    /// Data-parallel fusion threshold, MiB.
+    pub fusion_threshold_mib: Option<u64>,
+    /// Parameter-server placement.
+    pub server: Option<ServerPlacement>,
+    /// Hybrid's stages per pipeline.
+    pub pipeline_stages: Option<usize>,
+}
+
+/// Which strategies take each parameter, by the name suites give it.
+const APPLIES_TO: [(&str, &[StrategyKind]); 6] = [
+    ("micro_batches", &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid]),
+    ("balance", StrategyKind::PIPELINES),
+    ("checkpoint", &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid]),
+    ("fusion_threshold_mib", &[StrategyKind::DataParallel]),
+    ("server", &[StrategyKind::ParameterServer]),
+    ("pipeline_stages", &[StrategyKind::Hybrid]),
+];
+
+impl Strategy {
+    /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
+    /// does not take (it would be silently ignored), a value out of range, one it needs.
+    pub fn new(kind: StrategyKind, parameters: Parameters) -> Result<Strategy, SweepError> {
+        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
+            parameters;
+        let given = [
+            micro_batches.is_some(),
+            balance.is_some(),
+            checkpoint.is_some(),
+            fusion_threshold_mib.is_some(),
+            server.is_some(),
+            pipeline_stages.is_some(),
+        ];
+        for ((field, applies_to), given) in APPLIES_TO.iter().zip(given) {
+            if given && !applies_to.contains(&kind) {
+                let names: Vec<&str> = applies_to.iter().map(|kind| kind.name()).collect();
+                let message = format!("does not apply to strategy {kind}; it applies to {}", names.join(", "));
+                return Err(SweepError { field, message });
+            }
+        }
+        let error = |field, message: &str| Err(SweepError { field, message: message.to_owned() });
+        if micro_batches == Some(0) {
+            return error("micro_batches", "give one or more micro-batch counts, each at least 1");
+        }
+        if fusion_threshold_mib == Some(0) {
+            return error("fusion_threshold_mib", "must be at least 1 (MiB)");
+        }
+        if let Some(Balance::Explicit(counts)) = &balance {
+            if counts.is_empty() || counts.contains(&0) {
+                return error("balance", "an explicit balance lists one positive stage count per worker");
+            }
+        }
+        Ok(match kind {
+            StrategyKind::Single => Strategy::Single,
+            StrategyKind::DataParallel => Strategy::DataParallel { fusion_threshold_mib },
+            StrategyKind::ParameterServer => Strategy::ParameterServer { server },
+            StrategyKind::ModelParallel => Strategy::ModelParallel { balance, checkpoint },
+            StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
+            StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
+            StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance },
+            StrategyKind::Hybrid => match pipeline_stages {
+                None => return error("pipeline_stages", "hybrid needs pipeline_stages (pp); workers = dp × pp"),
+                Some(0) => return error("pipeline_stages", "must be at least 1"),
+                Some(pipeline_stages) => Strategy::Hybrid { pipeline_stages, micro_batches, balance, checkpoint },
+            },
+        })
+    }
+
+    /// The parameters as given (the inverse of [`Strategy::new`]).
+    pub fn parameters(&self) -> Parameters {
+        let mut parameters = Parameters::default();
+        match self {
+            Strategy::Single => {}
+            Strategy::DataParallel { fusion_threshold_mib } => parameters.fusion_threshold_mib = *fusion_threshold_mib,
+            Strategy::ParameterServer { server } => parameters.server = *server,
+            Strategy::ModelParallel { balance, checkpoint } => {
+                (parameters.balance, parameters.checkpoint) = (balance.clone(), *checkpoint)
+            }
+            Strategy::Gpipe { micro_batches, balance, checkpoint }
+            | Strategy::OneFOneB { micro_batches, balance, checkpoint } => {
+                (parameters.micro_batches, parameters.balance, parameters.checkpoint) =
+                    (*micro_batches, balance.clone(), *checkpoint)
+            }
+            Strategy::PipeDream { micro_batches, balance } => {
+                (parameters.micro_batches, parameters.balance) = (*micro_batches, balance.clone())
+            }
+            Strategy::Hybrid { pipeline_stages, micro_batches, balance, checkpoint } => {
+                parameters = Parameters {
+                    micro_batches: *micro_batches,
+                    balance: balance.clone(),
+                    checkpoint: *checkpoint,
+                    pipeline_stages: Some(*pipeline_stages),
+                    ..parameters
+                }
+            }
+        }
+        parameters
+    }
+
+    /// Which strategy, without parameters.
+    pub fn kind(&self) -> StrategyKind {
+        match self {
+            Strategy::Single => StrategyKind::Single,
+            Strategy::DataParallel { .. } => StrategyKind::DataParallel,
+            Strategy::ParameterServer { .. } => StrategyKind::ParameterServer,
+            Strategy::ModelParallel { .. } => StrategyKind::ModelParallel,
+            Strategy::Gpipe { .. } => StrategyKind::Gpipe,
+            Strategy::OneFOneB { .. } => StrategyKind::OneFOneB,
+            Strategy::PipeDream { .. } => StrategyKind::PipeDream,
+            Strategy::Hybrid { .. } => StrategyKind::Hybrid,
+        }
+    }
+
+    /// The name in suite files and results (`gpipe`).
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// Bytes per all-reduce bucket of data-parallel (its default when not given).
+    pub fn fusion_threshold_bytes(&self) -> u64 {
+        let mib = match self {
+            Strategy::DataParallel { fusion_threshold_mib } => *fusion_threshold_mib,
+            _ => None,
+        };
+        mib.unwrap_or(DEFAULT_FUSION_THRESHOLD_MIB) << 20
+    }
+
+    /// Where the parameter server runs (colocated when not given).
+    pub fn server_placement(&self) -> ServerPlacement {
+        self.parameters().server.unwrap_or_default()
+    }
+
+    /// The pipeline schedule, for the strategies that cut the network into stages.
+    pub fn schedule(&self) -> Option<Schedule> {
+        Schedule::of(self.kind())
+    }
+
+    /// Micro-batches each batch is split into (1 when not given; model-parallel always 1).
+    pub fn micro_batches(&self) -> usize {
+        let requested = self.parameters().micro_batches.unwrap_or(1);
+        self.schedule().map_or(1, |schedule| schedule.micro_batches(requested))
+    }
+
+    /// How the pipeline's stages are split (uniform when not given).
+    pub fn balance(&self) -> Balance {
+        self.parameters().balance.unwrap_or(Balance::Uniform)
+    }
+
+    /// Activation checkpointing (never when not given).
+    pub fn checkpoint(&self) -> Checkpoint {
+        self.parameters().checkpoint.unwrap_or_default()
+    }
+
+    /// `(stages, replicas)` of a pipeline over `workers` workers: hybrid's pp stages and
+    /// workers ÷ pp replicas, every other pipeline one stage per worker.
+    pub fn pipeline_shape(&self, workers: usize) -> Result<(usize, usize), Infeasible> {
+        let stages = match self {
+            Strategy::Hybrid { pipeline_stages, .. } => *pipeline_stages,
+            _ => workers,
+        };
+        if stages == 0 || workers % stages != 0 {
+            return Err(Infeasible(format!(
+                "{workers} workers cannot form pipelines of {stages} stages (workers = dp × pp)"
+            )));
+        }
+        Ok((stages, workers / stages))
+    }
+
+    /// Samples per optimizer step over all workers for a per-worker `batch`: every
+    /// data-parallel worker trains on its own batch; a pipeline's stages share one
+    /// (hybrid: one per replica).
+    pub fn global_batch(&self, batch: usize, workers: usize) -> usize {
+        if self.kind().shards_batch() {
+            batch * workers
+        } else {
+            batch * self.pipeline_shape(workers).map_or(1, |(_, replicas)| replicas)
+        }
+    }
+
+    /// Why `workers` workers cannot train `network` (of `network_stages` stages) with a
+    /// per-worker `batch` under this strategy, if they cannot.
+    pub fn check(&self, workers: usize, batch: usize, network: &str, network_stages: usize) -> Result<(), Infeasible> {
+        self.kind().check_workers(workers)?;
+        if let Some(micro_batches) = self.parameters().micro_batches {
+            if micro_batches > batch {
+                return Err(Infeasible(format!("{micro_batches} micro-batches exceed the batch of {batch}")));
+            }
+        }
+        if self.kind().is_pipeline() {
+            let (stages, _) = self.pipeline_shape(workers)?;
+            check_balance(network_stages, &self.balance(), stages)
+                .map_err(|error| Infeasible(format!("{network}: {error}")))?;
+        }
+        Ok(())
+    }
+
+    /// The parameters given, as they appear in a trial id after `__w<W>__b<B>`:
+    /// `__m4__bal-2-3__ckpt-except_last` (ids are file names: no brackets or commas).
+    pub fn id_parameters(&self) -> String {
+        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
+            self.parameters();
+        let mut id = String::new();
+        if let Some(m) = micro_batches {
+            id += &format!("__m{m}");
+        }
+        if let Some(mib) = fusion_threshold_mib {
+            id += &format!("__fusion{mib}mib");
+        }
+        if let Some(server) = server {
+            id += &format!("__server-{server}");
+        }
+        if let Some(stages) = pipeline_stages {
+            id += &format!("__pp{stages}");
+        }
+        if let Some(balance) = balance {
+            id += &format!("__bal-{}", balance.to_string().replace(['[', ']'], "").replace(',', "-"));
+        }
+        if let Some(checkpoint) = checkpoint {
+            id += &format!("__ckpt-{checkpoint}");
+        }
+        id
+    }
+
+    /// The strategy with its workers and the parameters given, as comparisons and
+    /// rankings name it: `gpipe ×2 m4 bal time`, `hybrid ×4 pp2 m4`.
+    pub fn label_with_workers(&self, workers: usize) -> String {
+        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
+            self.parameters();
+        let mut label = format!("{} ×{workers}", self.name());
+        let mut add = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                label.push_str(&format!(" {name}{value}"));
+            }
+        };
+        add("pp", pipeline_stages.map(|pp| pp.to_string()));
+        add("m", micro_batches.map(|m| m.to_string()));
+        add("bal ", balance.map(|balance| balance.to_string()));
+        add("ckpt ", checkpoint.map(|checkpoint| checkpoint.to_string()));
+        add("fusion ", fusion_threshold_mib.map(|mib| (mib << 20).to_string()));
+        add("server ", server.map(|server| server.to_string()));
+        label
+    }
+
+    /// The pipeline parameters given, by the names reports use (`m`, `balance`,
+    /// `checkpoint`): a report names one in a strategy's label only where the run tried
+    /// that strategy with more than one value of it.
+    pub fn pipeline_parameters(&self) -> [(&'static str, Option<String>); 3] {
+        let parameters = self.parameters();
+        [
+            ("m", parameters.micro_batches.map(|m| m.to_string())),
+            ("balance", parameters.balance.map(|balance| balance.to_string())),
+            ("checkpoint", parameters.checkpoint.map(|checkpoint| checkpoint.to_string())),
+        ]
+    }
+
+    /// The label reports group and draw by: the name, then in parentheses the pipeline
+    /// parameters `varies` says the run varied, the fusion threshold and the server
+    /// placement where given: `gpipe (m 4)`, `parameter-server (dedicated)`.
+    pub fn report_label(&self, varies: impl Fn(&str) -> bool) -> String {
+        let mut shown: Vec<String> = self
+            .pipeline_parameters()
+            .into_iter()
+            .filter(|(name, _)| varies(name))
+            .filter_map(|(name, value)| value.map(|value| format!("{name} {value}")))
+            .collect();
+        let parameters = self.parameters();
+        if let Some(mib) = parameters.fusion_threshold_mib {
+            shown.push(format!("fusion {mib} MiB"));
+        }
+        if let Some(server) = parameters.server {
+            shown.push(server.to_string());
+        }
+        match shown.is_empty() {
+            true => self.name().to_owned(),
+            false => format!("{} ({})", self.name(), shown.join(", ")),
+        }
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())?;
+        f.write_str(&self.id_parameters().replace("__", " "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpipe(m: usize) -> Strategy {
+        Strategy::new(StrategyKind::Gpipe, Parameters { micro_batches: Some(m), ..Parameters::default() }).unwrap()
+    }
+
+    #[test]
+    fn a_parameter_of_another_strategy_is_refused_naming_where_it_applies() {
+        let error = Strategy::new(StrategyKind::Single, Parameters { micro_batches: Some(2), ..Default::default() })
+            .unwrap_err();
+        assert_eq!(error.field, "micro_batches");
+        assert_eq!(error.message, "does not apply to strategy single; it applies to gpipe, 1f1b, pipedream, hybrid");
+        let error = Strategy::new(
+            StrategyKind::PipeDream,
+            Parameters { checkpoint: Some(Checkpoint::Always), ..Default::default() },
+        )
+        .unwrap_err();
+        assert!(error.message.contains("model-parallel, gpipe, 1f1b, hybrid"), "{error}");
+        let error = Strategy::new(StrategyKind::Hybrid, Parameters::default()).unwrap_err();
+        assert_eq!(error.field, "pipeline_stages");
+    }
+
+    #[test]
+    fn parameters_round_trip_and_defaults_apply_where_none_was_given() {
+        let hybrid = Strategy::new(
+            StrategyKind::Hybrid,
+            Parameters {
+                pipeline_stages: Some(2),
+                micro_batches: Some(4),
+                balance: Some(Balance::Time),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(Strategy::new(hybrid.kind(), hybrid.parameters()).unwrap(), hybrid);
+        assert_eq!(hybrid.pipeline_shape(6).unwrap(), (2, 3));
+        assert_eq!(hybrid.global_batch(32, 6), 96, "one batch per replica");
+        assert_eq!(hybrid.checkpoint(), Checkpoint::Never);
+        let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
+        assert_eq!(data_parallel.fusion_threshold_bytes(), 64 << 20);
+        assert_eq!(data_parallel.global_batch(32, 4), 128);
+        let model_parallel = Strategy::new(StrategyKind::ModelParallel, Parameters::default()).unwrap();
+        assert_eq!(model_parallel.micro_batches(), 1);
+        assert_eq!(gpipe(4).micro_batches(), 4);
+    }
+
+    #[test]
+    fn ids_and_labels_name_exactly_the_parameters_given() {
+        let hybrid = Strategy::new(
+            StrategyKind::Hybrid,
+            Parameters {
+                pipeline_stages: Some(2),
+                micro_batches: Some(4),
+                balance: Some(Balance::Explicit(vec![2, 3])),
+                checkpoint: Some(Checkpoint::ExceptLast),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(hybrid.id_parameters(), "__m4__pp2__bal-2-3__ckpt-except_last");
+        assert_eq!(hybrid.label_with_workers(4), "hybrid ×4 pp2 m4 bal [2,3] ckpt except_last");
+        assert_eq!(hybrid.report_label(|name| name == "m"), "hybrid (m 4)");
+        let server = Strategy::new(
+            StrategyKind::ParameterServer,
+            Parameters { server: Some(ServerPlacement::Dedicated), ..Default::default() },
+        )
+        .unwrap();
+        assert_eq!(server.report_label(|_| true), "parameter-server (dedicated)");
+        assert_eq!(server.id_parameters(), "__server-dedicated");
+        assert_eq!(Strategy::Single.report_label(|_| true), "single");
+    }
+
+    #[test]
+    fn infeasible_cells_say_why() {
+        assert_eq!(gpipe(4).check(2, 2, "small-cnn", 5).unwrap_err().0, "4 micro-batches exceed the batch of 2");
+        let reason = gpipe(1).check(8, 32, "small-cnn", 5).unwrap_err().0;
+        assert!(reason.starts_with("small-cnn: 8 pipeline stages requested") && reason.contains('5'), "{reason}");
+        assert!(Strategy::Single.check(2, 32, "small-cnn", 5).is_err());
+        assert_eq!(gpipe(4).check(2, 32, "small-cnn", 5), Ok(()));
+    }
+
+    #[test]
+    fn a_trial_spec_carries_the_strategy_as_tagged_json() {
+        let json = serde_json::to_string(&gpipe(4)).unwrap();
+        assert_eq!(json, r#"{"name":"gpipe","micro_batches":4,"balance":null,"checkpoint":null}"#);
+        assert_eq!(serde_json::from_str::<Strategy>(&json).unwrap(), gpipe(4));
+    }
+}

@@ -1,0 +1,168 @@
+//! A suite file's strategy entry: a name, or a map of the strategy's worker counts and
+//! parameters, where `workers` and `micro_batches` are axes (lists) to sweep.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use crate::{Balance, Checkpoint, Parameters, ServerPlacement, Strategy, StrategyKind, SweepError};
+
+/// One entry of a suite's `strategies` axis.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[serde(remote = "Self")]
+pub struct StrategySweep {
+    /// Which strategy.
+    pub name: StrategyKind,
+    /// Worker counts to try.
+    #[serde(default = "one_worker")]
+    pub workers: Vec<usize>,
+    /// Micro-batch counts to try (pipelines).
+    #[serde(default)]
+    pub micro_batches: Option<Vec<usize>>,
+    /// Pipeline partitioning.
+    #[serde(default)]
+    pub balance: Option<Balance>,
+    /// Pipeline checkpoint mode.
+    #[serde(default)]
+    pub checkpoint: Option<Checkpoint>,
+    /// Gradient fusion bucket size in MiB (data parallel; Horovod's default is 64).
+    #[serde(default)]
+    pub fusion_threshold_mib: Option<u64>,
+    /// Where the parameter server runs (`colocated` on rank 0, default, or `dedicated`).
+    #[serde(default)]
+    pub server: Option<ServerPlacement>,
+    /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
+    #[serde(default)]
+    pub pipeline_stages: Option<usize>,
+}
+
+fn one_worker() -> Vec<usize> {
+    vec![1]
+}
+
+impl StrategySweep {
+    /// The entry a bare name stands for: one worker, default parameters.
+    pub fn named(name: StrategyKind) -> StrategySweep {
+        StrategySweep {
+            name,
+            workers: one_worker(),
+            micro_batches: None,
+            balance: None,
+            checkpoint: None,
+            fusion_threshold_mib: None,
+            server: None,
+            pipeline_stages: None,
+        }
+    }
+
+    /// Checks what serde cannot, for per-worker batches `batches` (`(data set, batch)`,
+    /// one per data set of the suite): empty axes, zero counts, more micro-batches than a
+    /// batch has samples, and every rule of [`Strategy::new`].
+    pub fn validate(&self, batches: &[(String, usize)]) -> Result<(), SweepError> {
+        let error = |field, message: String| Err(SweepError { field, message });
+        if self.workers.is_empty() || self.workers.contains(&0) {
+            return error("workers", "give one or more worker counts, each at least 1".into());
+        }
+        if let Some(counts) = &self.micro_batches {
+            if counts.is_empty() || counts.contains(&0) {
+                return error("micro_batches", "give one or more micro-batch counts, each at least 1".into());
+            }
+            for (dataset, batch) in batches {
+                if let Some(&too_many) = counts.iter().find(|&&m| m > *batch) {
+                    return error(
+                        "micro_batches",
+                        format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"),
+                    );
+                }
+            }
+        }
+        self.expand().map(|_| ())
+    }
+
+    /// Every `(workers, strategy)` of the entry, in order: worker counts, then micro-batch
+    /// counts.
+    pub fn expand(&self) -> Result<Vec<(usize, Strategy)>, SweepError> {
+        let micro_batches: Vec<Option<usize>> = match &self.micro_batches {
+            Some(counts) => counts.iter().copied().map(Some).collect(),
+            None => vec![None],
+        };
+        let mut cells = Vec::new();
+        for &workers in &self.workers {
+            for &micro_batches in &micro_batches {
+                let parameters = Parameters {
+                    micro_batches,
+                    balance: self.balance.clone(),
+                    checkpoint: self.checkpoint,
+                    fusion_threshold_mib: self.fusion_threshold_mib,
+                    server: self.server,
+                    pipeline_stages: self.pipeline_stages,
+                };
+                cells.push((workers, Strategy::new(self.name, parameters)?));
+            }
+        }
+        Ok(cells)
+    }
+}
+
+impl Serialize for StrategySweep {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StrategySweep::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for StrategySweep {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntryVisitor;
+        impl<'de> Visitor<'de> for EntryVisitor {
+            type Value = StrategySweep;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a strategy name, or a map with `name` and the strategy's parameters")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<StrategySweep, E> {
+                Ok(StrategySweep::named(name.parse().map_err(E::custom)?))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<StrategySweep, M::Error> {
+                StrategySweep::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, _seq: S) -> Result<StrategySweep, S::Error> {
+                Err(de::Error::custom("a strategy entry is a name or a map, not a list"))
+            }
+        }
+        deserializer.deserialize_any(EntryVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(yaml: &str) -> StrategySweep {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn an_entry_is_a_name_or_a_map_and_expands_workers_then_micro_batches() {
+        assert_eq!(sweep("single"), StrategySweep::named(StrategyKind::Single));
+        let entry = sweep("{name: gpipe, workers: [2, 4], micro_batches: [1, 8], balance: time}");
+        let cells = entry.expand().unwrap();
+        let ids: Vec<String> = cells.iter().map(|(w, s)| format!("w{w}{}", s.id_parameters())).collect();
+        assert_eq!(ids, ["w2__m1__bal-time", "w2__m8__bal-time", "w4__m1__bal-time", "w4__m8__bal-time"]);
+    }
+
+    #[test]
+    fn validation_names_the_field_and_the_valid_choices() {
+        let error = sweep("{name: single, server: dedicated}").validate(&[]).unwrap_err();
+        assert_eq!(
+            (error.field, error.message.as_str()),
+            ("server", "does not apply to strategy single; it applies to parameter-server")
+        );
+        let error = sweep("{name: gpipe, micro_batches: [4, 64]}").validate(&[("mnist".into(), 32)]).unwrap_err();
+        assert_eq!(error.to_string(), "micro_batches: 64 micro-batches exceed the batch of 32 samples for mnist");
+        let error = sweep("{name: hybrid, workers: [4]}").validate(&[]).unwrap_err();
+        assert_eq!(error.field, "pipeline_stages");
+        let unknown = serde_saphyr::from_str::<StrategySweep>("zero-bubble").unwrap_err().to_string();
+        assert!(unknown.contains("unknown strategy `zero-bubble`; valid: single, data-parallel"), "{unknown}");
+    }
+}
