@@ -3,7 +3,7 @@
 
 Why a script: libtorch's own download site is unreachable here, and PyPI's torch wheel
 is a CUDA build whose CUDA libraries are several gigabytes. On a machine without a GPU we
-take only the CPU subset (SPEC §6, ~490 MB); where `nvidia-smi -L` lists a GPU we install
+take only the CPU subset (~490 MB); where `nvidia-smi -L` lists a GPU we install
 the full CUDA torch into a venv inside the cache and point libtorch at it.
 
 Idempotent: a stamp file records what was installed; a second run only checks it.

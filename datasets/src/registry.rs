@@ -21,11 +21,11 @@ pub struct DatasetInfo {
     pub train_len: usize,
     /// Test samples of the real data set (and of its synthetic twin).
     pub test_len: usize,
-    /// Per-worker batch for single and data-parallel training (SPEC §4).
+    /// Per-worker batch for single and data-parallel training (the thesis's table 3.3).
     pub batch_size: usize,
-    /// Per-pipeline batch for GPipe (SPEC §4).
+    /// Per-pipeline batch for GPipe (the thesis's table 3.3).
     pub gpipe_batch: usize,
-    /// Micro-batches the GPipe batch is split into (SPEC §4).
+    /// Micro-batches the GPipe batch is split into (the thesis's table 3.3).
     pub gpipe_micro_batches: usize,
     /// Default test accuracy that ends time-to-accuracy; callers may override it.
     pub target_accuracy: f64,

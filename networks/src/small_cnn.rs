@@ -1,4 +1,4 @@
-//! The small CNN for quick runs (seed 002's Keras MNIST model, PyTorch's `examples/mnist`
+//! The small CNN for quick runs (the TensorFlow MNIST study's Keras model, PyTorch's `examples/mnist`
 //! without dropout): two valid 3×3 convolutions, one max-pool, two fc layers.
 
 use crate::input_shape::InputShape;

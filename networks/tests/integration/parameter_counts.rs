@@ -47,7 +47,7 @@ const fn pin(name: &'static str, mnist: u64, cifar10: u64, imagenet: Option<u64>
 ///   60,240, so 2,236,682 + 60,240 = 2,296,922, pytorch-cifar's published count.
 /// - MNIST: one input channel instead of three takes 2·9·(stem channels) weights off the
 ///   first 3×3 conv: −1,152 for ResNet and VGG (64 channels), −576 for MobileNetV2 (32).
-/// - `small-cnn`: MNIST 1,199,882 (seed 002's Keras `model.summary()`); CIFAR-10:
+/// - `small-cnn`: MNIST 1,199,882 (the TensorFlow MNIST study's Keras `model.summary()`); CIFAR-10:
 ///   conv1 3·32·9 + 32 = 896, conv2 32·64·9 + 64 = 18,496, fc1 (64·14·14 = 12,544)·128 +
 ///   128 = 1,605,760, fc2 128·10 + 10 = 1,290; 1,626,442.
 const PINNED: &[Pinned] = &[

@@ -1,5 +1,6 @@
 //! Time-to-accuracy per trial: the trials table's headline number and target, and the test
-//! accuracy curve from the epochs table's evaluations (seed 000 figs. 14–17).
+//! accuracy curve from the epochs table's evaluations (the single-GPU vs data/model/GPipe
+//! study, figs. 14–17).
 
 use std::collections::HashMap;
 

@@ -1,4 +1,4 @@
-//! The pipeline bubble (SPEC §7): the measured idle share of a timeline next to GPipe's
+//! The pipeline bubble: the measured idle share of a timeline next to GPipe's
 //! theoretical (p − 1) / (m + p − 1).
 
 use std::collections::BTreeSet;

@@ -1,5 +1,5 @@
 //! Device utilisation and memory per cell, medians over the `ok` repeats of each trial's
-//! telemetry summary in the trials table (seed 000 figs. 8–11).
+//! telemetry summary in the trials table (the single-GPU vs data/model/GPipe study, figs. 8–11).
 
 use polars::prelude::DataFrame;
 

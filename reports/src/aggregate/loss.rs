@@ -1,5 +1,5 @@
 //! Training loss per step from the steps table, placed in epochs and thinned for drawing
-//! (seed 000 figs. 18–19).
+//! (the single-GPU vs data/model/GPipe study, figs. 18–19).
 
 use std::collections::HashMap;
 

@@ -1,4 +1,4 @@
-//! Pipeline trials (SPEC §5, §7): what each stage held and what it measured, from the run's
+//! Pipeline trials: what each stage held and what it measured, from the run's
 //! `pipeline_stages` table (see `stratlab_results::pipeline_stage_rows`), and one timed step
 //! of a trial's events as the timeline the figure draws (thesis figs. 2.5, 6.1, 7.2).
 

@@ -1,4 +1,4 @@
-//! Speedup over `single` and scaling efficiency (SPEC §7), from the throughput medians and
+//! Speedup over `single` and scaling efficiency, from the throughput medians and
 //! ranges of a cell and of its baseline; absent, with the reason, when there is no baseline.
 
 use crate::{Failure, Outcome, Stat};

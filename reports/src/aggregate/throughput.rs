@@ -1,4 +1,4 @@
-//! Throughput, seconds per epoch and speedup per cell (SPEC §7): the numbers behind the
+//! Throughput, seconds per epoch and speedup per cell: the numbers behind the
 //! speedup, scaling and throughput figures.
 
 use std::collections::{HashMap, HashSet};

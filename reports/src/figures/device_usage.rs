@@ -1,5 +1,6 @@
-//! Seed 000 figs. 8, 9, 17 and 18: mean and max device utilisation and memory per strategy,
-//! four panels so mean and peak are read on their own scales.
+//! Figs. 8, 9, 17 and 18 of the single-GPU vs data/model/GPipe study: mean and max device
+//! utilisation and memory per strategy, four panels so mean and peak are read on their own
+//! scales.
 
 use std::path::PathBuf;
 

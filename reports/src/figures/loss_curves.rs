@@ -1,5 +1,6 @@
-//! Seed 000 fig. 14: training loss against epochs, a curve per strategy, so a reader sees
-//! that strategies converge alike (or which one diverged and when).
+//! Fig. 14 of the single-GPU vs data/model/GPipe study: training loss against epochs, a curve
+//! per strategy, so a reader sees that strategies converge alike (or which one diverged and
+//! when).
 
 use std::path::PathBuf;
 

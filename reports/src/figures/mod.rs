@@ -25,7 +25,7 @@ pub(crate) fn unique_in_order<'a>(values: impl IntoIterator<Item = &'a str>) -> 
     seen
 }
 
-/// Strategies in the SPEC's order (single first, then data-parallel, …), unknown ones after
+/// Strategies in `style.rs`'s order (single first, then data-parallel, …), unknown ones after
 /// in order of appearance, so panels and slots sit in the same place in every figure.
 pub(crate) fn strategies_in_order<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut strategies = unique_in_order(values);

@@ -1,5 +1,6 @@
-//! The common shape of seed 000's per-strategy bar figures (throughput, epoch time,
-//! utilisation, memory): panels per metric, categories per network (and data set), one bar
+//! The common shape of the single-GPU vs data/model/GPipe study's per-strategy bar figures
+//! (throughput, epoch time, utilisation, memory): panels per metric, categories per network
+//! (and data set), one bar
 //! per strategy and worker count in that strategy's colour.
 
 use plotters::coord::Shift;
@@ -48,7 +49,7 @@ impl Series {
     }
 }
 
-/// The series of `pairs` in SPEC strategy order, then by W; a strategy seen at several W
+/// The series of `pairs` in `style.rs`'s strategy order, then by W; a strategy seen at several W
 /// keeps its hue, lighter for larger W, so colour still names the strategy.
 pub(crate) fn strategy_series<'a>(pairs: impl IntoIterator<Item = (&'a str, u32)>) -> Vec<Series> {
     let mut keys: Vec<(String, u32)> = Vec::new();

@@ -1,5 +1,6 @@
-//! Seed 000 figs. 7 and 10: training throughput (samples/s) and seconds per epoch, a bar
-//! per strategy, side by side so a reader sees both the rate and the wall-clock cost.
+//! Figs. 7 and 10 of the single-GPU vs data/model/GPipe study: training throughput (samples/s)
+//! and seconds per epoch, a bar per strategy, side by side so a reader sees both the rate and
+//! the wall-clock cost.
 
 use std::path::PathBuf;
 

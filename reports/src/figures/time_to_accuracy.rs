@@ -1,5 +1,6 @@
-//! Seed 000 fig. 13: test accuracy against wall-clock time, a curve per strategy, the data
-//! set's target drawn, and each run's time-to-accuracy marked where it first reaches it.
+//! Fig. 13 of the single-GPU vs data/model/GPipe study: test accuracy against wall-clock time,
+//! a curve per strategy, the data set's target drawn, and each run's time-to-accuracy marked
+//! where it first reaches it.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! Without batch norm, data-parallel and parameter-server training on several processes
-//! must give the weights single-device training gives on the same global batch (SPEC §5),
+//! must give the weights single-device training gives on the same global batch,
 //! up to rounding: 5 steps in float64 from the same seed, compared to [`TOLERANCE`].
 //!
 //! The ranks are child processes of this test binary (re-run with `--exact --ignored` on
@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategy_spec::ServerPlacement;
 use stratlab_strategies::{data_parallel, parameter_server, TrainConfig, TrainContext};
+use stratlab_strategy_spec::ServerPlacement;
 use tch::Tensor;
 
 /// The child side: one rank of the role named in the environment; rank 0 saves its weights.

@@ -1,4 +1,4 @@
-//! Hand-made inputs for every figure kind, shaped like SPEC §9's findings (data parallelism
+//! Hand-made inputs for every figure kind, shaped like the published findings (data parallelism
 //! scales, model parallelism does not, pipelines recover with micro-batches), with failed
 //! trials and single runs mixed in. Shared by the tests and the `sample_figures` example.
 
@@ -80,7 +80,7 @@ pub fn scaling_input() -> Vec<ScalingPoint> {
 const STRATEGIES: [(&str, u32, f64); 4] =
     [("single", 1, 1.0), ("data-parallel", 4, 3.4), ("model-parallel", 4, 0.9), ("gpipe", 4, 2.3)];
 
-/// Seed 000 figs. 7 and 10 on CIFAR-10, with one OOM.
+/// Figs. 7 and 10 of the single-GPU vs data/model/GPipe study on CIFAR-10, with one OOM.
 pub fn throughput_input() -> Vec<ThroughputBar> {
     let mut bars = Vec::new();
     for (network, single_rate) in [("resnet18", 2400.0), ("vgg16", 1500.0), ("mobilenet_v2", 2100.0)] {
@@ -100,7 +100,8 @@ pub fn throughput_input() -> Vec<ThroughputBar> {
     bars
 }
 
-/// Seed 000 figs. 8, 9, 17 and 18 on CIFAR-10: every value a single run.
+/// Figs. 8, 9, 17 and 18 of the single-GPU vs data/model/GPipe study on CIFAR-10: every value
+/// a single run.
 pub fn device_usage_input() -> Vec<DeviceUsageBar> {
     let gib = 1024.0 * 1024.0 * 1024.0;
     let mut bars = Vec::new();
@@ -142,7 +143,8 @@ fn accuracy_curve(
     AccuracyCurve { strategy: strategy.into(), workers, points, failure }
 }
 
-/// Seed 000 fig. 13: ResNet-18 on CIFAR-10, target 90 %, one crash and one never starting.
+/// Fig. 13 of the single-GPU vs data/model/GPipe study: ResNet-18 on CIFAR-10, target 90 %,
+/// one crash and one never starting.
 pub fn time_to_accuracy_input() -> TimeToAccuracy {
     TimeToAccuracy {
         network: "resnet18".into(),
@@ -170,7 +172,8 @@ fn loss_curve(strategy: &str, workers: u32, epochs: usize, rate: f64, diverge_at
     LossCurve { strategy: strategy.into(), workers, points, failure: None }
 }
 
-/// Seed 000 fig. 14: loss per epoch, one diverged run and one OOM.
+/// Fig. 14 of the single-GPU vs data/model/GPipe study: loss per epoch, one diverged run and
+/// one OOM.
 pub fn loss_curves_input() -> LossCurves {
     LossCurves {
         network: "resnet18".into(),
