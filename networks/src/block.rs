@@ -1,6 +1,6 @@
 //! What one stage computes: a plain op sequence or a residual block.
 
-use crate::op::{Flops, Op};
+use crate::op::{Flops, Op, ShapeError};
 
 /// The body of a stage. Residual blocks are one variant (not a sequence with a hidden
 /// skip) because a pipeline may only cut *between* blocks: the skip tensor must not
@@ -39,7 +39,7 @@ impl Block {
     }
 
     /// Shape inference and statistics in one walk, so the two always agree.
-    pub(crate) fn analyze(&self, input: &[i64]) -> Result<BlockStats, String> {
+    pub(crate) fn analyze(&self, input: &[i64]) -> Result<BlockStats, ShapeError> {
         let parameters = self.ops().map(Op::parameter_count).sum();
         let (output_dims, flops) = match self {
             Block::Sequential(ops) => walk(ops, input)?,
@@ -47,7 +47,9 @@ impl Block {
                 let (main_dims, mut flops) = walk(main, input)?;
                 let (skip_dims, skip_flops) = walk(shortcut, input)?;
                 if main_dims != skip_dims {
-                    return Err(format!("residual paths disagree: main {main_dims:?}, shortcut {skip_dims:?}"));
+                    return Err(ShapeError(format!(
+                        "residual paths disagree: main {main_dims:?}, shortcut {skip_dims:?}"
+                    )));
                 }
                 flops += skip_flops;
                 // The addition: one FLOP per output element.
@@ -62,7 +64,7 @@ impl Block {
 }
 
 /// Runs shape inference through `ops`, summing their FLOPs.
-fn walk(ops: &[Op], input: &[i64]) -> Result<(Vec<i64>, Flops), String> {
+fn walk(ops: &[Op], input: &[i64]) -> Result<(Vec<i64>, Flops), ShapeError> {
     let mut dims = input.to_vec();
     let mut flops = Flops::default();
     for op in ops {
@@ -90,6 +92,6 @@ mod tests {
     fn residual_with_mismatched_paths_is_rejected() {
         let main = vec![Op::Conv2d(Conv2d::new("conv1", 2, 4, 3, 2))];
         let block = Block::Residual { main, shortcut: vec![], post: vec![] };
-        assert!(block.analyze(&[2, 8, 8]).unwrap_err().contains("disagree"));
+        assert!(block.analyze(&[2, 8, 8]).unwrap_err().0.contains("disagree"));
     }
 }

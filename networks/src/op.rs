@@ -151,12 +151,12 @@ impl Op {
 
     /// The shape of one output sample given one input sample (both without the batch
     /// axis), or why the input does not fit this op.
-    pub fn output_dims(&self, input: &[i64]) -> Result<Vec<i64>, String> {
+    pub fn output_dims(&self, input: &[i64]) -> Result<Vec<i64>, ShapeError> {
         let output = match self {
             Op::Conv2d(c) => {
                 let [channels, height, width] = image_dims(input, "conv2d")?;
                 if channels != c.in_channels {
-                    return Err(format!("{} expects {} channels, got {channels}", c.path, c.in_channels));
+                    return Err(ShapeError(format!("{} expects {} channels, got {channels}", c.path, c.in_channels)));
                 }
                 // Floor division: a window larger than the padded input gives 0, not 1.
                 let side = |x: i64| (x + 2 * c.padding - c.kernel).div_euclid(c.stride) + 1;
@@ -165,7 +165,7 @@ impl Op {
             Op::BatchNorm2d { path, channels: expected } => {
                 let [channels, ..] = image_dims(input, "batch norm")?;
                 if channels != *expected {
-                    return Err(format!("{path} expects {expected} channels, got {channels}"));
+                    return Err(ShapeError(format!("{path} expects {expected} channels, got {channels}")));
                 }
                 input.to_vec()
             }
@@ -182,13 +182,13 @@ impl Op {
             Op::Flatten => vec![input.iter().product()],
             Op::Linear(l) => match input {
                 [features] if *features == l.in_features => vec![l.out_features],
-                _ => return Err(format!("{} expects [{}] features, got {input:?}", l.path, l.in_features)),
+                _ => return Err(ShapeError(format!("{} expects [{}] features, got {input:?}", l.path, l.in_features))),
             },
         };
         // A side of zero is how a too-small image shows up: report it at the op that
         // causes it rather than as a libtorch error deep inside a forward pass.
         if output.iter().any(|&d| d < 1) {
-            return Err(format!("{self:?} turns {input:?} into {output:?}"));
+            return Err(ShapeError(format!("{self:?} turns {input:?} into {output:?}")));
         }
         Ok(output)
     }
@@ -219,9 +219,15 @@ impl Op {
     }
 }
 
+/// Why a sample of some shape does not fit an op or a block (wrong channels, features or rank).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ShapeError(pub String);
+
 /// Splits an image-shaped sample into channels, height and width.
-fn image_dims(input: &[i64], op: &str) -> Result<[i64; 3], String> {
-    <[i64; 3]>::try_from(input).map_err(|_| format!("{op} needs a channels×height×width input, got {input:?}"))
+fn image_dims(input: &[i64], op: &str) -> Result<[i64; 3], ShapeError> {
+    <[i64; 3]>::try_from(input)
+        .map_err(|_| ShapeError(format!("{op} needs a channels×height×width input, got {input:?}")))
 }
 
 #[cfg(test)]
@@ -263,7 +269,7 @@ mod tests {
     #[test]
     fn mismatched_channels_and_vanishing_sides_are_reported() {
         let conv = Op::Conv2d(Conv2d::new("layer1.0.conv1", 64, 64, 3, 1));
-        assert!(conv.output_dims(&[32, 8, 8]).unwrap_err().contains("layer1.0.conv1"));
+        assert!(conv.output_dims(&[32, 8, 8]).unwrap_err().0.contains("layer1.0.conv1"));
         let pool = Op::MaxPool2d { kernel: 2, stride: 2, padding: 0 };
         assert!(pool.output_dims(&[512, 1, 1]).is_err());
         let fc = Op::Linear(Linear::new("fc", 512, 10));

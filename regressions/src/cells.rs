@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use stratlab_results::{Fingerprint, RunStore, StepRow, TrialRow};
-use stratlab_strategy_spec::{ColumnsError, Strategy, StrategyColumns};
+use stratlab_strategy_spec::{threads_label, ColumnsError, Strategy, StrategyColumns};
 
 use crate::bootstrap::{Statistic, StepSamples};
 use crate::RegressionError;
@@ -63,7 +63,7 @@ impl CellKey {
     /// The strategy with its workers and parameters, without network and data set:
     /// `gpipe ×2 m4 bal time` (how rankings name their entries).
     pub fn strategy_label(&self) -> String {
-        let threads = self.swept_threads.map(|threads| format!(" {threads} threads")).unwrap_or_default();
+        let threads = self.swept_threads.map(|threads| format!(" {}", threads_label(threads))).unwrap_or_default();
         format!("{}{threads}", self.strategy.label_with_workers(self.workers as usize))
     }
 
@@ -212,10 +212,10 @@ impl RunCells {
         let fingerprint = store.fingerprint()?;
         let trials: Vec<TrialRow> = store.load_rows()?;
         let steps: Vec<StepRow> = store.load_rows()?;
-        let mut step_times: BTreeMap<&str, BTreeMap<i64, f64>> = BTreeMap::new();
-        for step in steps.iter().filter(|step| !step.warmup) {
-            let slowest = step_times.entry(&step.trial_id).or_default().entry(step.step).or_insert(0.0);
-            *slowest = slowest.max(step.step_time_s);
+        let mut step_times: BTreeMap<&str, BTreeMap<usize, f64>> = BTreeMap::new();
+        for step in steps.iter().filter(|step| !step.record.warmup) {
+            let slowest = step_times.entry(&step.trial_id).or_default().entry(step.record.step).or_insert(0.0);
+            *slowest = slowest.max(step.record.step_time_s);
         }
         RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
             step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()

@@ -11,6 +11,9 @@ pub enum RegressionError {
     /// A run could not be read (not a run folder, a corrupt table, …).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A threshold the user gave is out of range (significance, noise, resamples).
+    #[error("{0}")]
+    Thresholds(String),
     /// A filesystem call failed on `path`.
     #[error("{path}: {source}")]
     Io {

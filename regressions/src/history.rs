@@ -407,6 +407,6 @@ fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic)
         throughput: cell.throughput(statistic),
         time_to_accuracy_s: median_of(|t| t.time_to_accuracy_s),
         final_accuracy: median_of(|t| t.final_accuracy),
-        peak_memory_bytes: median_of(|t| t.memory_max_bytes.map(|b| b as f64)),
+        peak_memory_bytes: median_of(|t| t.load.memory_max_bytes.map(|b| b as f64)),
     }
 }

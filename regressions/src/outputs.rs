@@ -1,12 +1,10 @@
 //! Files a comparison or a history leaves behind, each written to a temporary file in its
 //! folder and renamed into place, so a reader never sees half of one.
 
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use polars::prelude::ParquetWriter;
-use stratlab_results::to_frame;
+use stratlab_results::{to_frame, write_file_atomically};
 
 use crate::compare::Comparison;
 use crate::compare_text::{comparison_text, TextStyle};
@@ -14,16 +12,9 @@ use crate::history::History;
 use crate::history_text::history_text;
 use crate::RegressionError;
 
-/// Writes `bytes` to `path` atomically (temp file in the same folder, then rename).
+/// Writes `bytes` to `path` atomically, through the results crate's one atomic writer.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RegressionError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let io = |source| RegressionError::Io { path: path.to_path_buf(), source };
-    fs::create_dir_all(dir).map_err(io)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.as_file().sync_all().map_err(io)?;
-    file.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    Ok(write_file_atomically(path, bytes)?)
 }
 
 fn json_bytes(path: &Path, value: &impl serde::Serialize) -> Result<Vec<u8>, RegressionError> {

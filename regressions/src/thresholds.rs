@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::bootstrap::{BootstrapSettings, RatioEstimate, Statistic};
+use crate::RegressionError;
 
 /// Default significance level α: the interval is the two-sided 1 − α = 95 % bootstrap
 /// interval (criterion's default too).
@@ -50,24 +51,24 @@ impl Thresholds {
     }
 
     /// Checks the values a user gave: α in (0, 0.5], noise in [0, 1).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RegressionError> {
         if !(self.significance > 0.0 && self.significance <= 0.5) {
-            return Err(format!(
+            return Err(RegressionError::Thresholds(format!(
                 "significance {} is outside (0, 0.5]: it is α, the chance the interval misses (0.05 gives a 95 % interval)",
                 self.significance
-            ));
+            )));
         }
         if !(0.0..1.0).contains(&self.noise) {
-            return Err(format!(
+            return Err(RegressionError::Thresholds(format!(
                 "noise threshold {} is outside [0, 1): it is a relative change (0.10 = 10 %)",
                 self.noise
-            ));
+            )));
         }
         if self.bootstrap.resamples < 100 {
-            return Err(format!(
+            return Err(RegressionError::Thresholds(format!(
                 "{} bootstrap resamples are too few for a 2.5 % tail; use at least 100",
                 self.bootstrap.resamples
-            ));
+            )));
         }
         Ok(())
     }
@@ -134,9 +135,9 @@ mod tests {
     #[test]
     fn out_of_range_settings_are_refused_with_their_meaning() {
         let bad = Thresholds { significance: 0.0, ..Thresholds::default() };
-        assert!(bad.validate().unwrap_err().contains("α"));
+        assert!(bad.validate().unwrap_err().to_string().contains("α"));
         let bad = Thresholds { noise: 1.5, ..Thresholds::default() };
-        assert!(bad.validate().unwrap_err().contains("relative change"));
+        assert!(bad.validate().unwrap_err().to_string().contains("relative change"));
         assert!(Thresholds::default().validate().is_ok());
     }
 }

@@ -1,6 +1,7 @@
-//! Paper-style figures from a run's prepared numbers (SPEC §8): speedup bars and scaling
+//! Paper-style figures from a run's prepared numbers: speedup bars and scaling
 //! lines (thesis figs. 3.1, 3.2), throughput and epoch time, time-to-accuracy and loss
-//! curves, device utilisation and memory (seed 000 figs. 7–18), pipeline timelines
+//! curves, device utilisation and memory (figs. 7–18 of the single-GPU vs data/model/GPipe
+//! study), pipeline timelines
 //! (thesis figs. 2.5, 6.1, 7.2) and the bubble against micro-batches, and each rank's
 //! step-time breakdown (Holistic Trace Analysis); and a suite's history over runs (asv).
 //!

@@ -10,7 +10,7 @@ use plotters::backend::BitMapBackend;
 use plotters_backend::text_anchor::{HPos, VPos};
 use plotters_backend::{BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind};
 
-use crate::render::DEJAVU_SANS;
+use crate::style::DEJAVU_SANS;
 
 /// The bundled font, parsed once.
 pub(crate) fn font() -> Option<&'static FontRef<'static>> {

@@ -8,12 +8,9 @@ use plotters::prelude::*;
 use plotters::style::FontStyle;
 
 use crate::png_backend::PngBackend;
-use crate::style::FONT_FAMILY;
+use crate::report_error::write_file;
+use crate::style::{DEJAVU_SANS, FONT_FAMILY};
 use crate::{FigureTarget, Format, ReportError};
-
-/// DejaVu Sans, compiled in: rendering needs no fontconfig, freetype or system fonts, and
-/// looks the same on every machine (see reports/README.md).
-pub(crate) static DEJAVU_SANS: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 
 /// A plotters failure while drawing, before the file it belongs to is known.
 #[derive(Debug)]
@@ -64,7 +61,7 @@ pub(crate) fn render(figure: &impl Figure, target: &FigureTarget) -> Result<Vec<
                     let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
                     draw_on(figure, &root).map_err(draw_failed)?;
                 }
-                std::fs::write(&path, svg).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+                write_file(&path, svg.as_bytes())?;
             }
             Format::Png => {
                 // Rendered into our own RGB buffer and encoded with image 0.25: plotters'
@@ -79,9 +76,11 @@ pub(crate) fn render(figure: &impl Figure, target: &FigureTarget) -> Result<Vec<
                     path: path.clone(),
                     message: "pixel buffer does not match the canvas size".into(),
                 })?;
+                let mut png = std::io::Cursor::new(Vec::new());
                 image
-                    .save_with_format(&path, image::ImageFormat::Png)
+                    .write_to(&mut png, image::ImageFormat::Png)
                     .map_err(|source| ReportError::Png { path: path.clone(), source })?;
+                write_file(&path, png.get_ref())?;
             }
         }
         written.push(path);

@@ -101,3 +101,12 @@ pub enum ReportError {
     #[error("reading the run")]
     Store(#[source] stratlab_results::StoreError),
 }
+
+/// Writes `bytes` to `path` through the results crate's one atomic writer (a reader never
+/// sees half a page, table or figure), creating its folder.
+pub(crate) fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), ReportError> {
+    stratlab_results::write_file_atomically(path, bytes).map_err(|error| match error {
+        stratlab_results::StoreError::Io { path, source } => ReportError::Io { path, source },
+        other => ReportError::Store(other),
+    })
+}

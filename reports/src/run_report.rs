@@ -12,6 +12,7 @@ use stratlab_results::{EventRow, Outcome as StoredOutcome, RunStore, Table, Tria
 use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;
 use crate::figures::unique_in_order;
+use crate::report_error::write_file;
 use crate::tables::{
     device_usage_table, loss_table, matrix_for_terminal, pipeline_stages_table, results_matrix, speedup_table,
     step_breakdown_table, throughput_table, time_to_accuracy_table, SummaryTable,
@@ -86,7 +87,7 @@ pub fn write_run_report(
         table_files.push(table.write_csv(&tables_dir)?);
         let markdown = tables_dir.join(format!("{}.md", table.name));
         let text = format!("# {}\n\n{}", table.title, table.to_markdown());
-        fs::write(&markdown, text).map_err(|source| ReportError::Io { path: markdown.clone(), source })?;
+        write_file(&markdown, text.as_bytes())?;
         table_files.push(markdown);
     }
 
@@ -149,7 +150,8 @@ fn speedup_section(
     ))
 }
 
-/// Seed 000 figs. 7 and 10: throughput and seconds per epoch per strategy.
+/// Figs. 7 and 10 of the single-GPU vs data/model/GPipe study: throughput and seconds per
+/// epoch per strategy.
 fn throughput_section(
     aggregates: &RunAggregates,
     figure: &dyn Fn(&str) -> FigureTarget,
@@ -171,7 +173,8 @@ fn throughput_section(
     ))
 }
 
-/// Seed 000 figs. 13–17: test accuracy against wall time with the target marked.
+/// Figs. 13–17 of the single-GPU vs data/model/GPipe study: test accuracy against wall time
+/// with the target marked.
 fn accuracy_section(
     aggregates: &RunAggregates,
     figure: &dyn Fn(&str) -> FigureTarget,
@@ -217,7 +220,8 @@ fn loss_section(
     ))
 }
 
-/// Seed 000 figs. 8, 9, 17, 18: utilisation and memory per strategy.
+/// Figs. 8, 9, 17, 18 of the single-GPU vs data/model/GPipe study: utilisation and memory per
+/// strategy.
 fn device_section(
     aggregates: &RunAggregates,
     figure: &dyn Fn(&str) -> FigureTarget,

@@ -3,6 +3,10 @@
 
 use plotters::style::{IntoFont, RGBColor, TextStyle, BLACK};
 
+/// DejaVu Sans, compiled in: rendering needs no fontconfig, freetype or system fonts, and
+/// looks the same on every machine (see reports/README.md).
+pub(crate) static DEJAVU_SANS: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+
 /// The family the bundled DejaVu Sans is registered under; SVG files name it too, so
 /// viewers fall back to their own sans-serif.
 pub(crate) const FONT_FAMILY: &str = "sans-serif";
@@ -62,7 +66,7 @@ const TOL_MUTED: [RGBColor; 9] = [
     RGBColor(170, 68, 153),  // purple
 ];
 
-/// The strategies of SPEC §1 in a fixed order, each with a fixed Okabe–Ito slot.
+/// The known strategies in a fixed order, each with a fixed Okabe–Ito slot.
 const KNOWN_STRATEGIES: [&str; 8] =
     ["single", "data_parallel", "model_parallel", "gpipe", "1f1b", "parameter_server", "pipedream", "hybrid"];
 
@@ -76,7 +80,7 @@ pub(crate) fn strategy_color(strategy: &str) -> RGBColor {
     }
 }
 
-/// Sort key placing known strategies in the SPEC's order and unknown ones after them.
+/// Sort key placing known strategies in `KNOWN_STRATEGIES`' order and unknown ones after them.
 pub(crate) fn strategy_rank(strategy: &str) -> usize {
     let key = strategy.to_lowercase().replace('-', "_");
     KNOWN_STRATEGIES.iter().position(|known| *known == key).unwrap_or(KNOWN_STRATEGIES.len())

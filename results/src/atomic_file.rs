@@ -2,6 +2,7 @@
 //! one, and cleaning up after writers that died mid-write.
 
 use std::fs::{self, File};
+use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,6 +52,16 @@ pub(crate) fn write_atomically(
         let _ = fs::remove_file(&temp);
     }
     result
+}
+
+/// Writes `bytes` to `path` atomically (see [`write_atomically`]), creating its folder: the
+/// one way the lab writes a file a reader may open while it is being written (run tables,
+/// report pages and tables, comparisons, histories).
+pub fn write_file_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    write_atomically(path, |file| Ok(file.write_all(bytes)?))
 }
 
 /// fsyncs a folder so a rename in it survives a power cut.

@@ -55,7 +55,7 @@ impl EventRow {
 }
 
 impl Table for EventRow {
-    const NAME: &'static str = "events";
+    const NAME: &'static str = crate::table_names::EVENTS;
 
     fn schema() -> Schema {
         use DataType::*;

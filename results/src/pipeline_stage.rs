@@ -1,5 +1,5 @@
 //! What each pipeline stage was given and what it did: its layers and predicted cost next to
-//! its measured compute time, load imbalance and bubble (SPEC §5, §7).
+//! its measured compute time, load imbalance and bubble.
 
 use std::collections::BTreeMap;
 
@@ -84,7 +84,7 @@ pub struct PipelineStageRow {
 }
 
 impl Table for PipelineStageRow {
-    const NAME: &'static str = "pipeline_stages";
+    const NAME: &'static str = crate::table_names::PIPELINE_STAGES;
 
     fn schema() -> Schema {
         use DataType::*;

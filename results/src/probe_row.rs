@@ -188,7 +188,7 @@ impl ProbeRow {
 }
 
 impl Table for ProbeRow {
-    const NAME: &'static str = "probes";
+    const NAME: &'static str = crate::table_names::PROBES;
     const PER_TRIAL: bool = false;
 
     fn schema() -> Schema {

@@ -44,7 +44,7 @@ pub struct RankBreakdownRow {
 }
 
 impl Table for RankBreakdownRow {
-    const NAME: &'static str = "rank_breakdown";
+    const NAME: &'static str = crate::table_names::RANK_BREAKDOWN;
 
     fn schema() -> Schema {
         use DataType::*;

@@ -12,14 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use stratlab_strategy_spec::StrategyColumns;
 
-use crate::Table;
+use crate::{DeviceLoad, EpochRecord, Sample, StepRecord, Table};
 
 /// Builds a schema from `(name, dtype)` pairs.
 pub(crate) fn schema_of(fields: &[(&str, DataType)]) -> Schema {
     fields.iter().map(|(name, dtype)| Field::new((*name).into(), dtype.clone())).collect()
 }
 
-/// One trial: its configuration, its outcome and its headline metrics (SPEC §7).
+/// One trial: its configuration, its outcome and its headline metrics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialRow {
     /// The run this trial belongs to (`20261122T214501Z-default`).
@@ -123,24 +123,9 @@ pub struct TrialRow {
     pub final_loss: Option<f64>,
     /// Seconds spent evaluating, kept out of epoch times and throughput.
     pub eval_time_s: Option<f64>,
-    /// Mean device utilisation over the trial, percent (see `telemetry::TelemetrySummary`).
-    pub utilization_mean_pct: Option<f64>,
-    /// Peak device utilisation, percent.
-    pub utilization_max_pct: Option<f64>,
-    /// Mean device memory in use, bytes.
-    pub memory_mean_bytes: Option<f64>,
-    /// Peak device memory in use, bytes.
-    pub memory_max_bytes: Option<u64>,
-    /// Mean GPU memory held by the trial's own processes (NVML's process list), bytes;
-    /// `None` on the CPU, where `memory_*` already describes the trial's processes.
-    pub process_memory_mean_bytes: Option<f64>,
-    /// Peak GPU memory held by the trial's own processes, bytes.
-    pub process_memory_max_bytes: Option<u64>,
-    /// Energy drawn by the trial's devices, joules; `None` without power readings.
-    pub energy_j: Option<f64>,
-    /// How `energy_j` was obtained: `counter` (the boards' energy counters) or
-    /// `power-integration` (sampled power integrated over time).
-    pub energy_source: Option<String>,
+    /// Mean and peak load of the trial's devices and the energy they drew, from telemetry.
+    #[serde(flatten)]
+    pub load: DeviceLoad,
     /// Wall time of the whole trial including setup, seconds.
     pub wall_time_s: f64,
     /// When the trial started, RFC 3339 UTC.
@@ -150,7 +135,7 @@ pub struct TrialRow {
 }
 
 impl Table for TrialRow {
-    const NAME: &'static str = "trials";
+    const NAME: &'static str = crate::table_names::TRIALS;
 
     fn schema() -> Schema {
         use DataType::*;
@@ -237,33 +222,13 @@ pub struct EpochRow {
     pub trial_id: String,
     /// Worker rank, from 0.
     pub worker: i64,
-    /// Epoch number, from 0.
-    pub epoch: i64,
-    /// Mean training loss over the epoch.
-    #[serde(with = "crate::nonfinite::option")]
-    pub train_loss: Option<f64>,
-    /// Training accuracy over the epoch, 0–1.
-    pub train_accuracy: Option<f64>,
-    /// Test loss after the epoch.
-    #[serde(with = "crate::nonfinite::option")]
-    pub test_loss: Option<f64>,
-    /// Test accuracy after the epoch, 0–1.
-    pub test_accuracy: Option<f64>,
-    /// Wall time of the epoch's training (loader waits, copies, steps), evaluation
-    /// excluded, seconds.
-    pub epoch_time_s: f64,
-    /// Seconds of the evaluations run during the epoch and closing it.
-    pub eval_time_s: f64,
-    /// Training samples ÷ `epoch_time_s`.
-    pub wall_samples_per_s: Option<f64>,
-    /// Validation throughput after the epoch, samples per second.
-    pub val_samples_per_s: Option<f64>,
-    /// Seconds since the trial's training started, at the end of this epoch (for time-to-accuracy curves).
-    pub elapsed_s: f64,
+    /// What the worker measured.
+    #[serde(flatten)]
+    pub record: EpochRecord,
 }
 
 impl Table for EpochRow {
-    const NAME: &'static str = "epochs";
+    const NAME: &'static str = crate::table_names::EPOCHS;
 
     fn schema() -> Schema {
         use DataType::*;
@@ -281,6 +246,7 @@ impl Table for EpochRow {
             ("wall_samples_per_s", Float64),
             ("val_samples_per_s", Float64),
             ("elapsed_s", Float64),
+            ("steps", Int64),
         ])
     }
 
@@ -298,38 +264,13 @@ pub struct StepRow {
     pub trial_id: String,
     /// Worker rank, from 0.
     pub worker: i64,
-    /// Epoch number, from 0.
-    pub epoch: i64,
-    /// Step number within the trial, from 0.
-    pub step: i64,
-    /// Training loss of the step, where this worker computes it: NaN or infinity when
-    /// training diverged, null where this worker computes no loss.
-    #[serde(with = "crate::nonfinite::option")]
-    pub loss: Option<f64>,
-    /// Forward + backward + optimizer, seconds (device synchronised before both clock reads).
-    pub step_time_s: f64,
-    /// Time spent waiting for the data loader before the step, seconds.
-    pub data_wait_s: f64,
-    /// Host-to-device copy of the batch before the step, seconds.
-    pub h2d_s: f64,
-    /// Samples this worker processed in the step.
-    pub samples: i64,
-    /// Learning rate of the step.
-    pub lr: f64,
-    /// Whether the step is in the warm-up excluded from statistics.
-    pub warmup: bool,
-    /// Bytes this worker sent or reduced in the step (multi-worker strategies; null for
-    /// single and for runs stored before the column existed).
-    #[serde(default)]
-    pub comm_bytes: Option<i64>,
-    /// Seconds this worker's communication was in flight in the step, launch to completion,
-    /// summed (hidden behind compute or not: `rank_breakdown` tells which).
-    #[serde(default)]
-    pub comm_s: Option<f64>,
+    /// What the worker measured.
+    #[serde(flatten)]
+    pub record: StepRecord,
 }
 
 impl Table for StepRow {
-    const NAME: &'static str = "steps";
+    const NAME: &'static str = crate::table_names::STEPS;
 
     fn schema() -> Schema {
         use DataType::*;
@@ -363,29 +304,13 @@ pub struct TelemetryRow {
     pub run_id: String,
     /// The trial this sample belongs to.
     pub trial_id: String,
-    /// Seconds since the trial's recorder started.
-    pub t_s: f64,
-    /// Device name (`gpu0` by NVML index, `cpu`).
-    pub device: String,
-    /// The board's PCI bus id (`00000000:3B:00.0`); null on the CPU.
-    pub device_id: Option<String>,
-    /// Utilisation, percent 0–100.
-    pub utilization_pct: f64,
-    /// Memory in use, bytes: everyone's on a GPU board, the process tree's on the CPU.
-    pub memory_used_bytes: u64,
-    /// GPU memory held by the trial's own processes on this board, bytes, when NVML lists them.
-    pub process_memory_bytes: Option<u64>,
-    /// Power draw, watts, when reported.
-    pub power_w: Option<f64>,
-    /// The board's total-energy counter, millijoules since the driver loaded, when it has one;
-    /// only differences between rows of one board mean anything.
-    pub energy_counter_mj: Option<u64>,
-    /// SM clock, MHz, when reported.
-    pub sm_clock_mhz: Option<u32>,
+    /// The reading (its `t_s` counts from the trial's recorder start).
+    #[serde(flatten)]
+    pub sample: Sample,
 }
 
 impl Table for TelemetryRow {
-    const NAME: &'static str = "telemetry";
+    const NAME: &'static str = crate::table_names::TELEMETRY;
 
     fn schema() -> Schema {
         use DataType::*;

@@ -13,22 +13,11 @@ use polars::prelude::{
 };
 
 use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
+use crate::table_names::TABLE_NAMES;
 use crate::{
     chrome_trace, to_frame, EpochRow, EventRow, ExportFormat, Fingerprint, PipelineStageRow, ProbeRow,
     RankBreakdownRow, StepRow, StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
-
-/// The run's tables, in the order they are exported: the per-trial ones, then `probes`.
-pub const TABLE_NAMES: [&str; 8] = [
-    TrialRow::NAME,
-    EpochRow::NAME,
-    StepRow::NAME,
-    TelemetryRow::NAME,
-    EventRow::NAME,
-    RankBreakdownRow::NAME,
-    PipelineStageRow::NAME,
-    ProbeRow::NAME,
-];
 
 /// Name of the environment fingerprint in a run folder; its presence marks a run.
 const FINGERPRINT_FILE: &str = "fingerprint.json";

@@ -18,18 +18,23 @@ pub enum DeviceChoice {
     Auto,
 }
 
+/// The device asked for is not here, or libtorch refused a setting of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DeviceError(pub String);
+
 impl DeviceChoice {
     /// The libtorch device to use. A CUDA device that libtorch cannot see is an error, not a
     /// silent fall-back: a benchmark that quietly ran on the CPU would report wrong numbers.
-    pub fn resolve(self) -> Result<Device, String> {
+    pub fn resolve(self) -> Result<Device, DeviceError> {
         let count = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
         match self {
             DeviceChoice::Cpu => Ok(Device::Cpu),
             DeviceChoice::Cuda(index) if index < count => Ok(Device::Cuda(index)),
-            DeviceChoice::Cuda(index) => Err(format!(
+            DeviceChoice::Cuda(index) => Err(DeviceError(format!(
                 "device cuda:{index} requested but libtorch sees {count} CUDA device(s); valid choices: cpu, auto{}",
                 (0..count).map(|i| format!(", cuda:{i}")).collect::<String>()
-            )),
+            ))),
             DeviceChoice::Auto if count > 0 => Ok(Device::Cuda(0)),
             DeviceChoice::Auto => Ok(Device::Cpu),
         }
@@ -118,7 +123,7 @@ mod tests {
         if tch::Cuda::is_available() {
             return; // On a GPU node both resolve to CUDA; the fall-back is what this checks.
         }
-        assert!(DeviceChoice::Cuda(0).resolve().unwrap_err().contains("sees 0 CUDA device"));
+        assert!(DeviceChoice::Cuda(0).resolve().unwrap_err().0.contains("sees 0 CUDA device"));
         assert_eq!(DeviceChoice::Auto.resolve().unwrap(), Device::Cpu);
     }
 }

@@ -29,7 +29,7 @@ pub mod train_config;
 pub mod train_error;
 pub mod train_loop;
 
-pub use device::DeviceChoice;
+pub use device::{DeviceChoice, DeviceError};
 pub use dispatch::train;
 pub use numerics::{LibtorchBuild, MatmulPrecision, Numerics};
 pub use observer::{NoObserver, TrainObserver};

@@ -11,6 +11,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::device::DeviceError;
+
 extern "C" {
     fn stratlab_set_float32_matmul_precision(precision: *const c_char) -> c_int;
     fn stratlab_float32_matmul_precision() -> c_int;
@@ -74,17 +76,17 @@ impl Default for Numerics {
 
 impl Numerics {
     /// Sets these values in libtorch's global context (for this process).
-    pub fn apply(&self) -> Result<(), String> {
+    pub fn apply(&self) -> Result<(), DeviceError> {
         tch::Cuda::cudnn_set_benchmark(self.cudnn_benchmark);
         let precision = CString::new(self.matmul_precision.name()).expect("no NUL in a fixed name");
         // SAFETY: the shim takes a NUL-terminated string it only reads, and catches every
         // C++ exception.
         if unsafe { stratlab_set_float32_matmul_precision(precision.as_ptr()) } != 0 {
-            return Err(format!("libtorch rejected matmul precision `{}`", self.matmul_precision));
+            return Err(DeviceError(format!("libtorch rejected matmul precision `{}`", self.matmul_precision)));
         }
         // SAFETY: plain value in, status out; exceptions are caught in the shim.
         if unsafe { stratlab_set_allow_tf32_cudnn(c_int::from(self.cudnn_tf32)) } != 0 {
-            return Err("libtorch rejected the cuDNN TF32 setting".into());
+            return Err(DeviceError("libtorch rejected the cuDNN TF32 setting".into()));
         }
         Ok(())
     }
@@ -175,7 +177,7 @@ mod tests {
     #[test]
     fn the_linked_library_reports_its_version() {
         let build = LibtorchBuild::read();
-        // tch 0.26 binds libtorch 2.13 (SPEC §6); the number comes from the library itself.
+        // tch 0.26 binds libtorch 2.13 (see `tools/libtorch.py`); the number comes from the library itself.
         assert!(build.torch_version.as_deref().is_some_and(|v| v.starts_with("2.13")), "{build:?}");
     }
 

@@ -1,7 +1,9 @@
-//! What a training run reports: typed per-step and per-epoch records and a summary,
-//! shaped alike for every strategy so the results store needs one writer.
+//! What a training run reports: per-step and per-epoch records (their shape is the
+//! results crate's, the one the tables store), evaluations and a summary, shaped alike for
+//! every strategy so the results store needs one writer.
 
 use serde::{Deserialize, Serialize};
+pub use stratlab_results::{EpochRecord, StepRecord};
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,74 +13,6 @@ pub enum TrainOutcome {
     Completed,
     /// The loss became NaN or infinite; training stopped at that step.
     Diverged,
-}
-
-/// One optimizer step on one worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
-    /// 0-based epoch.
-    pub epoch: usize,
-    /// 0-based step, counted across epochs.
-    pub step: usize,
-    /// Training loss of the batch (NaN or infinite when training diverged).
-    #[serde(with = "crate::nonfinite::float")]
-    pub loss: f64,
-    /// Forward, backward and optimizer step, device synchronised on both ends.
-    pub step_time_s: f64,
-    /// Time spent waiting for the loader before the step.
-    pub data_wait_s: f64,
-    /// Host-to-device copy of the batch (pinned, asynchronous, then synchronised); 0 on the CPU.
-    pub h2d_s: f64,
-    /// Samples in the batch.
-    pub samples: usize,
-    /// Learning rate used.
-    pub lr: f64,
-    /// Excluded from timing statistics (the first steps pay for allocation and tuning).
-    pub warmup: bool,
-    /// Bytes this rank communicated in the step (0 for single).
-    #[serde(default)]
-    pub comm_bytes: u64,
-    /// Seconds this rank's communication was in flight, launch to completion, summed over
-    /// its transfers (overlapping compute or not: the timeline tells which).
-    #[serde(default)]
-    pub comm_s: f64,
-}
-
-impl StepRecord {
-    /// Loader wait + host-to-device copy + step: the step's share of the epoch's wall time.
-    pub fn wall_time_s(&self) -> f64 {
-        self.data_wait_s + self.h2d_s + self.step_time_s
-    }
-}
-
-/// One epoch on one worker: its training, and the evaluations run during it, timed apart.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EpochRecord {
-    /// 0-based epoch.
-    pub epoch: usize,
-    /// Mean training loss over the epoch's steps.
-    #[serde(with = "crate::nonfinite::float")]
-    pub train_loss: f64,
-    /// Training accuracy over the epoch's batches (as trained, not re-evaluated).
-    pub train_accuracy: f64,
-    /// Loss on the test split after the epoch.
-    #[serde(with = "crate::nonfinite::float")]
-    pub test_loss: f64,
-    /// Accuracy on the test split after the epoch.
-    pub test_accuracy: f64,
-    /// Wall time of the epoch's training: loader waits, copies and steps. Evaluations run
-    /// between steps are excluded (see `eval_time_s`).
-    pub epoch_time_s: f64,
-    /// Seconds spent in the evaluations of this epoch (every-N-steps ones and the closing one).
-    pub eval_time_s: f64,
-    /// Training samples ÷ `epoch_time_s`: the wall-clock training rate, waits included.
-    pub wall_samples_per_s: f64,
-    /// Evaluation samples per second.
-    pub val_samples_per_s: f64,
-    /// Wall time since training started, at the end of this epoch's evaluation.
-    pub elapsed_s: f64,
-    /// Steps the epoch ran (fewer than a full epoch when the budget ended it).
-    pub steps: usize,
 }
 
 /// One evaluation on the test split (after an epoch, or every N steps).
@@ -154,7 +88,7 @@ impl TrainReport {
     /// bias it); `None` when no epoch completed.
     pub fn seconds_per_epoch_mean(&self) -> Option<f64> {
         let full: Vec<f64> =
-            self.epochs.iter().filter(|e| e.steps == self.steps_per_epoch).map(|e| e.epoch_time_s).collect();
+            self.epochs.iter().filter(|e| e.steps == Some(self.steps_per_epoch)).map(|e| e.epoch_time_s).collect();
         crate::stats::mean(&full)
     }
 
@@ -202,20 +136,20 @@ mod tests {
         let step = StepRecord {
             epoch: 0,
             step: 3,
-            loss: f64::NAN,
+            loss: Some(f64::NAN),
             step_time_s: 0.1,
             data_wait_s: 0.0,
             h2d_s: 0.0,
             samples: 8,
             lr: 0.1,
             warmup: false,
-            comm_bytes: 0,
-            comm_s: 0.0,
+            comm_bytes: None,
+            comm_s: None,
         };
         let json = serde_json::to_string(&step).unwrap();
         assert!(json.contains("\"loss\":\"NaN\""), "{json}");
         let back: StepRecord = serde_json::from_str(&json).unwrap();
-        assert!(back.loss.is_nan());
+        assert!(back.loss.is_some_and(f64::is_nan));
         assert_eq!(back.step, 3);
     }
 }

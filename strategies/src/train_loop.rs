@@ -119,9 +119,9 @@ pub struct StepOutput {
 /// returns the device to train on. Call before building the model, so weights are seeded.
 pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     config.validate()?;
-    let device = config.device.resolve().map_err(TrainError::Device)?;
+    let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
     tch::set_num_threads(config.threads as i32);
-    config.numerics.apply().map_err(TrainError::Device)?;
+    config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
     tch::manual_seed(config.seed as i64);
     Ok(device)
 }
@@ -213,15 +213,15 @@ pub fn run(
                 record: StepRecord {
                     epoch,
                     step: run.steps_done,
-                    loss: f64::NAN,
+                    loss: None,
                     step_time_s,
                     data_wait_s,
                     h2d_s,
                     samples,
                     lr,
                     warmup: run.steps_done < config.warmup_steps,
-                    comm_bytes: output.comm_bytes,
-                    comm_s: output.comm_s,
+                    comm_bytes: Some(output.comm_bytes),
+                    comm_s: Some(output.comm_s),
                 },
                 loss: output.loss.detach(),
                 correct: output.correct,
@@ -359,7 +359,7 @@ impl<'a> RunState<'a> {
         let losses = Vec::<f64>::try_from(Tensor::f_cat(&losses, 0)?.to_kind(Kind::Double).to_device(Device::Cpu))?;
         let corrects = Vec::<i64>::try_from(Tensor::f_cat(&corrects, 0)?.to_device(Device::Cpu))?;
         for ((step, loss), correct) in pending.into_iter().zip(losses).zip(corrects) {
-            let record = StepRecord { loss, ..step.record };
+            let record = StepRecord { loss: Some(loss), ..step.record };
             clock.stats.add(loss, correct, record.samples);
             if !loss.is_finite() && self.outcome != TrainOutcome::Diverged {
                 self.outcome = TrainOutcome::Diverged;
@@ -424,16 +424,16 @@ impl<'a> RunState<'a> {
         let eval = self.evaluate(runner, context, started, clock, observer)?;
         let record = EpochRecord {
             epoch,
-            train_loss: stats.loss_sum / stats.steps as f64,
-            train_accuracy: stats.correct as f64 / stats.samples as f64,
-            test_loss: eval.loss,
-            test_accuracy: eval.accuracy,
+            train_loss: Some(stats.loss_sum / stats.steps as f64),
+            train_accuracy: Some(stats.correct as f64 / stats.samples as f64),
+            test_loss: Some(eval.loss),
+            test_accuracy: Some(eval.accuracy),
             epoch_time_s,
             eval_time_s: clock.eval_s,
-            wall_samples_per_s: stats.samples as f64 / epoch_time_s,
-            val_samples_per_s: eval.samples as f64 / eval.time_s,
+            wall_samples_per_s: Some(stats.samples as f64 / epoch_time_s),
+            val_samples_per_s: Some(eval.samples as f64 / eval.time_s),
             elapsed_s: started.elapsed().as_secs_f64(),
-            steps: stats.steps,
+            steps: Some(stats.steps),
         };
         observer.on_epoch(&record);
         self.epochs.push(record);

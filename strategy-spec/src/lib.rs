@@ -16,5 +16,5 @@ pub use error::{ColumnsError, Infeasible, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
-pub use strategy::{Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
+pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -377,6 +377,14 @@ impl Strategy {
     }
 }
 
+/// `1 thread`, `2 threads`: how labels name a swept thread count.
+pub fn threads_label(threads: i64) -> String {
+    match threads {
+        1 => "1 thread".to_owned(),
+        n => format!("{n} threads"),
+    }
+}
+
 impl std::fmt::Display for Strategy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())?;

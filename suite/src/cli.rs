@@ -4,6 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// The default `--sizes`: powers of 4 from one float32 (4 B) to 64 MiB, 1 MiB among them.
+pub const DEFAULT_SIZES: &str = "4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M";
+
 /// stratlab: benchmark distributed deep-learning training strategies.
 #[derive(Debug, Parser)]
 #[command(name = "stratlab", version, about)]
@@ -248,8 +251,8 @@ pub struct ProbeArgs {
     pub warmup: usize,
     /// Message sizes, comma-separated: bytes, or with binary K, M, G (1M = 1 MiB); multiples
     /// of 4 (float32 buffers).
-    #[arg(long, value_delimiter = ',', value_parser = crate::probe::parse_size,
-          default_value = crate::probe::DEFAULT_SIZES)]
+    #[arg(long, value_delimiter = ',', value_parser = crate::byte_size::parse_size,
+          default_value = DEFAULT_SIZES)]
     pub sizes: Vec<u64>,
     /// Where the probe run's folder is created (by rank 0).
     #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
@@ -284,7 +287,7 @@ pub struct TrainArgs {
     /// Seconds to train.
     #[arg(long)]
     pub seconds: Option<f64>,
-    /// Per-step batch size (default: the data set's, SPEC §4).
+    /// Per-step batch size (default: the data set's).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// Base learning rate.

@@ -3,52 +3,18 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use stratlab_datasets::{DataCache, DataError, DatasetSelector};
-use stratlab_networks::NetworkError;
+use stratlab_datasets::{DataCache, DatasetSelector};
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, TrainConfig, TrainError};
 use stratlab_strategy_spec::StrategyKind;
 
 use crate::cli::{Command, DataCommand, ExportFormatArg, FigureFormatArg, ScheduleArg, TrainArgs};
+use crate::exit::InputError;
 use crate::plan::plan;
 use crate::progress::TrainProgress;
 use crate::runner::{run_suite, RunOptions};
 use crate::shapes::input_shape;
-use crate::suite_error::SuiteError;
 use crate::suite_file::SuiteFile;
-use stratlab_results::{ExportFormat, RunStore, StoreError};
-
-/// Input the user can fix: an unknown name, a malformed file, an impossible setting.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
-
-/// 2 for anything the user's input caused (names, files, settings), 1 otherwise.
-pub fn exit_code(error: &anyhow::Error) -> u8 {
-    let input = error.chain().any(|cause| {
-        cause.is::<InputError>()
-            || cause.is::<SuiteError>()
-            || cause.downcast_ref::<StoreError>().is_some_and(StoreError::is_unreadable_run)
-            || cause.downcast_ref::<stratlab_regressions::RegressionError>().is_some_and(|error| match error {
-                stratlab_regressions::RegressionError::Store(store) => store.is_unreadable_run(),
-                stratlab_regressions::RegressionError::NoSuchSuite { .. }
-                | stratlab_regressions::RegressionError::NothingToCompare { .. }
-                | stratlab_regressions::RegressionError::Strategy { .. } => true,
-                _ => false,
-            })
-            || matches!(cause.downcast_ref::<stratlab_reports::ReportError>(), Some(stratlab_reports::ReportError::Strategy(_)))
-            || cause.is::<NetworkError>()
-            || cause.is::<DataError>()
-            || matches!(
-                cause.downcast_ref::<TrainError>(),
-                Some(TrainError::InvalidConfig { .. } | TrainError::Device(_))
-            )
-    });
-    if input {
-        2
-    } else {
-        1
-    }
-}
+use stratlab_results::{ExportFormat, RunStore};
 
 /// Runs one subcommand.
 pub fn execute(command: Command) -> anyhow::Result<ExitCode> {

@@ -1,6 +1,8 @@
 //! stratlab as a library: the parts of the binary that tests, benches and other tools reuse.
+pub mod byte_size;
 pub mod cli;
 pub mod commands;
+pub mod exit;
 pub mod fault;
 pub mod fingerprint;
 pub mod memory_guard;
@@ -13,7 +15,6 @@ pub mod runner;
 pub mod shapes;
 pub mod suite_error;
 pub mod suite_file;
-pub mod telemetry;
 pub mod training;
 pub mod trial;
 pub mod trial_rows;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use stratlab::cli::Cli;
-use stratlab::commands;
+use stratlab::{commands, exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(commands::exit_code(&error))
+            ExitCode::from(exit::exit_code(&error))
         }
     }
 }

@@ -11,7 +11,7 @@
 //!   `oom` with the numbers. GPU memory needs no guard of ours: the CUDA caching allocator
 //!   reports its own out-of-memory, which the worker records as `oom`.
 
-use crate::telemetry::{ProcSampler, Sampler};
+use stratlab_telemetry::{ProcSampler, Sampler};
 
 /// How a trial's memory limit is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

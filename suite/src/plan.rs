@@ -61,21 +61,28 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
         }
     }
     for (i, cell) in suite.include.iter().enumerate() {
-        let parameters = Parameters { micro_batches: cell.micro_batches, ..Parameters::default() };
-        let strategy = Strategy::new(cell.strategy, parameters)
-            .map_err(|error| field_error(path, &format!("include[{i}].{}", error.field), error.message))?;
         let batch_size = match cell.batch_size {
             Some(batch_size) => batch_size,
             None => batches_for(suite, &cell.dataset)[0],
         };
-        cells.push(Cell {
-            network: &cell.network.0,
-            dataset: &cell.dataset,
-            strategy,
-            workers: cell.workers,
-            batch_size,
-            swept_threads: swept_threads[0],
-        });
+        let mut sweep = cell.strategy.clone();
+        if let Some(workers) = cell.workers {
+            sweep.workers = vec![workers];
+        }
+        sweep
+            .validate(&[(cell.dataset.to_string(), batch_size)])
+            .map_err(|error| field_error(path, &format!("include[{i}].strategy.{}", error.field), error.message))?;
+        let expanded = sweep.expand().expect("validated above");
+        for (workers, strategy) in expanded {
+            cells.push(Cell {
+                network: &cell.network.0,
+                dataset: &cell.dataset,
+                strategy,
+                workers,
+                batch_size,
+                swept_threads: swept_threads[0],
+            });
+        }
     }
 
     let mut trials = Vec::new();
@@ -475,14 +482,38 @@ networks: [small-cnn]
 datasets: [mnist:synthetic]
 strategies: [single]
 budget: {steps: 1}
-include: [{network: small-cnn, dataset: mnist:synthetic, strategy: single, micro_batches: 4}]
+include: [{network: small-cnn, dataset: mnist:synthetic, strategy: {name: single, micro_batches: [4]}}]
 ",
         )
         .unwrap();
         let error = plan(&suite, Path::new("s.yaml")).unwrap_err().to_string();
         assert!(
-            error.contains("include[0].micro_batches") && error.contains("does not apply to strategy single"),
+            error.contains("include[0].strategy.micro_batches") && error.contains("does not apply to strategy single"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn an_include_cell_takes_its_strategy_as_a_strategies_entry() {
+        let suite = SuiteFile::parse(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 1}
+include:
+  - {network: small-cnn, dataset: mnist:synthetic, strategy: data-parallel, workers: 2}
+  - {network: small-cnn, dataset: mnist:synthetic, strategy: {name: gpipe, workers: [2], micro_batches: [2, 4]}}
+",
+        )
+        .unwrap();
+        let trials = plan(&suite, Path::new("s.yaml")).unwrap();
+        let included: Vec<(String, usize)> =
+            trials[1..].iter().map(|trial| (trial.strategy.name().to_string(), trial.workers)).collect();
+        assert_eq!(included.len(), 3, "{included:?}");
+        assert_eq!(included[0], ("data-parallel".to_string(), 2));
+        assert_eq!(trials[2].strategy.micro_batches(), 2);
+        assert_eq!(trials[3].strategy.micro_batches(), 4);
+        assert!(trials[2..].iter().all(|trial| trial.workers == 2));
     }
 }

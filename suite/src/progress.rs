@@ -79,7 +79,8 @@ impl TrainObserver for TrainProgress {
         self.reset(total_steps, steps_per_epoch);
     }
     fn on_step(&mut self, step: &StepRecord) {
-        self.step(step.step, step.loss, step.samples);
+        // The training loop reads every step's loss back before reporting it.
+        self.step(step.step, step.loss.unwrap_or(f64::NAN), step.samples);
     }
     fn on_eval(&mut self, eval: &EvalRecord) {
         self.eval(eval);
@@ -87,7 +88,11 @@ impl TrainObserver for TrainProgress {
     fn on_epoch(&mut self, epoch: &EpochRecord) {
         self.println(format!(
             "  epoch {}: {:.1} s, {:.0} samples/s, train loss {:.4}, test accuracy {:.4}",
-            epoch.epoch, epoch.epoch_time_s, epoch.wall_samples_per_s, epoch.train_loss, epoch.test_accuracy
+            epoch.epoch,
+            epoch.epoch_time_s,
+            epoch.wall_samples_per_s.unwrap_or(f64::NAN),
+            epoch.train_loss.unwrap_or(f64::NAN),
+            epoch.test_accuracy.unwrap_or(f64::NAN)
         ));
     }
 }

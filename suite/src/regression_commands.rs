@@ -11,11 +11,7 @@ use stratlab_regressions::{
 };
 
 use crate::cli::{CompareArgs, FigureFormatArg, HistoryArgs, ThresholdArgs};
-use crate::commands::InputError;
-
-/// Exit status of `compare` when a cell regressed or a ranking flipped: distinct from 1
-/// (the command failed) and 2 (bad input), so CI can tell a regression from a broken job.
-pub const REGRESSION_EXIT: u8 = 3;
+use crate::exit::{InputError, REGRESSION_EXIT};
 
 fn thresholds(args: &ThresholdArgs) -> anyhow::Result<Thresholds> {
     let mut thresholds = Thresholds {

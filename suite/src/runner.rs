@@ -15,18 +15,17 @@ use anyhow::Context;
 use stratlab_datasets::Source;
 use stratlab_strategies::DeviceChoice;
 
-use crate::commands::InputError;
+use crate::exit::InputError;
 use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::plan::plan;
 use crate::progress::MatrixProgress;
 use crate::protocol::{failure_outcome, WorkerEvent};
 use crate::suite_file::SuiteFile;
-use crate::telemetry::{choose_sampler, CudaEnv, TelemetryRecorder, TelemetrySummary};
 use crate::training::open_data;
 use crate::trial::TrialSpec;
-use crate::trial_rows::telemetry_row;
 use crate::trial_rows::{record, Identity, RecordedTrial, WorkerEnd};
-use stratlab_results::{Fingerprint, Outcome, RunStore, TelemetryRow, UtcTime};
+use stratlab_results::{Fingerprint, Outcome, RunStore, UtcTime};
+use stratlab_telemetry::{choose_sampler, CudaEnv, TelemetryRecorder, TelemetrySummary};
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
@@ -146,7 +145,7 @@ fn check_same_environment(store: &RunStore, now: &Fingerprint, allow_mixed: bool
 /// is an input error before anything runs.
 fn resolve_devices(trials: &mut [TrialSpec]) -> anyhow::Result<()> {
     for trial in trials {
-        let device = trial.train.device.resolve().map_err(InputError)?;
+        let device = trial.train.device.resolve().map_err(|error| InputError(error.0))?;
         trial.train.device = match device {
             tch::Device::Cuda(index) => DeviceChoice::Cuda(index),
             _ => DeviceChoice::Cpu,
@@ -182,7 +181,7 @@ fn run_trial(
         let ends = vec![WorkerEnd::Failed(Outcome::Infeasible, reason)];
         let summary = TelemetrySummary::from_samples(&[]);
         let identity = Identity::of(trial, fingerprint, &summary, &[]);
-        return Ok(record(trial, run_id, &identity, &ends, &[], &summary, started_at, started));
+        return Ok(record(trial, run_id, &identity, &ends, Vec::new(), &summary, started_at, started));
     }
 
     let mut children = Vec::new();
@@ -292,13 +291,8 @@ fn run_trial(
         })
         .collect();
     let summary = TelemetrySummary::from_samples(&samples);
-    let telemetry = samples_to_rows(run_id, trial, &samples);
     let identity = Identity::of(trial, fingerprint, &summary, &board_names);
-    Ok(record(trial, run_id, &identity, &ends, &telemetry, &summary, started_at, started))
-}
-
-fn samples_to_rows(run_id: &str, trial: &TrialSpec, samples: &[crate::telemetry::Sample]) -> Vec<TelemetryRow> {
-    samples.iter().map(|sample| telemetry_row(run_id, &trial.trial_id, sample)).collect()
+    Ok(record(trial, run_id, &identity, &ends, samples, &summary, started_at, started))
 }
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all

@@ -295,14 +295,14 @@ pub struct IncludeCell {
     pub network: NetworkName,
     /// Data set of the cell.
     pub dataset: DatasetSelector,
-    /// Strategy of the cell.
-    pub strategy: StrategyKind,
-    /// Workers (default 1).
-    #[serde(default = "one")]
-    pub workers: usize,
-    /// Micro-batches, for pipelines.
+    /// Strategy of the cell, as a `strategies` entry: a name, or a map with `name`, the
+    /// workers and the strategy's own parameters (`{name: gpipe, workers: 2,
+    /// micro_batches: 4}`); lists in it add a cell per value.
+    pub strategy: StrategySweep,
+    /// Workers, for a strategy given by name (`strategy: data-parallel, workers: 2`);
+    /// overrides the entry's own.
     #[serde(default)]
-    pub micro_batches: Option<usize>,
+    pub workers: Option<usize>,
     /// Per-worker batch size, overriding the suite's.
     #[serde(default)]
     pub batch_size: Option<usize>,

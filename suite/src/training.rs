@@ -57,7 +57,7 @@ pub fn train(
     if let stratlab_strategies::DeviceChoice::Cuda(_) = config.device {
         config.device = stratlab_strategies::DeviceChoice::Cuda(launch.local_rank);
     }
-    let device = config.device.resolve().map_err(TrainError::Device)?;
+    let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
     let options = GroupOptions::for_launch(&launch, Backend::for_device(device), COLLECTIVE_TIMEOUT);
     let group = ProcessGroup::init(&launch, &options)?;
     let context = TrainContext { network: &spec, train: data.train.clone(), test: data.test.clone(), config: &config };

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::Strategy;
+use stratlab_strategy_spec::{threads_label, Strategy};
 
 /// A resolved trial, handed to the worker process as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,7 +44,8 @@ impl TrialSpec {
 
     /// A short human label for progress bars.
     pub fn label(&self) -> String {
-        let threads = self.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
+        let threads =
+            self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
         format!(
             "{} · {} · {}×{} · b{}{threads}",
             self.network,

@@ -9,12 +9,12 @@ use stratlab_strategies::pipeline::PipelineStageReport;
 use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
 use stratlab_strategy_spec::StrategyColumns;
 
-use crate::telemetry::{Sample, TelemetrySummary};
 use crate::trial::TrialSpec;
 use stratlab_results::{
     pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, PipelineStageInfo,
     PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
+use stratlab_telemetry::{Sample, TelemetrySummary};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {
@@ -90,7 +90,7 @@ pub(crate) fn record(
     run_id: &str,
     identity: &Identity,
     ends: &[WorkerEnd],
-    telemetry: &[TelemetryRow],
+    samples: Vec<Sample>,
     summary: &TelemetrySummary,
     started_at: UtcTime,
     started: Instant,
@@ -197,14 +197,7 @@ pub(crate) fn record(
         final_accuracy: lead.and_then(|report| report.final_accuracy()),
         final_loss: lead.and_then(|report| report.final_loss()),
         eval_time_s: lead.map(|report| report.evaluations.iter().map(|eval| eval.time_s).sum()),
-        utilization_mean_pct: summary.utilization_mean_pct,
-        utilization_max_pct: summary.utilization_max_pct,
-        memory_mean_bytes: summary.memory_mean_bytes,
-        memory_max_bytes: summary.memory_max_bytes,
-        process_memory_mean_bytes: summary.process_memory_mean_bytes,
-        process_memory_max_bytes: summary.process_memory_max_bytes,
-        energy_j: summary.energy_j,
-        energy_source: summary.energy_source.map(|source| source.as_str().to_owned()),
+        load: summary.load.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
         started_at: started_at.rfc3339(),
         finished_at: UtcTime::now().rfc3339(),
@@ -212,36 +205,21 @@ pub(crate) fn record(
     let mut epochs = Vec::new();
     let mut steps = Vec::new();
     for (rank, report) in &reports {
-        epochs.extend(report.epochs.iter().map(|epoch| EpochRow {
-            run_id: run_id.to_string(),
-            trial_id: trial.trial_id.clone(),
-            worker: *rank as i64,
-            epoch: epoch.epoch as i64,
-            train_loss: Some(epoch.train_loss),
-            train_accuracy: Some(epoch.train_accuracy),
-            test_loss: Some(epoch.test_loss),
-            test_accuracy: Some(epoch.test_accuracy),
-            epoch_time_s: epoch.epoch_time_s,
-            eval_time_s: epoch.eval_time_s,
-            wall_samples_per_s: Some(epoch.wall_samples_per_s),
-            val_samples_per_s: Some(epoch.val_samples_per_s),
-            elapsed_s: epoch.elapsed_s,
+        let ids = || (run_id.to_string(), trial.trial_id.clone(), *rank as i64);
+        epochs.extend(report.epochs.iter().map(|epoch| {
+            let (run_id, trial_id, worker) = ids();
+            EpochRow { run_id, trial_id, worker, record: epoch.clone() }
         }));
-        steps.extend(report.steps.iter().map(|step| StepRow {
-            run_id: run_id.to_string(),
-            trial_id: trial.trial_id.clone(),
-            worker: *rank as i64,
-            epoch: step.epoch as i64,
-            step: step.step as i64,
-            loss: Some(step.loss),
-            step_time_s: step.step_time_s,
-            data_wait_s: step.data_wait_s,
-            h2d_s: step.h2d_s,
-            samples: step.samples as i64,
-            lr: step.lr,
-            warmup: step.warmup,
-            comm_bytes: (trial.workers > 1).then_some(step.comm_bytes as i64),
-            comm_s: (trial.workers > 1).then_some(step.comm_s),
+        steps.extend(report.steps.iter().map(|step| {
+            let (run_id, trial_id, worker) = ids();
+            // A one-worker trial communicates nothing: its traffic is unknown, not zero.
+            let distributed = trial.workers > 1;
+            let record = StepRecord {
+                comm_bytes: step.comm_bytes.filter(|_| distributed),
+                comm_s: step.comm_s.filter(|_| distributed),
+                ..step.clone()
+            };
+            StepRow { run_id, trial_id, worker, record }
         }));
     }
     let events = event_rows(run_id, &trial.trial_id, &reports);
@@ -252,7 +230,11 @@ pub(crate) fn record(
         .collect();
     let pipeline_stages =
         pipeline_stage_rows(run_id, &trial.trial_id, &stage_infos, &events, trial.train.warmup_steps as u64);
-    RecordedTrial { trial: row, epochs, steps, telemetry: telemetry.to_vec(), events, rank_breakdown, pipeline_stages }
+    let telemetry = samples
+        .into_iter()
+        .map(|sample| TelemetryRow { run_id: run_id.to_owned(), trial_id: trial.trial_id.clone(), sample })
+        .collect();
+    RecordedTrial { trial: row, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages }
 }
 
 /// What rank `rank`'s report says about its pipeline stage, as the results crate takes it.
@@ -329,21 +311,4 @@ fn event_rows(run_id: &str, trial_id: &str, reports: &[(usize, &TrainReport)]) -
             })
         })
         .collect()
-}
-
-/// Tags a recorder's sample with its run and trial.
-pub fn telemetry_row(run_id: &str, trial_id: &str, sample: &Sample) -> TelemetryRow {
-    TelemetryRow {
-        run_id: run_id.to_owned(),
-        trial_id: trial_id.to_owned(),
-        t_s: sample.t_s,
-        device: sample.device.clone(),
-        device_id: sample.device_id.clone(),
-        utilization_pct: sample.utilization_pct,
-        memory_used_bytes: sample.memory_used_bytes,
-        process_memory_bytes: sample.process_memory_bytes,
-        power_w: sample.power_w,
-        energy_counter_mj: sample.energy_counter_mj,
-        sm_clock_mhz: sample.sm_clock_mhz,
-    }
 }

@@ -87,7 +87,7 @@ impl TrainObserver for Emitter {
     fn on_step(&mut self, step: &StepRecord) {
         emit(&WorkerEvent::Step {
             step: step.step,
-            loss: step.loss,
+            loss: step.loss.unwrap_or(f64::NAN),
             samples: step.samples,
             step_time_s: step.step_time_s,
         });

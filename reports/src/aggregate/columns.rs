@@ -29,9 +29,11 @@ pub struct CellKey {
 
 impl CellKey {
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: same
-    /// network, data set and batch per worker.
+    /// network, data set and batch per worker, and the same threads where the run swept
+    /// them (the label's ` · 2 threads`, see `with_synthetic_marked`).
     pub fn baseline(&self) -> CellKey {
-        CellKey { strategy: "single".into(), workers: 1, ..self.clone() }
+        let threads = self.strategy.find(" · ").map_or("", |at| &self.strategy[at..]);
+        CellKey { strategy: format!("single{threads}"), workers: 1, ..self.clone() }
     }
 }
 

@@ -1,4 +1,4 @@
-//! From a run's tables to the numbers behind its figures and tables (SPEC §7): throughput,
+//! From a run's tables to the numbers behind its figures and tables: throughput,
 //! epoch time and speedup per cell with the spread over repeats, device usage, accuracy and
 //! loss curves per trial, where each rank's step time went (compute, exposed and overlapped
 //! communication, idle), each pipeline stage's imbalance and bubble, and the pipeline bubble
@@ -25,7 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use polars::prelude::{Column, DataFrame};
 use stratlab_results::{decode_rows, EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
-use stratlab_strategy_spec::{Strategy, StrategyColumns};
+use stratlab_strategy_spec::{threads_label, Strategy, StrategyColumns};
 
 use crate::ReportError;
 
@@ -184,7 +184,7 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
                 |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
             let label = strategy.report_label(varies);
             Some(match row.swept_threads {
-                Some(threads) => format!("{label} · {threads} threads"),
+                Some(threads) => format!("{label} · {}", threads_label(threads)),
                 None => label,
             })
         })

@@ -4,7 +4,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::embed::data_uri;
-use super::{FailedTrial, HtmlTable, ReportPage, ReportSection};
+use super::page::{FailedTrial, HtmlTable, ReportPage, ReportSection};
 use crate::ReportError;
 
 /// The page's styles, inline so the file needs nothing beside it.

@@ -5,14 +5,14 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use polars::prelude::{Column, DataFrame};
 
 use super::format::{outcome_label, three_significant};
-use super::{align_numeric, SummaryTable};
+use super::summary_table::{align_numeric, SummaryTable};
 use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
 use crate::{Outcome, ReportError};
 
 const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
 
 /// The results matrix as a table: `network`, `dataset`, `batch/worker`, then one text
-/// column per `"<strategy> W=<w>"` (strategies in the SPEC's order, then W). A cell reads
+/// column per `"<strategy> W=<w>"` (strategies in `style.rs`'s order, then W). A cell reads
 /// `1230 ×1.80`, `1230 ×1.80 (1/4 failed)`, `1230` (no baseline), `OOM`, or "—" when the
 /// run has no such trial.
 pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
@@ -29,7 +29,7 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
             columns.push(column);
         }
     }
-    // Stable: strategies the SPEC does not know keep their order of appearance.
+    // Stable: strategies `style.rs` does not know keep their order of appearance.
     let first_seen = |strategy: &str| columns.iter().position(|(s, _)| *s == strategy).unwrap_or(usize::MAX);
     let mut ordered = columns.clone();
     ordered.sort_by_key(|(strategy, workers)| (crate::style::strategy_rank(strategy), first_seen(strategy), *workers));

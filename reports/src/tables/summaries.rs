@@ -3,7 +3,7 @@
 
 use polars::prelude::{Column, DataFrame};
 
-use super::{SummaryTable, OUTCOME_COLUMN};
+use super::summary_table::{SummaryTable, OUTCOME_COLUMN};
 use crate::aggregate::{
     bubble_share, CellKey, PipelineStage, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo,
 };

@@ -13,7 +13,9 @@ use stratlab_reports::{
     aggregate_run, matrix_for_terminal, summary_tables, EventKind, Failure, Outcome, RunAggregates, Stat, Timeline,
     TimelineEvent,
 };
-use stratlab_results::{EpochRow, Fingerprint, RunStore, StepRow, TrialRow, TrialTables};
+use stratlab_results::{
+    DeviceLoad, EpochRecord, EpochRow, Fingerprint, RunStore, StepRecord, StepRow, TrialRow, TrialTables,
+};
 
 const GIB: u64 = 1 << 30;
 
@@ -84,14 +86,16 @@ fn trial(
         final_accuracy: ok.then_some(0.9),
         final_loss: None,
         eval_time_s: None,
-        utilization_mean_pct: ok.then_some(40.0 + 10.0 * repeat as f64),
-        utilization_max_pct: ok.then_some(100.0),
-        memory_mean_bytes: None,
-        memory_max_bytes: ok.then_some((repeat as u64 + 1) * GIB),
-        process_memory_mean_bytes: None,
-        process_memory_max_bytes: None,
-        energy_j: None,
-        energy_source: None,
+        load: DeviceLoad {
+            utilization_mean_pct: ok.then_some(40.0 + 10.0 * repeat as f64),
+            utilization_max_pct: ok.then_some(100.0),
+            memory_mean_bytes: None,
+            memory_max_bytes: ok.then_some((repeat as u64 + 1) * GIB),
+            process_memory_mean_bytes: None,
+            process_memory_max_bytes: None,
+            energy_j: None,
+            energy_source: None,
+        },
         wall_time_s: 100.0,
         started_at: "2026-11-23T10:01:15Z".into(),
         finished_at: "2026-11-23T10:02:55Z".into(),
@@ -106,16 +110,19 @@ fn epochs(trial: &TrialRow) -> Vec<EpochRow> {
                 run_id: "run".into(),
                 trial_id: trial.trial_id.clone(),
                 worker,
-                epoch,
-                train_loss: Some(1.0),
-                train_accuracy: Some(0.5),
-                test_loss: Some(1.0),
-                test_accuracy: Some([0.5, 0.85, 0.9][epoch as usize]),
-                epoch_time_s: 9.0,
-                eval_time_s: 1.0,
-                wall_samples_per_s: None,
-                val_samples_per_s: None,
-                elapsed_s: 10.0 * (epoch + 1) as f64,
+                record: EpochRecord {
+                    epoch: epoch as usize,
+                    train_loss: Some(1.0),
+                    train_accuracy: Some(0.5),
+                    test_loss: Some(1.0),
+                    test_accuracy: Some([0.5, 0.85, 0.9][epoch as usize]),
+                    epoch_time_s: 9.0,
+                    eval_time_s: 1.0,
+                    wall_samples_per_s: None,
+                    val_samples_per_s: None,
+                    elapsed_s: 10.0 * (epoch + 1) as f64,
+                    steps: None,
+                },
             })
         })
         .collect()
@@ -129,17 +136,19 @@ fn steps(trial: &TrialRow, n: i64, per_epoch: i64, nan_from: Option<i64>) -> Vec
             run_id: "run".into(),
             trial_id: trial.trial_id.clone(),
             worker: 0,
-            epoch: step / per_epoch,
-            step,
-            loss: Some(if nan_from.is_some_and(|s| step >= s) { f64::NAN } else { 2.0 - 0.1 * step as f64 }),
-            step_time_s: 0.375,
-            data_wait_s: 0.125,
-            h2d_s: 0.0,
-            samples: trial.batch_size,
-            lr: 0.01,
-            warmup: step == 0,
-            comm_bytes: None,
-            comm_s: None,
+            record: StepRecord {
+                epoch: (step / per_epoch) as usize,
+                step: step as usize,
+                loss: Some(if nan_from.is_some_and(|s| step >= s) { f64::NAN } else { 2.0 - 0.1 * step as f64 }),
+                step_time_s: 0.375,
+                data_wait_s: 0.125,
+                h2d_s: 0.0,
+                samples: trial.batch_size as usize,
+                lr: 0.01,
+                warmup: step == 0,
+                comm_bytes: None,
+                comm_s: None,
+            },
         })
         .collect()
 }

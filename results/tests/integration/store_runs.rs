@@ -5,8 +5,8 @@ use std::fs;
 use crate::common::{assert_schema_matches_serde, new_store, trial};
 use polars::prelude::{CsvReadOptions, DataType, SerReader};
 use stratlab_results::{
-    from_frame, to_frame, EpochRow, ExportFormat, RunStore, StepRow, StoreError, Table, TelemetryRow, TrialRow,
-    TrialTables,
+    from_frame, to_frame, EpochRecord, EpochRow, ExportFormat, RunStore, Sample, StepRecord, StepRow, StoreError,
+    Table, TelemetryRow, TrialRow, TrialTables,
 };
 
 fn epochs(run_id: &str, trial_id: &str, n: i64) -> Vec<EpochRow> {
@@ -15,17 +15,20 @@ fn epochs(run_id: &str, trial_id: &str, n: i64) -> Vec<EpochRow> {
             run_id: run_id.into(),
             trial_id: trial_id.into(),
             worker: 1,
-            epoch,
-            train_loss: Some(2.0 - epoch as f64 * 0.5),
-            train_accuracy: Some(0.3 + epoch as f64 * 0.1),
-            // Only the last epoch is evaluated: the column must stay Float64 with nulls.
-            test_loss: (epoch == n - 1).then_some(1.07),
-            test_accuracy: (epoch == n - 1).then_some(0.61),
-            epoch_time_s: 12.5,
-            eval_time_s: 1.25,
-            wall_samples_per_s: Some(1500.0),
-            val_samples_per_s: None,
-            elapsed_s: 12.5 * (epoch + 1) as f64,
+            record: EpochRecord {
+                epoch: epoch as usize,
+                train_loss: Some(2.0 - epoch as f64 * 0.5),
+                train_accuracy: Some(0.3 + epoch as f64 * 0.1),
+                // Only the last epoch is evaluated: the column must stay Float64 with nulls.
+                test_loss: (epoch == n - 1).then_some(1.07),
+                test_accuracy: (epoch == n - 1).then_some(0.61),
+                epoch_time_s: 12.5,
+                eval_time_s: 1.25,
+                wall_samples_per_s: Some(1500.0),
+                val_samples_per_s: None,
+                elapsed_s: 12.5 * (epoch + 1) as f64,
+                steps: Some(10),
+            },
         })
         .collect()
 }
@@ -36,17 +39,19 @@ fn steps(run_id: &str, trial_id: &str, n: i64) -> Vec<StepRow> {
             run_id: run_id.into(),
             trial_id: trial_id.into(),
             worker: 0,
-            epoch: step / 10,
-            step,
-            loss: if step % 2 == 0 { Some(2.5 - step as f64 * 0.01) } else { None },
-            step_time_s: 0.04 + step as f64 * 1e-4,
-            data_wait_s: 1e-4,
-            h2d_s: 2e-5,
-            samples: 32,
-            lr: 0.01,
-            warmup: step < 5,
-            comm_bytes: (step % 3 == 0).then_some(4096),
-            comm_s: (step % 3 == 0).then_some(0.002),
+            record: StepRecord {
+                epoch: (step / 10) as usize,
+                step: step as usize,
+                loss: if step % 2 == 0 { Some(2.5 - step as f64 * 0.01) } else { None },
+                step_time_s: 0.04 + step as f64 * 1e-4,
+                data_wait_s: 1e-4,
+                h2d_s: 2e-5,
+                samples: 32,
+                lr: 0.01,
+                warmup: step < 5,
+                comm_bytes: (step % 3 == 0).then_some(4096),
+                comm_s: (step % 3 == 0).then_some(0.002),
+            },
         })
         .collect()
 }
@@ -56,15 +61,17 @@ fn telemetry(run_id: &str, trial_id: &str, n: usize, with_power: bool) -> Vec<Te
         .map(|i| TelemetryRow {
             run_id: run_id.into(),
             trial_id: trial_id.into(),
-            t_s: i as f64 * 0.1,
-            device: "gpu0".into(),
-            utilization_pct: 90.0,
-            memory_used_bytes: 3_000_000_000 + i as u64,
-            power_w: with_power.then_some(250.5),
-            sm_clock_mhz: with_power.then_some(1800),
-            device_id: Some("00000000:3B:00.0".into()),
-            process_memory_bytes: with_power.then_some(2_500_000_000),
-            energy_counter_mj: with_power.then_some(1_000_000 + i as u64 * 25_000),
+            sample: Sample {
+                t_s: i as f64 * 0.1,
+                device: "gpu0".into(),
+                utilization_pct: 90.0,
+                memory_used_bytes: 3_000_000_000 + i as u64,
+                power_w: with_power.then_some(250.5),
+                sm_clock_mhz: with_power.then_some(1800),
+                device_id: Some("00000000:3B:00.0".into()),
+                process_memory_bytes: with_power.then_some(2_500_000_000),
+                energy_counter_mj: with_power.then_some(1_000_000 + i as u64 * 25_000),
+            },
         })
         .collect()
 }
@@ -130,9 +137,9 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     row.outcome = "diverged".into();
     row.final_loss = Some(f64::NAN);
     let mut step_rows = steps(&run, "d", 4);
-    step_rows[1].loss = Some(f64::INFINITY);
-    step_rows[2].loss = Some(f64::NAN);
-    step_rows[3].loss = None; // not measured on this worker
+    step_rows[1].record.loss = Some(f64::INFINITY);
+    step_rows[2].record.loss = Some(f64::NAN);
+    step_rows[3].record.loss = None; // not measured on this worker
     store.write_trial(TrialTables { steps: &step_rows, ..TrialTables::new(&row) }).expect("write");
 
     let frame = RunStore::open(store.run_dir()).expect("open").load("steps").expect("steps");
@@ -142,7 +149,7 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     assert!(losses[2].is_some_and(f64::is_nan), "NaN must be stored as NaN: {losses:?}");
     assert_eq!(losses[3], None, "a missing loss stays null");
     let back: Vec<StepRow> = store.load_rows().expect("typed rows");
-    assert!(back[2].loss.is_some_and(f64::is_nan) && back[3].loss.is_none());
+    assert!(back[2].record.loss.is_some_and(f64::is_nan) && back[3].record.loss.is_none());
     let trials: Vec<TrialRow> = store.load_rows().expect("trials");
     assert!(trials[0].final_loss.is_some_and(f64::is_nan));
 }
@@ -288,8 +295,8 @@ fn parts_stored_before_a_column_was_added_read_back_with_it_null() {
     polars::prelude::ParquetWriter::new(std::fs::File::create(&part).unwrap()).finish(&mut old).unwrap();
     let read: Vec<StepRow> = store.load_rows().unwrap();
     assert_eq!(read.len(), 6);
-    assert!(read.iter().all(|step| step.comm_bytes.is_none() && step.comm_s.is_none()));
-    assert_eq!(read[3].step_time_s, steps[3].step_time_s);
+    assert!(read.iter().all(|step| step.record.comm_bytes.is_none() && step.record.comm_s.is_none()));
+    assert_eq!(read[3].record.step_time_s, steps[3].record.step_time_s);
     // A part with a column of the wrong type is still a schema error, not silently patched.
     let mut wrong = frame.clone();
     {

@@ -1,11 +1,13 @@
 //! How a stage talks to its neighbours: message tags, receives posted ahead, sends that
-//! complete in the background, the replicas' gradient all-reduce and the step's loss.
+//! complete in the background, the replicas' gradient all-reduce and the step's loss. What
+//! is sent when is the stage worker's business; this module only moves tensors.
+
+use std::collections::VecDeque;
 
 use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
-use stratlab_strategy_spec::Action;
-use super::stage_worker::StageWorker;
+use super::layout::Layout;
 use crate::timeline::{EventKind, Timeline};
 use crate::TrainError;
 
@@ -42,40 +44,73 @@ impl Traffic {
 }
 
 /// A send in flight with its buffer (which must live until it completes).
-pub(super) struct PendingSend {
+struct PendingSend {
     work: Work,
     _buffer: Tensor,
     what: String,
 }
 
-impl StageWorker<'_> {
+/// Sends not known to be complete, oldest first. Gloo completes a send when its receive is
+/// posted, which under PipeDream can be in the next step, so they are carried across steps.
+#[derive(Default)]
+pub(super) struct Sends(VecDeque<PendingSend>);
+
+impl Sends {
+    /// Sends `tensor` to rank `dst` in the background.
+    pub(super) fn push(
+        &mut self,
+        endpoint: Endpoint<'_>,
+        tensor: &Tensor,
+        dst: usize,
+        tag: u32,
+        what: String,
+    ) -> Result<(), TrainError> {
+        let buffer = tensor.detach().to_device(endpoint.comm_device()).contiguous();
+        let work = endpoint.world.send_async(&buffer, dst, tag)?;
+        self.0.push_back(PendingSend { work, _buffer: buffer, what });
+        Ok(())
+    }
+
+    /// Records the sends that have completed (all of them when `wait`), oldest first.
+    pub(super) fn settle(
+        &mut self,
+        wait: bool,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        while self.0.front().is_some_and(|send| wait || send.work.is_completed()) {
+            let send = self.0.pop_front().expect("checked");
+            let done = send.work.wait()?;
+            timeline.communication(EventKind::Send, send.what, &done);
+            traffic.add(&done);
+        }
+        Ok(())
+    }
+}
+
+/// How a rank reaches the others: the world group, where the rank sits in it, and the
+/// element type and device of what it computes.
+#[derive(Clone, Copy)]
+pub(super) struct Endpoint<'a> {
+    pub(super) world: &'a ProcessGroup,
+    pub(super) layout: Layout,
+    /// The element type of activations and gradients, and so of every receive buffer.
+    pub(super) kind: Kind,
+    /// Where the stage computes (messages may travel through another device, see
+    /// [`Endpoint::comm_device`]).
+    pub(super) device: Device,
+}
+
+impl Endpoint<'_> {
+    /// Where messages are staged: the backend's device for the stage's device.
+    pub(super) fn comm_device(&self) -> Device {
+        self.world.tensor_device(self.device)
+    }
+
     pub(super) fn post_recv(&self, shape: &[i64], src: usize, tag: u32) -> Result<PendingRecv, TrainError> {
         let mut buffer = Tensor::empty(shape, (self.kind, self.comm_device()));
         let work = self.world.recv_async(&mut buffer, src, tag)?;
         Ok(PendingRecv { buffer, work })
-    }
-
-    /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
-    /// micro-batch has `size` samples.
-    pub(super) fn prefetch(&mut self, action: Action, size: usize) -> Result<(), TrainError> {
-        let layout = self.layout;
-        match action {
-            Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
-                let shape = self.input_shape(size);
-                let pending = self.post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
-                self.in_flight.entry(id).or_default().activation = Some(pending);
-            }
-            Action::Backward(id) if !layout.is_last() => {
-                let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
-                if !posted {
-                    let pending =
-                        self.post_recv(&self.output_shape(size), layout.rank_of(layout.stage + 1), gradient_tag(id))?;
-                    self.in_flight.entry(id).or_default().gradient = Some(pending);
-                }
-            }
-            _ => {}
-        }
-        Ok(())
     }
 
     /// Waits for a receive, recording the wait (idle) and the transfer.
@@ -94,37 +129,15 @@ impl StageWorker<'_> {
         Ok(pending.buffer.to_device(self.device))
     }
 
-    pub(super) fn send(&mut self, tensor: &Tensor, dst: usize, tag: u32, what: String) -> Result<(), TrainError> {
-        let buffer = tensor.detach().to_device(self.comm_device()).contiguous();
-        let work = self.world.send_async(&buffer, dst, tag)?;
-        self.sends.push_back(PendingSend { work, _buffer: buffer, what });
-        Ok(())
-    }
-
-    /// Records the sends that have completed (all of them when `wait`), oldest first.
-    pub(super) fn settle_sends(
-        &mut self,
-        wait: bool,
-        timeline: &mut Timeline,
-        traffic: &mut Traffic,
-    ) -> Result<(), TrainError> {
-        while self.sends.front().is_some_and(|send| wait || send.work.is_completed()) {
-            let send = self.sends.pop_front().expect("checked");
-            let done = send.work.wait()?;
-            timeline.communication(EventKind::Send, send.what, &done);
-            traffic.add(&done);
-        }
-        Ok(())
-    }
-
     /// Averages this stage's gradients over its replicas, in one fused buffer.
     pub(super) fn all_reduce_gradients(
         &self,
         group: &ProcessGroup,
+        params: &[Tensor],
         timeline: &mut Timeline,
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
-        let grads: Vec<Tensor> = self.params.iter().map(|p| p.grad().view([-1])).collect();
+        let grads: Vec<Tensor> = params.iter().map(|p| p.grad().view([-1])).collect();
         if grads.is_empty() {
             return Ok(());
         }
@@ -135,7 +148,7 @@ impl StageWorker<'_> {
         let flat = flat.to_device(self.device);
         let mut offset = 0;
         tch::no_grad(|| {
-            for param in &self.params {
+            for param in params {
                 let mut grad = param.grad();
                 let numel = grad.numel() as i64;
                 grad.copy_(&flat.narrow(0, offset, numel).view_as(&grad));

@@ -7,14 +7,15 @@
 //! - the stage worker runs that order, overlapping sends and receives with compute.
 
 mod evaluate;
+mod layout;
 mod links;
 pub mod memory;
 pub mod partition;
+mod stage_report;
 mod stage_worker;
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use stratlab_comm::ProcessGroup;
 use stratlab_datasets::Dataset;
 use tch::nn::{self, ModuleT};
@@ -25,9 +26,11 @@ use crate::evaluate::EvalSums;
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
+use layout::Layout;
 pub use partition::{plan_stages, PartitionError, StagePlan};
+pub use stage_report::PipelineStageReport;
+use stage_worker::StageWorker;
 use stratlab_strategy_spec::{check_balance, Balance, Strategy};
-use stage_worker::{Layout, StageWorker};
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
 /// with the same initial weights a single-device build has, then runs the schedule on
@@ -181,38 +184,5 @@ impl StepRunner for PipelineStep<'_> {
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
         agree_any(self.worker.world, self.worker.device, local_stop, self.wall_time_budget)
-    }
-}
-
-/// What one pipeline rank reports about its stage, next to its timeline: the plan it ran
-/// and the memory its activations took.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PipelineStageReport {
-    /// Position in the pipeline, from 0.
-    pub stage: usize,
-    /// Stages in the pipeline (pp).
-    pub stages: usize,
-    /// Which data-parallel replica of the pipeline, from 0 (hybrid; 0 otherwise).
-    pub replica: usize,
-    /// Replicas of the pipeline (dp).
-    pub replicas: usize,
-    /// Micro-batches per batch as run (model-parallel runs 1).
-    pub micro_batches: usize,
-    /// The plan every rank ran (the same on all ranks).
-    pub plan: StagePlan,
-    /// Names of the network stages this rank holds.
-    pub layers: Vec<String>,
-    /// Trainable parameters of this rank's stages.
-    pub parameters: u64,
-    /// Largest growth of allocated memory over a timed step, from the step's start (weights,
-    /// gradients and optimizer state already allocated) to its peak: the activations and
-    /// buffers in flight. `None` where the allocator cannot tell.
-    pub peak_activation_bytes: Option<u64>,
-}
-
-impl PipelineStageReport {
-    /// This rank's range of network stages.
-    pub fn layer_range(&self) -> std::ops::Range<usize> {
-        self.plan.ranges[self.stage].clone()
     }
 }

@@ -6,6 +6,7 @@
 //! is smallest ([`linear_partition`]): a pipeline runs at the pace of its slowest stage.
 
 mod linear;
+mod partition_error;
 mod profile;
 mod saved;
 
@@ -13,27 +14,17 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
-use stratlab_strategy_spec::{check_balance, Balance, Infeasible};
+use stratlab_strategy_spec::{check_balance, Balance};
 use tch::Device;
 
 pub use linear::linear_partition;
+pub use partition_error::PartitionError;
 pub use profile::PROFILE_REPEATS;
 pub use saved::{activation_bytes_per_sample, ActivationBytes};
 
 /// Bytes per parameter the `size` balance charges: the f32 weight, its gradient and SGD's
 /// momentum buffer (every strategy trains with momentum SGD, see `train_loop::sgd`).
 pub const SIZE_BYTES_PER_PARAMETER: u64 = 3 * std::mem::size_of::<f32>() as u64;
-
-/// Why a balance cannot split a network into the requested parts.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct PartitionError(pub String);
-
-impl From<Infeasible> for PartitionError {
-    fn from(infeasible: Infeasible) -> PartitionError {
-        PartitionError(infeasible.0)
-    }
-}
 
 /// Which network stages each pipeline stage holds, and what the balance predicted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,56 +13,25 @@
 //! torchgpipe does by default, without its deferred statistics), which is why
 //! equivalence holds only for networks without batch norm.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use stratlab_comm::ProcessGroup;
 use stratlab_networks::Network;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
-use super::links::{activation_tag, gradient_tag, PendingRecv, PendingSend, Traffic, LOSS_TAG};
+use super::layout::Layout;
+use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic, LOSS_TAG};
 use super::memory;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
 
-use super::{PipelineStageReport, StagePlan};
+use super::partition::StagePlan;
+use super::stage_report::PipelineStageReport;
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
 use crate::TrainError;
-
-/// Where a rank sits: its pipeline stage and data-parallel replica.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    /// Position in the pipeline.
-    pub stage: usize,
-    /// Stages per pipeline (pp).
-    pub stages: usize,
-    /// Replica of the pipeline.
-    pub replica: usize,
-    /// Replicas (dp).
-    pub replicas: usize,
-}
-
-impl Layout {
-    /// The layout of `rank` in a world of `stages × replicas` ranks.
-    pub fn of(rank: usize, stages: usize, replicas: usize) -> Layout {
-        Layout { stage: rank % stages, stages, replica: rank / stages, replicas }
-    }
-
-    pub(super) fn is_first(&self) -> bool {
-        self.stage == 0
-    }
-
-    pub(super) fn is_last(&self) -> bool {
-        self.stage + 1 == self.stages
-    }
-
-    /// World rank of stage `stage` of this rank's pipeline.
-    pub(super) fn rank_of(&self, stage: usize) -> usize {
-        self.replica * self.stages + stage
-    }
-}
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]
@@ -108,9 +77,8 @@ pub struct StageWorker<'a> {
     /// Micro-batches whose forward ran and whose backward has not, by global id (step × m
     /// + index): empty between steps except under PipeDream, which never flushes.
     pub(super) in_flight: BTreeMap<usize, MicroBatch>,
-    /// Sends not known to be complete. Gloo completes a send when its receive is posted,
-    /// which under PipeDream can be in the next step, so they are carried across steps.
-    pub(super) sends: VecDeque<PendingSend>,
+    /// Sends not known to be complete, carried across steps (see [`Sends`]).
+    pub(super) sends: Sends,
 }
 
 /// The batch a step trains on, cut into micro-batches.
@@ -144,7 +112,7 @@ struct StepSums {
     correct: Tensor,
 }
 
-impl StageWorker<'_> {
+impl<'a> StageWorker<'a> {
     /// The shape of network stage `index`'s output for `samples` samples.
     fn boundary_shape(&self, index: usize, samples: usize) -> Vec<i64> {
         std::iter::once(samples as i64).chain(self.stage_output_dims[index][1..].iter().copied()).collect()
@@ -161,7 +129,37 @@ impl StageWorker<'_> {
     }
 
     pub(super) fn comm_device(&self) -> Device {
-        self.world.tensor_device(self.device)
+        self.endpoint().comm_device()
+    }
+
+    /// How this rank reaches the others.
+    pub(super) fn endpoint(&self) -> Endpoint<'a> {
+        Endpoint { world: self.world, layout: self.layout, kind: self.kind, device: self.device }
+    }
+
+    /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
+    /// micro-batch has `size` samples.
+    fn prefetch(&mut self, action: Action, size: usize) -> Result<(), TrainError> {
+        let layout = self.layout;
+        match action {
+            Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
+                let shape = self.input_shape(size);
+                let pending =
+                    self.endpoint().post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
+                self.in_flight.entry(id).or_default().activation = Some(pending);
+            }
+            Action::Backward(id) if !layout.is_last() => {
+                let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
+                if !posted {
+                    let shape = self.output_shape(size);
+                    let pending =
+                        self.endpoint().post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(id))?;
+                    self.in_flight.entry(id).or_default().gradient = Some(pending);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn forward_local(&self, input: &Tensor) -> Tensor {
@@ -216,7 +214,7 @@ impl StageWorker<'_> {
         let mut traffic = Traffic::default();
         let loss_recv = match layout.is_last() {
             true => None,
-            false => Some(self.post_recv(&[2], layout.rank_of(layout.stages - 1), LOSS_TAG)?),
+            false => Some(self.endpoint().post_recv(&[2], layout.rank_of(layout.stages - 1), LOSS_TAG)?),
         };
         let mut sums = StepSums {
             loss: Tensor::zeros([], (Kind::Float, self.device)),
@@ -249,18 +247,18 @@ impl StageWorker<'_> {
                 *top = (*top).max(now);
             }
             // Completed sends free their buffers as the schedule goes on.
-            self.settle_sends(false, timeline, &mut traffic)?;
+            self.sends.settle(false, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
         if !self.schedule.updates_per_micro_batch() {
             // Synchronous schedules flush: every receive of this step is matched in it.
-            self.settle_sends(true, timeline, &mut traffic)?;
+            self.sends.settle(true, timeline, &mut traffic)?;
             if let Some(group) = &self.replica_group {
-                self.all_reduce_gradients(group, timeline, &mut traffic)?;
+                self.endpoint().all_reduce_gradients(group, &self.params, timeline, &mut traffic)?;
             }
             timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
         }
-        let (loss, correct) = self.share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
+        let (loss, correct) = self.endpoint().share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
 
         if self.steps_done >= self.warmup_steps {
             if let (Some(base), Some(top)) = (baseline, peak) {
@@ -295,6 +293,7 @@ impl StageWorker<'_> {
         let mut slot = self.in_flight.remove(&id).unwrap_or_default();
         let input = match slot.activation.take() {
             Some(pending) => self
+                .endpoint()
                 .complete_recv(pending, &format!("activation F{}", step.index(id)), timeline, traffic)?
                 .set_requires_grad(true),
             None => step.slice(step.images, id),
@@ -321,7 +320,9 @@ impl StageWorker<'_> {
             }
             slot.labels = Some(labels);
         } else {
-            self.send(
+            let endpoint = self.endpoint();
+            self.sends.push(
+                endpoint,
                 &output,
                 layout.rank_of(layout.stage + 1),
                 activation_tag(id),
@@ -364,7 +365,9 @@ impl StageWorker<'_> {
             }
         }
         let gradient = match slot.gradient.take() {
-            Some(pending) => Some(self.complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?),
+            Some(pending) => {
+                Some(self.endpoint().complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?)
+            }
             None => None,
         };
         let start = timeline.now();
@@ -375,7 +378,9 @@ impl StageWorker<'_> {
         }
         timeline.record(EventKind::Backward, self.layer_name(), start, timeline.now(), None);
         if !layout.is_first() {
-            self.send(&input.grad(), layout.rank_of(layout.stage - 1), gradient_tag(id), format!("gradient {label}"))?;
+            let endpoint = self.endpoint();
+            let to = layout.rank_of(layout.stage - 1);
+            self.sends.push(endpoint, &input.grad(), to, gradient_tag(id), format!("gradient {label}"))?;
         }
         if let Some(latest) = latest {
             swap_weights(&self.params, &latest);
@@ -403,7 +408,7 @@ impl StageWorker<'_> {
             self.backward(id, None, m, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
-        self.settle_sends(true, timeline, &mut traffic)
+        self.sends.settle(true, timeline, &mut traffic)
     }
 
     /// This rank's report.

@@ -1,6 +1,15 @@
 //! Local mode: this binary started `--workers` times as the ranks of a loopback group.
 
-use super::*;
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use stratlab_comm::{free_port, Launch};
+
+use crate::cli::ProbeArgs;
 
 /// Starts `workers` ranks of this binary on 127.0.0.1, each with its share of the cores,
 /// and waits for all of them.

@@ -1,7 +1,19 @@
 //! The measurements: ping-pong between every ordered pair, all-reduce per size, each
 //! iteration after a barrier, the all-reduce's time the slowest rank's.
 
-use super::*;
+use std::time::Instant;
+
+use anyhow::Context;
+use stratlab_comm::{CommError, ProcessGroup, ReduceOp};
+use stratlab_results::ProbeKind;
+use tch::{Device, Kind, Tensor};
+
+use super::plan::{Measurement, ProbePlan, ELEMENT_BYTES};
+use crate::byte_size::format_size;
+
+/// Tags that keep a pair's ping and pong apart.
+const PING_TAG: u32 = 1;
+const PONG_TAG: u32 = 2;
 
 /// Every ordered pair's ping-pong, then the all-reduce, at every size. Every rank takes part
 /// in every step (barriers, sharing the times) and returns the same measurements.

@@ -12,39 +12,24 @@
 //!
 //! Rank 0 writes the rows and prints the tables.
 
-use std::ffi::OsString;
-use std::net::{IpAddr, Ipv4Addr};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
 
-use anyhow::{bail, Context};
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use stratlab_comm::{free_port, Backend, CommError, GroupOptions, Launch, ProcessGroup, ReduceOp};
-use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec, RunStore};
-use tch::{Device, Kind, Tensor};
+use anyhow::Context;
+use stratlab_comm::{GroupOptions, Launch, ProcessGroup};
+use stratlab_results::RunStore;
 
 use crate::cli::ProbeArgs;
-use crate::commands::InputError;
+use crate::exit::InputError;
 
 mod local;
 mod measurement;
 mod output;
+mod plan;
 
-use local::*;
-use measurement::*;
-use output::*;
-
-/// The default `--sizes`: powers of 4 from one float32 (4 B) to 64 MiB, 1 MiB among them.
-pub const DEFAULT_SIZES: &str = "4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M";
-
-/// Bytes per element of the probe's buffers (float32, as gradients are all-reduced).
-const ELEMENT_BYTES: u64 = 4;
-/// The backend the probe measures: Gloo, on the CPU tensors this lab trains with.
-const BACKEND: Backend = Backend::Gloo;
-/// Tags that keep a pair's ping and pong apart.
-const PING_TAG: u32 = 1;
-const PONG_TAG: u32 = 2;
+use local::run_local;
+use measurement::measure;
+use output::{print_tables, probe_rows};
+use plan::{check_world_size, ProbePlan, BACKEND};
 
 /// Runs `stratlab probe`: as one rank when the launch variables are set, otherwise as the
 /// launcher of `--workers` local ranks.
@@ -68,105 +53,6 @@ pub fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
         check_world_size(workers, "--workers")?;
         run_local(args, workers)
     }
-}
-
-/// Parses a message size: bytes, or with a binary suffix `K`, `M`, `G` (`KiB`, `MiB`, `GiB`
-/// too), so `64M` is 64 MiB.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(format!("empty size; give sizes like {DEFAULT_SIZES}"));
-    }
-    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
-    let (number, suffix) = trimmed.split_at(digits_end);
-    let number: u64 = number.parse().map_err(|_| format!("`{text}` is not a size (bytes, or with K, M, G)"))?;
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "ki" | "kib" => 10,
-        "m" | "mi" | "mib" => 20,
-        "g" | "gi" | "gib" => 30,
-        _ => return Err(format!("`{text}` has an unknown unit `{suffix}` (K, M, G are binary: 1K = 1024 bytes)")),
-    };
-    number.checked_mul(1u64 << shift).ok_or_else(|| format!("`{text}` is too large"))
-}
-
-/// `64 MiB`, `256 KiB`, `4 B`: a size as the tables show it.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (unit, scale) in UNITS {
-        if bytes >= scale && bytes % scale == 0 {
-            return format!("{} {unit}", bytes / scale);
-        }
-    }
-    match UNITS.iter().find(|(_, scale)| bytes >= *scale) {
-        Some((unit, scale)) => format!("{:.1} {unit}", bytes as f64 / *scale as f64),
-        None => format!("{bytes} B"),
-    }
-}
-
-/// A probe needs two ranks: with one there is no pair to time and no traffic to all-reduce.
-fn check_world_size(world_size: usize, source: &str) -> Result<(), InputError> {
-    match world_size {
-        0 => Err(InputError(format!("{source} must be at least 2, got 0"))),
-        1 => Err(InputError(format!(
-            "{source} is 1: with a single rank there is nothing to measure (no pair of ranks, no traffic); \
-             probe at least 2 ranks"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// What every rank measures, checked once before anything starts.
-#[derive(Debug, Clone, PartialEq)]
-struct ProbePlan {
-    /// Message sizes, bytes, in the order given.
-    sizes: Vec<u64>,
-    /// Untimed iterations before the timed ones, per pair (or all-reduce) and size.
-    warmup: usize,
-    /// Timed iterations per pair (or all-reduce) and size.
-    repeats: usize,
-    /// How long a rank waits for its peers (rendezvous, each operation).
-    timeout: Duration,
-}
-
-impl ProbePlan {
-    fn from_args(args: &ProbeArgs) -> Result<ProbePlan, InputError> {
-        if args.sizes.is_empty() {
-            return Err(InputError(format!("--sizes is empty; give sizes like {DEFAULT_SIZES}")));
-        }
-        if let Some(bad) = args.sizes.iter().find(|&&bytes| bytes == 0 || bytes % ELEMENT_BYTES != 0) {
-            return Err(InputError(format!(
-                "--sizes: {bad} bytes is not a positive multiple of {ELEMENT_BYTES} (the buffers are float32)"
-            )));
-        }
-        if args.repeats == 0 {
-            return Err(InputError("--repeats must be at least 1".into()));
-        }
-        if args.timeout_s == 0 || args.time_limit_s == 0 {
-            return Err(InputError("--timeout and --time-limit must be at least 1 second".into()));
-        }
-        if args.threads == Some(0) {
-            return Err(InputError("--threads must be at least 1".into()));
-        }
-        Ok(ProbePlan {
-            sizes: args.sizes.clone(),
-            warmup: args.warmup,
-            repeats: args.repeats,
-            timeout: Duration::from_secs(args.timeout_s),
-        })
-    }
-}
-
-/// The timed repeats of one probe: a p2p pair (`src` → `dst`) or the all-reduce, one size.
-#[derive(Debug, Clone, PartialEq)]
-struct Measurement {
-    kind: ProbeKind,
-    src: Option<usize>,
-    dst: Option<usize>,
-    bytes: u64,
-    /// One entry per timed repeat: one-way time of a p2p transfer, or the slowest rank's
-    /// time of an all-reduce.
-    times_s: Vec<f64>,
 }
 
 /// This process as one rank: join the group, measure, and (rank 0) store and print.
@@ -204,6 +90,12 @@ mod tests {
 
     use clap::Parser;
 
+    use std::ffi::OsString;
+
+    use stratlab_results::ProbeKind;
+
+    use super::local::rank_args;
+    use super::plan::Measurement;
     use super::*;
     use crate::cli::{Cli, Command as CliCommand};
 
@@ -218,33 +110,6 @@ mod tests {
             time_limit_s: 900,
             threads: None,
         }
-    }
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("4"), Ok(4));
-        assert_eq!(parse_size("1K"), Ok(1024));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("2g"), Ok(2 << 30));
-        assert!(parse_size("").unwrap_err().contains("empty"));
-        assert!(parse_size("1.5M").unwrap_err().contains("unknown unit"));
-        assert!(parse_size("M").unwrap_err().contains("not a size"));
-    }
-
-    #[test]
-    fn default_sizes_are_powers_of_four_from_4_bytes_to_64_mib() {
-        let sizes: Vec<u64> = DEFAULT_SIZES.split(',').map(|s| parse_size(s).unwrap()).collect();
-        assert_eq!(sizes, (1..=13).map(|power| 4u64.pow(power)).collect::<Vec<_>>());
-        assert!(sizes.contains(&(1 << 20)) && sizes.contains(&(64 << 20)));
-    }
-
-    #[test]
-    fn sizes_are_shown_in_binary_units() {
-        assert_eq!(format_size(4), "4 B");
-        assert_eq!(format_size(1 << 20), "1 MiB");
-        assert_eq!(format_size(64 << 20), "64 MiB");
-        assert_eq!(format_size(1536), "1.5 KiB");
     }
 
     #[test]

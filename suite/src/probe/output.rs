@@ -1,6 +1,11 @@
 //! Rank 0's output: the probe rows for the store and the terminal tables.
 
-use super::*;
+use anyhow::Context;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
+
+use super::plan::{Measurement, ProbePlan, BACKEND};
+use crate::byte_size::format_size;
 
 /// The stored rows of `measurements`.
 pub(super) fn probe_rows(

@@ -7,6 +7,7 @@
 mod build_features;
 mod cli;
 mod compare_cli;
+mod module_cycles;
 mod multi_worker;
 mod previous_release;
 mod netns_probe;

@@ -82,7 +82,7 @@ include:
         assert!(infeasible.reason.as_deref().unwrap().contains("small-cnn"));
     }
     // Telemetry was sampled beside the healthy trial.
-    assert!(by_repeat["r0"].memory_max_bytes.unwrap_or(0) > 0);
+    assert!(by_repeat["r0"].load.memory_max_bytes.unwrap_or(0) > 0);
 
     // The run ends with its report: the matrix on stdout, and every failure listed with its
     // outcome and reason in the HTML page (the page escapes text, so compare escaped reasons).

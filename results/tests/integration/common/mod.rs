@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use stratlab_results::{EventKind, EventRow, Fingerprint, RunStore, Table, TrialRow};
+use stratlab_results::{DeviceLoad, EventKind, EventRow, Fingerprint, RunStore, Table, TrialRow};
 use stratlab_strategy_spec::StrategyColumns;
 
 /// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
@@ -71,14 +71,16 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         final_accuracy: Some(0.61),
         final_loss: Some(1.07),
         eval_time_s: Some(3.5),
-        utilization_mean_pct: Some(48.5),
-        utilization_max_pct: Some(99.0),
-        memory_mean_bytes: Some(1.5e9),
-        memory_max_bytes: Some(2_000_000_000),
-        process_memory_mean_bytes: None,
-        process_memory_max_bytes: None,
-        energy_j: None,
-        energy_source: None,
+        load: DeviceLoad {
+            utilization_mean_pct: Some(48.5),
+            utilization_max_pct: Some(99.0),
+            memory_mean_bytes: Some(1.5e9),
+            memory_max_bytes: Some(2_000_000_000),
+            process_memory_mean_bytes: None,
+            process_memory_max_bytes: None,
+            energy_j: None,
+            energy_source: None,
+        },
         wall_time_s: 40.2,
         started_at: "2026-11-22T21:45:01Z".into(),
         finished_at: "2026-11-22T21:45:41Z".into(),

@@ -7,7 +7,7 @@ use stratlab_networks::NetworkSpec;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::PartitionError;
+use super::partition_error::PartitionError;
 use crate::autograd::backward_with_grad;
 use crate::device::synchronize;
 

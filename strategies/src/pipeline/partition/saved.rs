@@ -1,7 +1,7 @@
 //! What autograd keeps alive for a stage between its forward and its backward, read off
 //! the stage's ops: the `size` balance's activation estimate.
 
-use stratlab_networks::{Block, Op};
+use stratlab_networks::{Block, Op, ShapeError};
 
 /// Bytes of one f32 element.
 const F32_BYTES: u64 = std::mem::size_of::<f32>() as u64;
@@ -46,7 +46,7 @@ impl ActivationBytes {
 /// within 1–2% of the bytes a training-mode forward of resnet18, vgg11 or mobilenet_v2
 /// (CIFAR-10, batch 32) leaves allocated (see the `size` test in `tests.rs`). Fails if
 /// the ops do not fit `input`.
-pub fn activation_bytes_per_sample(block: &Block, input: &[i64]) -> Result<ActivationBytes, String> {
+pub fn activation_bytes_per_sample(block: &Block, input: &[i64]) -> Result<ActivationBytes, ShapeError> {
     let mut walk = Walk { values: vec![Value { elements: elements(input), kept: false }], extra_bytes: 0 };
     let (output, _) = match block {
         Block::Sequential(ops) => walk.ops(ops, 0, input)?,
@@ -89,7 +89,7 @@ impl Walk {
     }
 
     /// Runs `ops` from value `start` of shape `dims`; returns the last value and its shape.
-    fn ops(&mut self, ops: &[Op], start: usize, dims: &[i64]) -> Result<(usize, Vec<i64>), String> {
+    fn ops(&mut self, ops: &[Op], start: usize, dims: &[i64]) -> Result<(usize, Vec<i64>), ShapeError> {
         let (mut current, mut dims) = (start, dims.to_vec());
         for op in ops {
             let output = op.output_dims(&dims)?;
@@ -198,6 +198,6 @@ mod tests {
     #[test]
     fn ops_that_do_not_fit_the_input_are_reported() {
         let ops = vec![Op::Linear(Linear::new("fc", 10, 2))];
-        assert!(activation_bytes_per_sample(&Block::Sequential(ops), &[3]).unwrap_err().contains("fc"));
+        assert!(activation_bytes_per_sample(&Block::Sequential(ops), &[3]).unwrap_err().0.contains("fc"));
     }
 }

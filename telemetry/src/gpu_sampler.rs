@@ -2,7 +2,8 @@
 
 use std::collections::HashSet;
 
-use super::{process_tree_pids, GpuBoard, GpuProcess, GpuSource, Sample, Sampler};
+use super::{process_tree_pids, GpuBoard, GpuProcess, GpuSource, Sampler};
+use stratlab_results::Sample;
 
 /// Reads utilisation, memory, power, energy counter and SM clock of chosen boards, and the
 /// GPU memory the trial's own processes hold on them.

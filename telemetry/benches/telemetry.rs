@@ -1,6 +1,6 @@
 //! What the telemetry recorder costs a training step.
 //!
-//! A fixed single-threaded tch matmul workload (sized to ~5 ms, like a small training
+//! A fixed single-threaded matrix-product workload (sized to ~5 ms, like a small training
 //! step) is timed with no recorder and with a `ProcSampler` recorder sampling this very
 //! process every 100 ms. Both times and their ratio are printed; a ratio near 1.00 means
 //! sampling is free at the default interval. A third benchmark times one sampler tick, the
@@ -11,23 +11,27 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use stratlab::telemetry::{ProcSampler, Sampler, TelemetryRecorder};
-use tch::{Device, Kind, Tensor};
+use stratlab_telemetry::{ProcSampler, Sampler, TelemetryRecorder};
 
-/// A stand-in for one training step: `reps` chained 256×256 matmuls.
+/// Side of the square matrices the stand-in step multiplies.
+const N: usize = 128;
+
+/// A stand-in for one training step on one core: `reps` chained N×N matrix products in
+/// plain Rust (the crate stays libtorch-free; what is measured is the recorder's thread
+/// taking cycles from a busy core, not the kernel).
 struct Workload {
-    a: Tensor,
-    b: Tensor,
+    a: Vec<f32>,
+    b: Vec<f32>,
     reps: usize,
 }
 
 impl Workload {
     /// Picks `reps` so one step takes about `target` on this machine.
     fn sized_to(target: Duration) -> Workload {
-        let a = Tensor::randn([256, 256], (Kind::Float, Device::Cpu));
-        let b = Tensor::randn([256, 256], (Kind::Float, Device::Cpu)) / 16.0;
+        let a = (0..N * N).map(|i| ((i * 7919) % 97) as f32 / 97.0).collect();
+        let b = (0..N * N).map(|i| ((i * 104_729) % 89) as f32 / (89.0 * N as f32)).collect();
         let mut workload = Workload { a, b, reps: 1 };
-        workload.step(); // warm libtorch's allocator and kernels
+        workload.step(); // warm caches
         let started = Instant::now();
         for _ in 0..20 {
             workload.step();
@@ -38,11 +42,22 @@ impl Workload {
     }
 
     fn step(&self) {
-        let mut x = self.a.shallow_clone();
+        let mut x = self.a.clone();
+        let mut out = vec![0.0f32; N * N];
         for _ in 0..self.reps {
-            x = x.matmul(&self.b);
+            out.fill(0.0);
+            for i in 0..N {
+                for k in 0..N {
+                    let x_ik = x[i * N + k];
+                    let (row, b_row) = (&mut out[i * N..(i + 1) * N], &self.b[k * N..(k + 1) * N]);
+                    for (o, b) in row.iter_mut().zip(b_row) {
+                        *o += x_ik * b;
+                    }
+                }
+            }
+            std::mem::swap(&mut x, &mut out);
         }
-        black_box(x.double_value(&[0, 0]));
+        black_box(x[0]);
     }
 }
 
@@ -59,7 +74,6 @@ fn timed(workload: &Workload, iters: u64, total: &Cell<(Duration, u64)>) -> Dura
 }
 
 fn main() {
-    tch::set_num_threads(1);
     let workload = Workload::sized_to(Duration::from_millis(5));
     let mut criterion =
         Criterion::default().sample_size(30).measurement_time(Duration::from_secs(8)).configure_from_args();

@@ -4,7 +4,9 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Sample, Sampler};
+use stratlab_results::Sample;
+
+use super::Sampler;
 
 /// Samples on a background thread so the training loop never waits for `/proc` or NVML.
 ///
@@ -21,7 +23,7 @@ pub struct TelemetryRecorder {
 }
 
 impl TelemetryRecorder {
-    /// The interval SPEC-level tools use unless told otherwise: fine enough for epochs of a
+    /// The interval the runner samples at unless told otherwise: fine enough for epochs of a
     /// few seconds, coarse enough to cost well under 1 % of a core.
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 

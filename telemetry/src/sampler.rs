@@ -1,6 +1,8 @@
 //! The one interface the recorder needs from a telemetry source.
 
-use super::{GpuBoard, Sample};
+use stratlab_results::Sample;
+
+use super::GpuBoard;
 
 /// A source of device readings; `Send` so the recorder can own it on its own thread.
 pub trait Sampler: Send {

@@ -2,7 +2,8 @@
 //!
 //! A [`Sampler`] reads the devices once per call; a [`TelemetryRecorder`] calls it on a
 //! background thread at a fixed interval and hands back typed [`Sample`]s, which
-//! [`TelemetrySummary`] reduces to the per-trial numbers of SPEC §7.
+//! [`TelemetrySummary`] reduces to the per-trial device load (mean and peak utilisation
+//! and memory, energy) the `trials` table stores. Both shapes belong to `stratlab-results`.
 //!
 //! GPUs are read through a [`GpuSource`]: NVML on real machines ([`NvmlSource`]), a script
 //! in tests ([`ScriptedSource`]), so the mapping from CUDA ordinals to boards
@@ -20,7 +21,6 @@ mod nvml_source;
 mod proc_sampler;
 mod process_tree;
 mod recorder;
-mod sample;
 mod sampler;
 mod scripted_source;
 mod summary;
@@ -28,14 +28,12 @@ mod telemetry_error;
 
 pub use board_mapping::{map_cuda_ordinals, normalize_pci_bus_id, BoardMapping, GpuBoard};
 pub use cuda_env::CudaEnv;
-pub use energy::EnergySource;
 pub use gpu_sampler::GpuSampler;
 pub use gpu_source::{BoardMemory, GpuProcess, GpuSource, SourceError};
 pub use nvml_source::NvmlSource;
 pub use proc_sampler::ProcSampler;
 pub use process_tree::process_tree_pids;
 pub use recorder::TelemetryRecorder;
-pub use sample::Sample;
 pub use sampler::Sampler;
 pub use scripted_source::{BoardFrame, ScriptedBoard, ScriptedSource};
 pub use summary::TelemetrySummary;
@@ -43,6 +41,8 @@ pub use telemetry_error::TelemetryError;
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+
+pub use stratlab_results::{EnergySource, Sample};
 
 /// Picks the sampler for a trial whose workers use `cuda_ordinals`: NVML on the boards
 /// those ordinals are, else a [`ProcSampler`] on the process tree rooted at `root_pid`.
@@ -172,7 +172,7 @@ mod tests {
         let summary = two_ticks(&mut sampler);
         assert_eq!(summary.device_ids, ["00000000:01:00.0"]);
         // 1 000 000 mJ → 1 250 000 mJ is 250 J, although power says 100 W × 1 s.
-        assert_eq!((summary.energy_j, summary.energy_source), (Some(250.0), Some(EnergySource::Counter)));
+        assert_eq!((summary.load.energy_j, summary.load.energy_source), (Some(250.0), Some(EnergySource::Counter)));
     }
 
     #[test]
@@ -181,7 +181,10 @@ mod tests {
         let mut sampler = choose_sampler_with(two_boards(), std::process::id(), &[0, 1], &env);
         let summary = two_ticks(&mut sampler);
         assert_eq!(summary.device_ids, ["00000000:01:00.0", "00000000:02:00.0"]);
-        assert_eq!((summary.energy_j, summary.energy_source), (Some(200.0), Some(EnergySource::PowerIntegration)));
+        assert_eq!(
+            (summary.load.energy_j, summary.load.energy_source),
+            (Some(200.0), Some(EnergySource::PowerIntegration))
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@ use std::fs;
 use std::time::Instant;
 
 use super::process_tree::tree_stats;
-use super::{Sample, Sampler};
+use stratlab_results::Sample;
+
+use super::Sampler;
 
 /// Samples a process and all its descendants from `/proc`, as device `cpu`.
 ///

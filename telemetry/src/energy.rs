@@ -1,38 +1,8 @@
 //! Energy a trial's devices drew, from the boards' counters or by integrating power.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use serde::{Deserialize, Serialize};
-
-use super::Sample;
-
-/// Where a trial's energy figure comes from; stored next to it so readers know its quality.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EnergySource {
-    /// Differences of the boards' total-energy counters (NVML, Volta and newer): the
-    /// driver's own accumulation, exact however coarse the sampling interval.
-    Counter,
-    /// Trapezoidal integral of sampled power: misses whatever happens between samples.
-    PowerIntegration,
-}
-
-impl EnergySource {
-    /// The stored spelling: `counter` or `power-integration`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnergySource::Counter => "counter",
-            EnergySource::PowerIntegration => "power-integration",
-        }
-    }
-}
-
-impl fmt::Display for EnergySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use stratlab_results::{EnergySource, Sample};
 
 /// Joules drawn by all devices of `samples` together, and how that was measured.
 ///

@@ -1,0 +1,91 @@
+//! One summary table: its frame of full-precision numbers and how it is written (CSV) and
+//! shown (Markdown, formatted cells).
+
+use std::path::{Path, PathBuf};
+
+use comfy_table::{presets::ASCII_MARKDOWN, CellAlignment, Table};
+use polars::prelude::{AnyValue, CsvWriter, DataFrame, SerWriter};
+
+use super::format::{cell_text, outcome_label};
+use crate::report_error::write_file;
+use crate::ReportError;
+
+/// Name of the column holding a row's stored outcome (`ok`, `oom`, …). On display, the
+/// empty numeric cells of a row whose outcome is not `ok` show that outcome in capitals.
+pub const OUTCOME_COLUMN: &str = "outcome";
+
+/// One summary table: a frame of display columns with units in their names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryTable {
+    /// File stem, e.g. `"speedup"`.
+    pub name: String,
+    /// Human title, e.g. "Speedup over single (W = 1)".
+    pub title: String,
+    /// The columns, full precision; units in the names (`"samples/s (median)"`).
+    pub frame: DataFrame,
+}
+
+impl SummaryTable {
+    /// Writes `dir/<name>.csv` (full-precision numbers, empty for null) and returns its path.
+    pub fn write_csv(&self, dir: &Path) -> Result<PathBuf, ReportError> {
+        std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.to_path_buf(), source })?;
+        let path = dir.join(format!("{}.csv", self.name));
+        let mut csv = Vec::new();
+        CsvWriter::new(&mut csv)
+            .include_header(true)
+            .finish(&mut self.frame.clone())
+            .map_err(|source| ReportError::Csv { path: path.clone(), source })?;
+        write_file(&path, &csv)?;
+        Ok(path)
+    }
+
+    /// The table as GitHub Markdown (header and rows; the title is left to the caller's
+    /// heading), numeric columns right-aligned in the source.
+    pub fn to_markdown(&self) -> String {
+        let (header, rows, numeric) = self.cells();
+        let escape = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+        let mut table = Table::new();
+        table.load_preset(ASCII_MARKDOWN);
+        table.set_header(header.iter().map(|h| escape(h)).collect::<Vec<_>>());
+        for row in rows {
+            table.add_row(row.iter().map(|cell| escape(cell)).collect::<Vec<_>>());
+        }
+        align_numeric(&mut table, &numeric);
+        table.to_string()
+    }
+
+    /// Header, formatted rows and which columns are numeric (for right alignment).
+    pub fn cells(&self) -> (Vec<String>, Vec<Vec<String>>, Vec<bool>) {
+        let columns = self.frame.columns();
+        let header = columns.iter().map(|c| c.name().to_string()).collect();
+        let numeric: Vec<bool> = columns.iter().map(|c| c.dtype().is_primitive_numeric()).collect();
+        let outcome = self.frame.column(OUTCOME_COLUMN).ok().and_then(|c| c.str().ok());
+        let rows = (0..self.frame.height())
+            .map(|i| {
+                let failed = outcome.and_then(|o| o.get(i)).filter(|o| *o != "ok").map(outcome_label);
+                columns
+                    .iter()
+                    .zip(&numeric)
+                    .map(|(column, is_numeric)| {
+                        let value = column.get(i).unwrap_or(AnyValue::Null);
+                        match (&value, &failed) {
+                            (AnyValue::Null, Some(label)) if *is_numeric => label.clone(),
+                            (_, Some(label)) if column.name().as_str() == OUTCOME_COLUMN => label.clone(),
+                            _ => cell_text(&value),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        (header, rows, numeric)
+    }
+}
+
+/// Right-aligns the numeric columns of a comfy table.
+pub(crate) fn align_numeric(table: &mut Table, numeric: &[bool]) {
+    for (i, is_numeric) in numeric.iter().enumerate() {
+        if let (true, Some(column)) = (*is_numeric, table.column_mut(i)) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! What one worker measures in a step and in an epoch, in the shape the tables store:
+//! a strategy's training loop produces these records, and the `steps` and `epochs` rows
+//! are the record plus the run, trial and worker it belongs to (see `rows.rs`), so a new
+//! measurement is one field here.
+
+use serde::{Deserialize, Serialize};
+
+/// One optimizer step on one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Epoch number, from 0.
+    pub epoch: usize,
+    /// Step number within the trial, counted across epochs, from 0.
+    pub step: usize,
+    /// Training loss of the batch, where this worker computes it: NaN or infinity when
+    /// training diverged, null where this worker computes no loss.
+    #[serde(with = "crate::nonfinite::option")]
+    pub loss: Option<f64>,
+    /// Forward + backward + optimizer, seconds (device synchronised before both clock reads).
+    pub step_time_s: f64,
+    /// Time spent waiting for the data loader before the step, seconds.
+    pub data_wait_s: f64,
+    /// Host-to-device copy of the batch (pinned, asynchronous, then synchronised) before the
+    /// step, seconds; 0 on the CPU.
+    pub h2d_s: f64,
+    /// Samples this worker processed in the step.
+    pub samples: usize,
+    /// Learning rate of the step.
+    pub lr: f64,
+    /// Whether the step is in the warm-up excluded from statistics (the first steps pay for
+    /// allocation and tuning).
+    pub warmup: bool,
+    /// Bytes this worker sent or reduced in the step (null for one-worker trials and for
+    /// runs stored before the column existed).
+    #[serde(default)]
+    pub comm_bytes: Option<u64>,
+    /// Seconds this worker's communication was in flight in the step, launch to completion,
+    /// summed over its transfers (hidden behind compute or not: `rank_breakdown` tells which).
+    #[serde(default)]
+    pub comm_s: Option<f64>,
+}
+
+impl StepRecord {
+    /// Loader wait + host-to-device copy + step: the step's share of the epoch's wall time.
+    pub fn wall_time_s(&self) -> f64 {
+        self.data_wait_s + self.h2d_s + self.step_time_s
+    }
+}
+
+/// One (possibly partial) epoch on one worker: its training, and the evaluations run during
+/// it, timed apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// Epoch number, from 0.
+    pub epoch: usize,
+    /// Mean training loss over the epoch's steps.
+    #[serde(with = "crate::nonfinite::option")]
+    pub train_loss: Option<f64>,
+    /// Training accuracy over the epoch's batches (as trained, not re-evaluated), 0–1.
+    pub train_accuracy: Option<f64>,
+    /// Loss on the test split after the epoch.
+    #[serde(with = "crate::nonfinite::option")]
+    pub test_loss: Option<f64>,
+    /// Accuracy on the test split after the epoch, 0–1.
+    pub test_accuracy: Option<f64>,
+    /// Wall time of the epoch's training (loader waits, copies, steps), evaluation
+    /// excluded, seconds.
+    pub epoch_time_s: f64,
+    /// Seconds of the evaluations run during the epoch and closing it.
+    pub eval_time_s: f64,
+    /// Training samples ÷ `epoch_time_s`: the wall-clock training rate, waits included.
+    pub wall_samples_per_s: Option<f64>,
+    /// Evaluation samples per second.
+    pub val_samples_per_s: Option<f64>,
+    /// Seconds since the trial's training started, at the end of this epoch's evaluation
+    /// (for time-to-accuracy curves).
+    pub elapsed_s: f64,
+    /// Steps the epoch ran (fewer than a full epoch when the budget ended it); null for
+    /// runs stored before the column existed.
+    #[serde(default)]
+    pub steps: Option<usize>,
+}

@@ -1,0 +1,22 @@
+//! The names of a run's tables (their Parquet folders), in one place with no dependencies:
+//! each row type's `Table::NAME` is one of these, and errors can list them all.
+
+/// One row per trial.
+pub const TRIALS: &str = "trials";
+/// One row per epoch and worker.
+pub const EPOCHS: &str = "epochs";
+/// One row per step and worker.
+pub const STEPS: &str = "steps";
+/// One row per telemetry sample and device.
+pub const TELEMETRY: &str = "telemetry";
+/// One row per timeline event.
+pub const EVENTS: &str = "events";
+/// One row per rank of a trial: its step time split into compute, communication and idle.
+pub const RANK_BREAKDOWN: &str = "rank_breakdown";
+/// One row per pipeline stage of a trial.
+pub const PIPELINE_STAGES: &str = "pipeline_stages";
+/// One row per link-probe measurement.
+pub const PROBES: &str = "probes";
+
+/// The run's tables, in the order they are exported: the per-trial ones, then `probes`.
+pub const TABLE_NAMES: [&str; 8] = [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES];

@@ -1,0 +1,35 @@
+//! Where a pipeline rank sits: ranks are laid out replica-major (rank = replica × stages +
+//! stage), so a pipeline's neighbours are adjacent ranks.
+
+/// Where a rank sits: its pipeline stage and data-parallel replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Position in the pipeline.
+    pub stage: usize,
+    /// Stages per pipeline (pp).
+    pub stages: usize,
+    /// Replica of the pipeline.
+    pub replica: usize,
+    /// Replicas (dp).
+    pub replicas: usize,
+}
+
+impl Layout {
+    /// The layout of `rank` in a world of `stages × replicas` ranks.
+    pub fn of(rank: usize, stages: usize, replicas: usize) -> Layout {
+        Layout { stage: rank % stages, stages, replica: rank / stages, replicas }
+    }
+
+    pub(super) fn is_first(&self) -> bool {
+        self.stage == 0
+    }
+
+    pub(super) fn is_last(&self) -> bool {
+        self.stage + 1 == self.stages
+    }
+
+    /// World rank of stage `stage` of this rank's pipeline.
+    pub(super) fn rank_of(&self, stage: usize) -> usize {
+        self.replica * self.stages + stage
+    }
+}

@@ -1,0 +1,80 @@
+//! What a probe measures, checked before anything starts: the plan every rank follows, the
+//! shape of one measurement, and the constants the ranks agree on.
+
+use std::time::Duration;
+
+use stratlab_comm::Backend;
+use stratlab_results::ProbeKind;
+
+use crate::cli::{ProbeArgs, DEFAULT_SIZES};
+use crate::exit::InputError;
+
+/// Bytes per element of the probe's buffers (float32, as gradients are all-reduced).
+pub(super) const ELEMENT_BYTES: u64 = 4;
+/// The backend the probe measures: Gloo, on the CPU tensors this lab trains with.
+pub(super) const BACKEND: Backend = Backend::Gloo;
+
+/// A probe needs two ranks: with one there is no pair to time and no traffic to all-reduce.
+pub(super) fn check_world_size(world_size: usize, source: &str) -> Result<(), InputError> {
+    match world_size {
+        0 => Err(InputError(format!("{source} must be at least 2, got 0"))),
+        1 => Err(InputError(format!(
+            "{source} is 1: with a single rank there is nothing to measure (no pair of ranks, no traffic); \
+             probe at least 2 ranks"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What every rank measures, checked once before anything starts.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct ProbePlan {
+    /// Message sizes, bytes, in the order given.
+    pub(super) sizes: Vec<u64>,
+    /// Untimed iterations before the timed ones, per pair (or all-reduce) and size.
+    pub(super) warmup: usize,
+    /// Timed iterations per pair (or all-reduce) and size.
+    pub(super) repeats: usize,
+    /// How long a rank waits for its peers (rendezvous, each operation).
+    pub(super) timeout: Duration,
+}
+
+impl ProbePlan {
+    pub(super) fn from_args(args: &ProbeArgs) -> Result<ProbePlan, InputError> {
+        if args.sizes.is_empty() {
+            return Err(InputError(format!("--sizes is empty; give sizes like {DEFAULT_SIZES}")));
+        }
+        if let Some(bad) = args.sizes.iter().find(|&&bytes| bytes == 0 || bytes % ELEMENT_BYTES != 0) {
+            return Err(InputError(format!(
+                "--sizes: {bad} bytes is not a positive multiple of {ELEMENT_BYTES} (the buffers are float32)"
+            )));
+        }
+        if args.repeats == 0 {
+            return Err(InputError("--repeats must be at least 1".into()));
+        }
+        if args.timeout_s == 0 || args.time_limit_s == 0 {
+            return Err(InputError("--timeout and --time-limit must be at least 1 second".into()));
+        }
+        if args.threads == Some(0) {
+            return Err(InputError("--threads must be at least 1".into()));
+        }
+        Ok(ProbePlan {
+            sizes: args.sizes.clone(),
+            warmup: args.warmup,
+            repeats: args.repeats,
+            timeout: Duration::from_secs(args.timeout_s),
+        })
+    }
+}
+
+/// The timed repeats of one probe: a p2p pair (`src` → `dst`) or the all-reduce, one size.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Measurement {
+    pub(super) kind: ProbeKind,
+    pub(super) src: Option<usize>,
+    pub(super) dst: Option<usize>,
+    pub(super) bytes: u64,
+    /// One entry per timed repeat: one-way time of a p2p transfer, or the slowest rank's
+    /// time of an all-reduce.
+    pub(super) times_s: Vec<f64>,
+}
