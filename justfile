@@ -23,11 +23,15 @@ build: setup
 setup-chromium:
     @tools/setup-chromium.sh
 
+# Install what tests read in place: Debian's Fashion-MNIST (31 MB, read where Debian puts it).
+setup-test-data:
+    @tools/setup-debian.sh dataset-fashion-mnist
+
 # Run every test of the workspace on the CPU. Tests build in release, like the benchmark
 # binary, so `just test` and `just bench-matrix` share one compiled set of dependencies.
 # The release binary (without the test-only fault-injection feature) is built first and kept
 # aside: a test checks that it ignores the fault variable.
-test: setup setup-chromium
+test: setup setup-chromium setup-test-data
     cargo build --release --bin stratlab
     mkdir -p target/release-checks && cp target/release/stratlab target/release-checks/stratlab
     STRATLAB_RELEASE_BINARY="$PWD/target/release-checks/stratlab" cargo test --workspace --release --no-fail-fast

@@ -405,8 +405,8 @@ fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic)
         step_time_p10_s: cell.steps.quantile(0.1),
         step_time_p90_s: cell.steps.quantile(0.9),
         throughput: cell.throughput(statistic),
-        time_to_accuracy_s: median_of(|t| t.time_to_accuracy_s),
-        final_accuracy: median_of(|t| t.final_accuracy),
+        time_to_accuracy_s: median_of(|t| t.training.time_to_accuracy_s),
+        final_accuracy: median_of(|t| t.training.final_accuracy),
         peak_memory_bytes: median_of(|t| t.load.memory_max_bytes.map(|b| b as f64)),
     }
 }

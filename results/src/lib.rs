@@ -45,7 +45,7 @@ pub use outcome::{Outcome, UnknownOutcome};
 pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec, UnknownProbeKind};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
-pub use records::{EpochRecord, StepRecord};
+pub use records::{EpochRecord, StepRecord, TrainingSummary};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR};
 pub use store_error::StoreError;

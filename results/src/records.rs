@@ -80,3 +80,47 @@ pub struct EpochRecord {
     #[serde(default)]
     pub steps: Option<usize>,
 }
+
+/// What a trial's training measured, reduced to the columns of its `trials` row: progress,
+/// pace (the slowest rank's, after warm-up), throughput over every batch shard, accuracy.
+/// A strategy's report computes it; the row stores it flattened.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainingSummary {
+    /// Epochs fully completed.
+    pub epochs_completed: i64,
+    /// Optimiser steps completed (per worker).
+    pub steps_completed: i64,
+    /// Mean measured seconds per epoch over complete epochs; `None` when none completed.
+    pub seconds_per_epoch_mean: Option<f64>,
+    /// Seconds per epoch extrapolated from the timed steps (steps per epoch × mean step
+    /// time including loader wait), available even when the budget ended mid-epoch.
+    pub seconds_per_epoch_estimate: Option<f64>,
+    /// Median step time after warm-up, seconds.
+    pub step_time_median_s: Option<f64>,
+    /// 10th percentile of step time after warm-up, seconds.
+    pub step_time_p10_s: Option<f64>,
+    /// 90th percentile of step time after warm-up, seconds.
+    pub step_time_p90_s: Option<f64>,
+    /// Median loader wait before a step after warm-up, seconds.
+    pub data_wait_median_s: Option<f64>,
+    /// Median host-to-device copy of a batch after warm-up, seconds (0 on the CPU).
+    pub h2d_median_s: Option<f64>,
+    /// Training throughput over all workers: global samples ÷ synchronised step time
+    /// (forward, backward, optimizer) of the timed steps.
+    pub step_samples_per_s: Option<f64>,
+    /// Training throughput over all workers: global samples ÷ wall time of the timed steps
+    /// including loader waits and copies.
+    pub wall_samples_per_s: Option<f64>,
+    /// Validation throughput, samples per second.
+    pub val_samples_per_s: Option<f64>,
+    /// Wall seconds until test accuracy first reached `target_accuracy`; `None` if never.
+    pub time_to_accuracy_s: Option<f64>,
+    /// Test accuracy after the last epoch, 0–1.
+    pub final_accuracy: Option<f64>,
+    /// Test loss after the last epoch (NaN or infinity when training diverged; null when
+    /// never evaluated).
+    #[serde(with = "crate::nonfinite::option")]
+    pub final_loss: Option<f64>,
+    /// Seconds spent evaluating, kept out of epoch times and throughput.
+    pub eval_time_s: Option<f64>,
+}

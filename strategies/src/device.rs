@@ -120,10 +120,11 @@ mod tests {
 
     #[test]
     fn missing_gpu_is_an_error_and_auto_falls_back_to_cpu() {
-        if tch::Cuda::is_available() {
-            return; // On a GPU node both resolve to CUDA; the fall-back is what this checks.
-        }
-        assert!(DeviceChoice::Cuda(0).resolve().unwrap_err().0.contains("sees 0 CUDA device"));
-        assert_eq!(DeviceChoice::Auto.resolve().unwrap(), Device::Cpu);
+        // The first index this machine lacks (0 without a GPU): an error on any machine.
+        let count = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
+        let error = DeviceChoice::Cuda(count).resolve().unwrap_err();
+        assert!(error.0.contains(&format!("sees {count} CUDA device")), "{error}");
+        let auto = if count > 0 { Device::Cuda(0) } else { Device::Cpu };
+        assert_eq!(DeviceChoice::Auto.resolve().unwrap(), auto);
     }
 }

@@ -3,7 +3,7 @@
 //! every strategy so the results store needs one writer.
 
 use serde::{Deserialize, Serialize};
-pub use stratlab_results::{EpochRecord, StepRecord};
+pub use stratlab_results::{EpochRecord, StepRecord, TrainingSummary};
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +69,34 @@ pub struct TrainReport {
 }
 
 impl TrainReport {
+    /// This report reduced to a trial's row. `shards` is how many batch shards trained
+    /// side by side at this report's pace (data-parallel ranks each train one; a pipeline's
+    /// stages share one batch, so only its replicas count), so throughputs are the trial's.
+    pub fn summary(&self, shards: f64) -> TrainingSummary {
+        let step_times = self.timed_step_times();
+        let timed_median = |of: fn(&StepRecord) -> f64| {
+            crate::stats::median(&self.steps.iter().filter(|step| !step.warmup).map(of).collect::<Vec<_>>())
+        };
+        TrainingSummary {
+            epochs_completed: self.epochs.len() as i64,
+            steps_completed: self.steps.len() as i64,
+            seconds_per_epoch_mean: self.seconds_per_epoch_mean(),
+            seconds_per_epoch_estimate: self.seconds_per_epoch_estimate(),
+            step_time_median_s: crate::stats::median(&step_times),
+            step_time_p10_s: crate::stats::quantile(&step_times, 0.1),
+            step_time_p90_s: crate::stats::quantile(&step_times, 0.9),
+            data_wait_median_s: timed_median(|step| step.data_wait_s),
+            h2d_median_s: timed_median(|step| step.h2d_s),
+            step_samples_per_s: self.step_samples_per_s().map(|per_shard| per_shard * shards),
+            wall_samples_per_s: self.wall_samples_per_s().map(|per_shard| per_shard * shards),
+            val_samples_per_s: self.val_samples_per_s(),
+            time_to_accuracy_s: self.time_to_accuracy_s,
+            final_accuracy: self.final_accuracy(),
+            final_loss: self.final_loss(),
+            eval_time_s: Some(self.evaluations.iter().map(|eval| eval.time_s).sum()),
+        }
+    }
+
     /// Step times of the timed (non-warm-up) steps.
     pub fn timed_step_times(&self) -> Vec<f64> {
         self.steps.iter().filter(|step| !step.warmup).map(|step| step.step_time_s).collect()

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::{Precision, TrainConfig};
-use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
+use stratlab_strategy_spec::{Strategy, StrategyKind};
 
 use crate::suite_error::SuiteError;
 use crate::suite_file::{BatchSizes, CellRule, SuiteFile};

@@ -296,8 +296,7 @@ pub struct IncludeCell {
     /// Data set of the cell.
     pub dataset: DatasetSelector,
     /// Strategy of the cell, as a `strategies` entry: a name, or a map with `name`, the
-    /// workers and the strategy's own parameters (`{name: gpipe, workers: 2,
-    /// micro_batches: 4}`); lists in it add a cell per value.
+    /// worker counts and the strategy's own parameters; lists in it add a cell per value.
     pub strategy: StrategySweep,
     /// Workers, for a strategy given by name (`strategy: data-parallel, workers: 2`);
     /// overrides the entry's own.

@@ -5,8 +5,7 @@
 use std::time::Instant;
 
 use stratlab_datasets::Source;
-use stratlab_strategies::pipeline::PipelineStageReport;
-use stratlab_strategies::{stats, DeviceChoice, StepRecord, TrainOutcome, TrainReport};
+use stratlab_strategies::{DeviceChoice, StepRecord, TrainOutcome, TrainReport};
 use stratlab_strategy_spec::StrategyColumns;
 
 use crate::trial::TrialSpec;
@@ -83,7 +82,7 @@ impl Identity {
     }
 }
 
-/// Builds the trial's rows from its workers' ends; the first failing worker decides the outcome.
+/// Builds the trial's rows from its workers' ends.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     trial: &TrialSpec,
@@ -95,30 +94,7 @@ pub(crate) fn record(
     started_at: UtcTime,
     started: Instant,
 ) -> RecordedTrial {
-    let failures: Vec<(usize, Outcome, Option<String>)> = ends
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, end)| match end {
-            WorkerEnd::Failed(outcome, reason) => Some((rank, *outcome, Some(reason.clone()))),
-            WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
-                Some((rank, Outcome::Diverged, report.reason.clone()))
-            }
-            WorkerEnd::Report(_) => None,
-        })
-        .collect();
-    // A rank that lost its peer fails with a communication error; the peer's own failure
-    // (a crash, a kill) is the cause, so it names the outcome when there is one.
-    let cause = failures
-        .iter()
-        .find(|(_, _, reason)| !reason.as_deref().is_some_and(is_peer_loss))
-        .or_else(|| failures.first());
-    let (outcome, reason) = match cause {
-        None => (Outcome::Ok, None),
-        Some((rank, outcome, reason)) if ends.len() > 1 => {
-            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")))
-        }
-        Some((_, outcome, reason)) => (*outcome, reason.clone()),
-    };
+    let (outcome, reason) = outcome_of(ends);
     let reports: Vec<(usize, &TrainReport)> = ends
         .iter()
         .enumerate()
@@ -135,12 +111,6 @@ pub(crate) fn record(
     let shards = match trial.strategy.kind().is_pipeline() {
         true => (trial.global_batch() / trial.train.batch_size.max(1)) as f64,
         false => training.len().max(1) as f64,
-    };
-    let step_times = lead.map(|report| report.timed_step_times()).unwrap_or_default();
-    let timed_median = |of: fn(&StepRecord) -> f64| {
-        lead.and_then(|report| {
-            stats::median(&report.steps.iter().filter(|step| !step.warmup).map(of).collect::<Vec<_>>())
-        })
     };
     let numerics = lead.map(|report| report.numerics);
     let budget = trial.train.budget;
@@ -177,26 +147,10 @@ pub(crate) fn record(
         target_accuracy: trial.train.target_accuracy,
         outcome: outcome.name().to_string(),
         reason,
-        epochs_completed: lead.map_or(0, |report| report.epochs.len() as i64),
-        steps_completed: lead.map_or(0, |report| report.steps.len() as i64),
         warmup_steps: trial.train.warmup_steps as i64,
-        seconds_per_epoch_mean: lead.and_then(|report| report.seconds_per_epoch_mean()),
-        seconds_per_epoch_estimate: lead.and_then(|report| report.seconds_per_epoch_estimate()),
-        step_time_median_s: stats::median(&step_times),
-        step_time_p10_s: stats::quantile(&step_times, 0.1),
-        step_time_p90_s: stats::quantile(&step_times, 0.9),
-        data_wait_median_s: timed_median(|step| step.data_wait_s),
-        h2d_median_s: timed_median(|step| step.h2d_s),
         // Throughput of the whole trial: every batch shard's samples over the slowest rank's
-        // time per step (the lead report carries those times). Data-parallel ranks each train
-        // a shard; a pipeline's stages share one batch, so only its replicas add samples.
-        step_samples_per_s: lead.and_then(|report| report.step_samples_per_s()).map(|per_shard| per_shard * shards),
-        wall_samples_per_s: lead.and_then(|report| report.wall_samples_per_s()).map(|per_shard| per_shard * shards),
-        val_samples_per_s: lead.and_then(|report| report.val_samples_per_s()),
-        time_to_accuracy_s: lead.and_then(|report| report.time_to_accuracy_s),
-        final_accuracy: lead.and_then(|report| report.final_accuracy()),
-        final_loss: lead.and_then(|report| report.final_loss()),
-        eval_time_s: lead.map(|report| report.evaluations.iter().map(|eval| eval.time_s).sum()),
+        // time per step (the lead report carries those times).
+        training: lead.map(|report| report.summary(shards)).unwrap_or_default(),
         load: summary.load.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
         started_at: started_at.rfc3339(),
@@ -226,7 +180,7 @@ pub(crate) fn record(
     let rank_breakdown = rank_breakdown(run_id, &trial.trial_id, &events, trial.train.warmup_steps as u64);
     let stage_infos: Vec<PipelineStageInfo> = reports
         .iter()
-        .filter_map(|(rank, report)| report.pipeline.as_ref().map(|stage| pipeline_stage_info(trial, *rank, stage)))
+        .filter_map(|(rank, report)| report.pipeline.as_ref().map(|stage| stage.info(*rank, trial.strategy.name())))
         .collect();
     let pipeline_stages =
         pipeline_stage_rows(run_id, &trial.trial_id, &stage_infos, &events, trial.train.warmup_steps as u64);
@@ -237,25 +191,32 @@ pub(crate) fn record(
     RecordedTrial { trial: row, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages }
 }
 
-/// What rank `rank`'s report says about its pipeline stage, as the results crate takes it.
-fn pipeline_stage_info(trial: &TrialSpec, rank: usize, stage: &PipelineStageReport) -> PipelineStageInfo {
-    let layers = stage.layer_range();
-    PipelineStageInfo {
-        rank: rank as u32,
-        replica: stage.replica as u32,
-        stage: stage.stage as u32,
-        stages: stage.stages as u32,
-        schedule: trial.strategy.name().to_string(),
-        micro_batches: stage.micro_batches as u32,
-        balance: stage.plan.balance.to_string(),
-        layers: stage.layers.join("+"),
-        first_layer: layers.start as u32,
-        layer_count: layers.len() as u32,
-        parameters: stage.parameters,
-        predicted_cost: stage.plan.costs[stage.stage],
-        cost_unit: stage.plan.unit.clone(),
-        predicted_imbalance: stage.plan.predicted_imbalance(),
-        peak_activation_bytes: stage.peak_activation_bytes,
+/// How a trial ended, from its workers' ends: the first failing worker decides, except that
+/// a rank that only lost its peer yields to the peer's own failure, which caused it.
+fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>) {
+    let failures: Vec<(usize, Outcome, Option<String>)> = ends
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, end)| match end {
+            WorkerEnd::Failed(outcome, reason) => Some((rank, *outcome, Some(reason.clone()))),
+            WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
+                Some((rank, Outcome::Diverged, report.reason.clone()))
+            }
+            WorkerEnd::Report(_) => None,
+        })
+        .collect();
+    // A rank that lost its peer fails with a communication error; the peer's own failure
+    // (a crash, a kill) is the cause, so it names the outcome when there is one.
+    let cause = failures
+        .iter()
+        .find(|(_, _, reason)| !reason.as_deref().is_some_and(is_peer_loss))
+        .or_else(|| failures.first());
+    match cause {
+        None => (Outcome::Ok, None),
+        Some((rank, outcome, reason)) if ends.len() > 1 => {
+            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")))
+        }
+        Some((_, outcome, reason)) => (*outcome, reason.clone()),
     }
 }
 

@@ -135,7 +135,7 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     let run = store.run_id().to_owned();
     let mut row = trial(&run, "d", 0);
     row.outcome = "diverged".into();
-    row.final_loss = Some(f64::NAN);
+    row.training.final_loss = Some(f64::NAN);
     let mut step_rows = steps(&run, "d", 4);
     step_rows[1].record.loss = Some(f64::INFINITY);
     step_rows[2].record.loss = Some(f64::NAN);
@@ -151,7 +151,7 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     let back: Vec<StepRow> = store.load_rows().expect("typed rows");
     assert!(back[2].record.loss.is_some_and(f64::is_nan) && back[3].record.loss.is_none());
     let trials: Vec<TrialRow> = store.load_rows().expect("trials");
-    assert!(trials[0].final_loss.is_some_and(f64::is_nan));
+    assert!(trials[0].training.final_loss.is_some_and(f64::is_nan));
 }
 
 #[test]

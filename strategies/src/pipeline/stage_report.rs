@@ -2,6 +2,7 @@
 //! training report can carry it without depending on the pipeline's workers.
 
 use serde::{Deserialize, Serialize};
+use stratlab_results::PipelineStageInfo;
 
 use super::partition::StagePlan;
 
@@ -32,6 +33,29 @@ pub struct PipelineStageReport {
 }
 
 impl PipelineStageReport {
+    /// What this report says about rank `rank`'s stage, as the `pipeline_stages` table takes
+    /// it; `schedule` names the strategy that ran it.
+    pub fn info(&self, rank: usize, schedule: &str) -> PipelineStageInfo {
+        let layers = self.layer_range();
+        PipelineStageInfo {
+            rank: rank as u32,
+            replica: self.replica as u32,
+            stage: self.stage as u32,
+            stages: self.stages as u32,
+            schedule: schedule.to_string(),
+            micro_batches: self.micro_batches as u32,
+            balance: self.plan.balance.to_string(),
+            layers: self.layers.join("+"),
+            first_layer: layers.start as u32,
+            layer_count: layers.len() as u32,
+            parameters: self.parameters,
+            predicted_cost: self.plan.costs[self.stage],
+            cost_unit: self.plan.unit.clone(),
+            predicted_imbalance: self.plan.predicted_imbalance(),
+            peak_activation_bytes: self.peak_activation_bytes,
+        }
+    }
+
     /// This rank's range of network stages.
     pub fn layer_range(&self) -> std::ops::Range<usize> {
         self.plan.ranges[self.stage].clone()

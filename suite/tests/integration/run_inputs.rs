@@ -158,7 +158,7 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     assert_eq!(row.matmul_precision.as_deref(), Some("highest"));
     assert_eq!(row.cudnn_tf32, Some(true));
     assert_eq!(row.metrics_every_steps, 5);
-    assert!(row.step_samples_per_s.unwrap() >= row.wall_samples_per_s.unwrap());
+    assert!(row.training.step_samples_per_s.unwrap() >= row.training.wall_samples_per_s.unwrap());
 }
 
 #[test]

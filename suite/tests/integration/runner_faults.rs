@@ -62,11 +62,11 @@ include:
     // 7 repeats of the mnist cell and of the included imagenet cell.
     assert_eq!(rows.len(), 14);
     assert_eq!(outcome("r0"), "ok");
-    assert_eq!(by_repeat["r0"].steps_completed, 24);
-    assert!(by_repeat["r0"].final_accuracy.is_some());
+    assert_eq!(by_repeat["r0"].training.steps_completed, 24);
+    assert!(by_repeat["r0"].training.final_accuracy.is_some());
     // 24 steps are a fraction of an epoch: no measured epoch time, an extrapolated one.
-    assert_eq!(by_repeat["r0"].seconds_per_epoch_mean, None);
-    assert!(by_repeat["r0"].seconds_per_epoch_estimate.unwrap() > 0.0);
+    assert_eq!(by_repeat["r0"].training.seconds_per_epoch_mean, None);
+    assert!(by_repeat["r0"].training.seconds_per_epoch_estimate.unwrap() > 0.0);
     assert_eq!(outcome("r1"), "crashed");
     assert!(reason("r1").contains("injected test fault: panic"), "{}", reason("r1"));
     assert_eq!(outcome("r2"), "crashed");

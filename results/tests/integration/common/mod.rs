@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use stratlab_results::{DeviceLoad, EventKind, EventRow, Fingerprint, RunStore, Table, TrialRow};
+use stratlab_results::{DeviceLoad, EventKind, EventRow, Fingerprint, RunStore, Table, TrainingSummary, TrialRow};
 use stratlab_strategy_spec::StrategyColumns;
 
 /// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
@@ -54,23 +54,25 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         target_accuracy: 0.8,
         outcome: "ok".into(),
         reason: None,
-        epochs_completed: 3,
-        steps_completed: 300,
         warmup_steps: 5,
-        seconds_per_epoch_mean: Some(12.5),
-        seconds_per_epoch_estimate: Some(12.25),
-        step_time_median_s: Some(0.041),
-        step_time_p10_s: Some(0.039),
-        step_time_p90_s: Some(0.05),
-        data_wait_median_s: Some(1e-4),
-        h2d_median_s: Some(0.0),
-        step_samples_per_s: Some(1560.5),
-        wall_samples_per_s: Some(1500.25),
-        val_samples_per_s: Some(4000.0),
-        time_to_accuracy_s: None,
-        final_accuracy: Some(0.61),
-        final_loss: Some(1.07),
-        eval_time_s: Some(3.5),
+        training: TrainingSummary {
+            epochs_completed: 3,
+            steps_completed: 300,
+            seconds_per_epoch_mean: Some(12.5),
+            seconds_per_epoch_estimate: Some(12.25),
+            step_time_median_s: Some(0.041),
+            step_time_p10_s: Some(0.039),
+            step_time_p90_s: Some(0.05),
+            data_wait_median_s: Some(1e-4),
+            h2d_median_s: Some(0.0),
+            step_samples_per_s: Some(1560.5),
+            wall_samples_per_s: Some(1500.25),
+            val_samples_per_s: Some(4000.0),
+            time_to_accuracy_s: None,
+            final_accuracy: Some(0.61),
+            final_loss: Some(1.07),
+            eval_time_s: Some(3.5),
+        },
         load: DeviceLoad {
             utilization_mean_pct: Some(48.5),
             utilization_max_pct: Some(99.0),
