@@ -29,7 +29,7 @@ impl Stat {
         let mut sorted = samples.to_vec();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        let median = stratlab_results::stats::quantile_of_sorted(&sorted, 0.5);
         Some(Self { median, min: sorted[0], max: sorted[n - 1], n })
     }
 

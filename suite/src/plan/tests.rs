@@ -1,0 +1,227 @@
+//! The plan's expansion and its errors, on suite text.
+
+use super::*;
+
+fn planned(text: &str) -> Vec<TrialSpec> {
+    let suite = SuiteFile::parse(text).unwrap();
+    plan(&suite, Path::new("test.yaml")).unwrap()
+}
+
+#[test]
+fn the_matrix_is_the_product_of_its_axes_minus_exclude_plus_include_times_repeats() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn, resnet18]
+datasets: [mnist, cifar10:synthetic]
+strategies: [single]
+budget: {epochs: 1}
+repeats: 2
+seed: 10
+exclude: [{network: resnet18, dataset: mnist}]
+include: [{network: vgg11, dataset: cifar10:synthetic, strategy: single, batch_size: 16}]
+",
+    );
+    // (2 × 2 − 1) cells + 1 included cell, each twice.
+    assert_eq!(trials.len(), 8);
+    assert!(!trials.iter().any(|t| t.network == "resnet18" && t.dataset.to_string() == "mnist"));
+    let vgg: Vec<&TrialSpec> = trials.iter().filter(|t| t.network == "vgg11").collect();
+    assert_eq!(vgg.len(), 2);
+    assert_eq!(vgg[0].train.batch_size, 16);
+    // Repeats get consecutive seeds; indices follow plan order; ids are unique.
+    assert_eq!(trials[0].train.seed, 10);
+    assert_eq!(trials[1].train.seed, 11);
+    assert!(trials.iter().enumerate().all(|(i, t)| t.index == i));
+    let ids: BTreeSet<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(ids.len(), trials.len());
+}
+
+#[test]
+fn pipeline_cells_carry_their_parameters_and_impossible_ones_are_infeasible_with_the_reason() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies:
+  - {name: gpipe, workers: [2, 8], micro_batches: [1, 4], balance: [2, 3], checkpoint: except_last}
+  - {name: hybrid, workers: [4, 6], pipeline_stages: 2, micro_batches: [2]}
+  - {name: 1f1b, workers: [3], balance: [2, 2, 2]}
+budget: {steps: 1}
+batch_size: 32
+",
+    );
+    let by_id =
+        |needle: &str| trials.iter().find(|t| t.trial_id.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+    let gpipe = by_id("gpipe__w2__b32__m4__bal-2-3__ckpt-except_last");
+    assert_eq!(gpipe.strategy.micro_batches(), 4);
+    assert_eq!(gpipe.global_batch(), 32, "pipeline stages share one batch");
+    assert_eq!(gpipe.infeasibility(), None);
+    // small-cnn has 5 stages: 8 workers cannot each hold one, and [2, 3] lists 2 parts.
+    let too_many = by_id("gpipe__w8__b32__m1").infeasibility().unwrap();
+    assert!(too_many.contains('8') && too_many.contains('5'), "{too_many}");
+    let hybrid = by_id("hybrid__w4__b32__m2__pp2");
+    assert_eq!((hybrid.global_batch(), hybrid.infeasibility()), (64, None), "two replicas, one batch each");
+    let uneven = by_id("hybrid__w6__b32__m2__pp2").infeasibility();
+    assert_eq!(uneven, None, "6 = 3 replicas × 2 stages");
+    let wrong_sum = by_id("1f1b__w3").infeasibility().unwrap();
+    assert!(wrong_sum.contains("[2,2,2]") && wrong_sum.contains('5'), "{wrong_sum}");
+}
+
+#[test]
+fn hybrid_workers_must_divide_into_pipelines() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [{name: hybrid, workers: [3], pipeline_stages: 2}]
+budget: {steps: 1}
+",
+    );
+    let reason = trials[0].infeasibility().unwrap();
+    assert!(reason.contains("3 workers") && reason.contains("dp × pp"), "{reason}");
+}
+
+#[test]
+fn batch_sizes_default_to_the_thesis_table_and_can_be_overridden_per_dataset() {
+    let text = "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic, cifar10:synthetic]
+strategies: [single]
+budget: {steps: 1}
+";
+    let batches = |trials: Vec<TrialSpec>| trials.iter().map(|t| t.train.batch_size).collect::<Vec<_>>();
+    assert_eq!(batches(planned(text)), vec![128, 64]);
+    assert_eq!(batches(planned(&format!("{text}batch_size: {{cifar10: 32}}\n"))), vec![128, 32]);
+    assert_eq!(batches(planned(&format!("{text}batch_size: 8\n"))), vec![8, 8]);
+}
+
+#[test]
+fn suite_settings_reach_every_trial() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 5, seconds: 30}
+device: cpu
+threads: 1
+targets: {mnist: 0.9}
+optimizer: {lr: 0.1, schedule: {kind: cosine}}
+timeout_s: 42
+memory_limit_mib: 512
+",
+    );
+    let trial = &trials[0];
+    assert_eq!(trial.train.budget.steps, Some(5));
+    assert_eq!(trial.train.budget.seconds, Some(30.0));
+    assert_eq!(trial.train.threads, 1);
+    assert_eq!(trial.train.target_accuracy, 0.9);
+    assert_eq!(trial.train.lr, 0.1);
+    assert_eq!(trial.train.schedule, stratlab_strategies::LrSchedule::Cosine);
+    assert_eq!(trial.timeout_s, 42.0);
+    assert_eq!(trial.memory_limit_bytes, Some(512 << 20));
+    assert!(trial.infeasibility().is_none());
+}
+
+#[test]
+fn batch_sizes_and_threads_sweep_like_any_axis_and_join_the_cell() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic, cifar10:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+budget: {steps: 1}
+batch_size: {mnist: [64, 128]}
+threads: [1, 2]
+",
+    );
+    // 2 data sets × 2 strategies × (2 or 1 batch sizes) × 2 thread counts.
+    assert_eq!(trials.len(), 12);
+    let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        &ids[..4],
+        [
+            "small-cnn__mnist-synthetic__single__w1__b64__t1__r0",
+            "small-cnn__mnist-synthetic__single__w1__b64__t2__r0",
+            "small-cnn__mnist-synthetic__single__w1__b128__t1__r0",
+            "small-cnn__mnist-synthetic__single__w1__b128__t2__r0",
+        ]
+    );
+    // A trial's threads are shared by its workers; the swept value is recorded.
+    let dp =
+        trials.iter().find(|t| t.trial_id == "small-cnn__mnist-synthetic__data-parallel__w2__b64__t2__r0").unwrap();
+    assert_eq!((dp.train.threads, dp.swept_threads), (1, Some(2)));
+    let cifar: Vec<usize> =
+        trials.iter().filter(|t| t.dataset.to_string() == "cifar10:synthetic").map(|t| t.train.batch_size).collect();
+    assert_eq!(cifar, [64, 64, 64, 64], "data sets the map leaves out keep their default");
+    // One count is a setting, as before: not in the id, not swept.
+    let one = planned("name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\nthreads: [2]\nbatch_size: [32, 16]\n");
+    let ids: Vec<&str> = one.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["small-cnn__mnist-synthetic__single__w1__b32__r0", "small-cnn__mnist-synthetic__single__w1__b16__r0"]
+    );
+    assert!(one.iter().all(|t| t.swept_threads.is_none() && t.train.threads == 2));
+}
+
+#[test]
+fn empty_or_zero_axes_are_refused_naming_the_field() {
+    let base =
+        "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\n";
+    for (extra, needle) in [
+        ("threads: [1, 0]\n", "threads"),
+        ("threads: []\n", "threads"),
+        ("batch_size: [64, 0]\n", "batch size must be a positive integer, got 0"),
+        ("batch_size: []\n", "an empty list of batch sizes"),
+        ("batch_size: {mnist: [8, -1]}\n", "got -1"),
+    ] {
+        let text = format!("{base}{extra}");
+        let error = match SuiteFile::parse(&text) {
+            Err(error) => error,
+            Ok(suite) => plan(&suite, Path::new("test.yaml")).unwrap_err().to_string(),
+        };
+        assert!(error.contains(needle), "{extra}: {error}");
+    }
+}
+
+#[test]
+fn an_include_cell_gets_the_rules_of_its_strategy() {
+    let suite = SuiteFile::parse(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 1}
+include: [{network: small-cnn, dataset: mnist:synthetic, strategy: {name: single, micro_batches: [4]}}]
+",
+    )
+    .unwrap();
+    let error = plan(&suite, Path::new("s.yaml")).unwrap_err().to_string();
+    assert!(
+        error.contains("include[0].strategy.micro_batches") && error.contains("does not apply to strategy single"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_include_cell_takes_its_strategy_as_a_strategies_entry() {
+    let suite = SuiteFile::parse(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+budget: {steps: 1}
+include:
+  - {network: small-cnn, dataset: mnist:synthetic, strategy: data-parallel, workers: 2}
+  - {network: small-cnn, dataset: mnist:synthetic, strategy: {name: gpipe, workers: [2], micro_batches: [2, 4]}}
+",
+    )
+    .unwrap();
+    let trials = plan(&suite, Path::new("s.yaml")).unwrap();
+    let included: Vec<(String, usize)> =
+        trials[1..].iter().map(|trial| (trial.strategy.name().to_string(), trial.workers)).collect();
+    assert_eq!(included.len(), 3, "{included:?}");
+    assert_eq!(included[0], ("data-parallel".to_string(), 2));
+    assert_eq!(trials[2].strategy.micro_batches(), 2);
+    assert_eq!(trials[3].strategy.micro_batches(), 4);
+    assert!(trials[2..].iter().all(|trial| trial.workers == 2));
+}
