@@ -1,8 +1,10 @@
 //! The vocabulary of training strategies, libtorch-free: what a strategy is and which
 //! parameters it takes ([`Strategy`]), how a suite sweeps them ([`StrategySweep`]), how a
 //! results table stores them ([`StrategyColumns`]) and in which order a pipeline stage
-//! works ([`Schedule`]). See the crate README.
+//! works ([`Schedule`]) and which gradients data-parallel fuses ([`buckets`]). See the crate
+//! README.
 
+pub mod buckets;
 mod columns;
 mod error;
 mod kind;

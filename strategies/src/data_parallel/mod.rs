@@ -6,9 +6,7 @@
 //! The backward pass runs one stage at a time: each stage's input is a detached leaf, so
 //! when stage *i* finishes, its parameters' gradients are final and its input's gradient
 //! seeds stage *i − 1*. That is the point where a bucket's all-reduce starts, overlapping
-//! the remaining backward (see [`buckets`]).
-
-pub mod buckets;
+//! the remaining backward (see `stratlab_strategy_spec::buckets`).
 
 use std::ops::Range;
 
@@ -22,7 +20,7 @@ use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
-use buckets::{plan_buckets, Bucket};
+use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
 
 /// Trains with data parallelism over `group` (every rank calls this with its own group).
 pub fn train(

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
+use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, TimelineEvent, TrainContext};
 use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Parameters, Schedule, Strategy, StrategyKind};
@@ -184,13 +185,43 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         let dir = tempfile::tempdir().unwrap();
         run_ranks(CHILD, &Run::new(kind, m).role(), stages, dir.path());
         let timelines: Vec<Vec<TimelineEvent>> = (0..stages).map(|rank| events_of(dir.path(), rank)).collect();
+        // What the performance model simulates for the same pipeline, stage by stage.
+        let costs = vec![
+            pipeline_model::StageCost {
+                forward_s: 1.0,
+                backward_s: 2.0,
+                output_bytes: 1e3,
+                gradient_bytes: 0.0,
+                optimizer_s: 0.1
+            };
+            stages
+        ];
+        let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
+            schedule,
+            micro_batches: m,
+            checkpoint: Checkpoint::Never,
+            stages: &costs,
+            link: stratlab_perf_model::Link::new(1e9, 1e-5),
+            replicas: 1,
+        })
+        .unwrap();
         for (stage, events) in timelines.iter().enumerate() {
+            let simulated_order: Vec<Action> = simulated
+                .actions
+                .iter()
+                .filter(|action| action.stage == stage)
+                .map(|action| match action.action {
+                    pipeline_model::SimulatedPass::Forward(id) => Action::Forward(id),
+                    pipeline_model::SimulatedPass::Backward(id) => Action::Backward(id),
+                })
+                .collect();
             for step in 0..STEPS as u64 {
                 assert_eq!(
                     compute_order(events, step),
                     schedule.actions(stage, stages, m),
                     "{kind} stage {stage} step {step}"
                 );
+                assert_eq!(compute_order(events, step), simulated_order, "{kind} stage {stage}: recorded vs simulated");
             }
             let order = compute_order(events, 1);
             let warm_up = order.iter().take_while(|a| matches!(a, Action::Forward(_))).count();

@@ -1,4 +1,5 @@
-//! Gradient fusion: which gradients are all-reduced together, and when.
+//! Gradient fusion: which gradients data-parallel all-reduces together, and when (the
+//! strategies crate runs this plan; the performance model times it).
 //!
 //! Horovod fuses the gradients that are ready in one cycle into buffers of at most
 //! `HOROVOD_FUSION_THRESHOLD` bytes (64 MB by default) and reduces each buffer as soon as its

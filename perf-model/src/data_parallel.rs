@@ -1,0 +1,126 @@
+//! A data-parallel step as stratlab runs it: every worker runs the forward, then the
+//! backward stage by stage from the last; after each stage its gradients leave in buckets
+//! of at most the fusion threshold ([`plan_buckets`]), whose all-reduces run one after
+//! another on the communication thread while the remaining backward computes; the update
+//! waits for the last bucket.
+
+use serde::Serialize;
+use stratlab_strategy_spec::buckets::plan_buckets;
+
+use crate::Link;
+
+/// What one network stage costs one worker at the per-worker batch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageWork {
+    /// Forward seconds.
+    pub forward_s: f64,
+    /// Backward seconds.
+    pub backward_s: f64,
+    /// Bytes of each of the stage's trainable parameters, in the network's order.
+    pub parameter_bytes: Vec<u64>,
+}
+
+/// A data-parallel step's time, split.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataParallelStep {
+    /// Seconds per step.
+    pub step_s: f64,
+    /// Forward and backward.
+    pub compute_s: f64,
+    /// All-reduce time not hidden behind the backward.
+    pub exposed_comm_s: f64,
+    /// All-reduce time in all.
+    pub comm_s: f64,
+    /// The update.
+    pub optimizer_s: f64,
+    /// All-reduces launched.
+    pub buckets: usize,
+}
+
+/// The step of `workers` workers running `stages`, all-reducing over `link` in buckets of
+/// at most `fusion_threshold_bytes`, then taking an update of `optimizer_s`.
+pub fn data_parallel_step(
+    stages: &[StageWork],
+    workers: usize,
+    link: &Link,
+    fusion_threshold_bytes: u64,
+    optimizer_s: f64,
+) -> DataParallelStep {
+    let mut ranges = Vec::with_capacity(stages.len());
+    let mut bytes = Vec::new();
+    for stage in stages {
+        ranges.push(bytes.len()..bytes.len() + stage.parameter_bytes.len());
+        bytes.extend_from_slice(&stage.parameter_bytes);
+    }
+    let plan = plan_buckets(&ranges, &bytes, fusion_threshold_bytes.max(1));
+    let forward_s: f64 = stages.iter().map(|stage| stage.forward_s).sum();
+    let (mut now, mut comm_free, mut comm_s, mut launched) = (forward_s, 0.0f64, 0.0, 0);
+    for (stage, buckets) in stages.iter().zip(&plan).rev() {
+        now += stage.backward_s;
+        for bucket in buckets {
+            let reduce_s = link.ring_all_reduce_s(bucket.bytes as f64, workers);
+            comm_free = comm_free.max(now) + reduce_s;
+            comm_s += reduce_s;
+            launched += 1;
+        }
+    }
+    let compute_s = now;
+    let synced = compute_s.max(comm_free);
+    DataParallelStep {
+        step_s: synced + optimizer_s,
+        compute_s,
+        exposed_comm_s: synced - compute_s,
+        comm_s,
+        optimizer_s,
+        buckets: launched,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::closed_forms::thesis_data_parallel_s;
+
+    fn stage(forward_s: f64, backward_s: f64, parameter_bytes: Vec<u64>) -> StageWork {
+        StageWork { forward_s, backward_s, parameter_bytes }
+    }
+
+    #[test]
+    fn one_bucket_without_overlap_is_the_thesis_equation_5_1() {
+        // One stage: its bucket can only start after the whole backward, as eq. 5.1 assumes.
+        let link = Link::new(1e9, 20e-6);
+        let (t_seq, workers, gradients) = (0.8, 4, 40e6);
+        let stages = [stage(0.3 * t_seq / workers as f64, 0.7 * t_seq / workers as f64, vec![10_000_000, 30_000_000])];
+        let step = data_parallel_step(&stages, workers, &link, 64 << 20, 0.0);
+        let thesis = thesis_data_parallel_s(t_seq, workers, gradients, 64.0 * 1024.0 * 1024.0, &link);
+        assert!((step.step_s - thesis).abs() < 1e-12, "{} vs {thesis}", step.step_s);
+        assert_eq!(step.buckets, 1);
+        assert!((step.exposed_comm_s - step.comm_s).abs() < 1e-15, "nothing to hide it behind");
+    }
+
+    #[test]
+    fn buckets_launched_early_hide_behind_the_remaining_backward() {
+        let link = Link::new(1e8, 0.0);
+        // Two workers: a 10 MB bucket takes 2 × 1 × 5 MB ÷ 100 MB/s = 0.1 s.
+        let stages = [stage(0.1, 0.5, vec![1_000]), stage(0.1, 0.2, vec![10_000_000])];
+        let step = data_parallel_step(&stages, 2, &link, 64 << 20, 0.05);
+        // Stage 1's bucket runs 0.4–0.5 s under stage 0's backward (0.4–0.9 s); stage 0's
+        // tiny bucket follows at 0.9 s.
+        assert!((step.compute_s - 0.9).abs() < 1e-12);
+        assert!(step.exposed_comm_s < 1e-4 && step.exposed_comm_s > 0.0, "{}", step.exposed_comm_s);
+        assert!((step.step_s - (0.9 + step.exposed_comm_s + 0.05)).abs() < 1e-12);
+        // One worker all-reduces nothing.
+        assert_eq!(data_parallel_step(&stages, 1, &link, 64 << 20, 0.0).comm_s, 0.0);
+    }
+
+    #[test]
+    fn a_small_threshold_splits_the_gradients_into_more_all_reduces_each_paying_the_latency() {
+        let link = Link::new(1e9, 1e-3);
+        let stages = [stage(0.0, 0.01, vec![1_000; 8])];
+        let fused = data_parallel_step(&stages, 2, &link, 1 << 20, 0.0);
+        let split = data_parallel_step(&stages, 2, &link, 1_000, 0.0);
+        assert_eq!((fused.buckets, split.buckets), (1, 8));
+        // Each all-reduce of 2 workers pays 2 latencies: 8 buckets pay 14 more.
+        assert!((split.comm_s - fused.comm_s - 14e-3).abs() < 1e-9, "{} {}", split.comm_s, fused.comm_s);
+    }
+}

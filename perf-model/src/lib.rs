@@ -1,0 +1,18 @@
+//! Predicts a training step of every strategy, libtorch-free, from what a profile and a
+//! probe measure: per-stage forward and backward seconds against the samples
+//! ([`CostCurve`]), and the links between workers ([`Link`]).
+//!
+//! The model follows what stratlab's implementation does rather than a textbook formula:
+//! pipelines are simulated on the very action lists the stage workers execute
+//! ([`pipeline::simulate`]), data parallelism on the same bucket plan the strategy runs
+//! ([`data_parallel::data_parallel_step`]). The thesis's closed forms stay beside it
+//! ([`closed_forms`]) as the baseline its predictions are judged against.
+
+pub mod closed_forms;
+mod cost_curve;
+pub mod data_parallel;
+mod link;
+pub mod pipeline;
+
+pub use cost_curve::{CostCurve, CurveError};
+pub use link::{Bandwidth, Latency, Link, UnitError};

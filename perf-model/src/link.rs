@@ -1,0 +1,203 @@
+//! A link between two workers: bandwidth and one-way latency, written with their units
+//! (`bandwidth: 100 Gbit/s`, `latency: 5 us`), the one link type of cluster files, the
+//! probe and suites.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Bandwidth units, as written, and bytes per second for one of each as a fraction
+/// (numerator, denominator), so `5 us` is exactly 5 ÷ 10⁶ s, not 5 × 10⁻⁶.
+const BANDWIDTH_UNITS: [(&str, f64, f64); 11] = [
+    ("bit/s", 1.0, 8.0),
+    ("kbit/s", 1e3, 8.0),
+    ("Mbit/s", 1e6, 8.0),
+    ("Gbit/s", 1e9, 8.0),
+    ("B/s", 1.0, 1.0),
+    ("kB/s", 1e3, 1.0),
+    ("MB/s", 1e6, 1.0),
+    ("GB/s", 1e9, 1.0),
+    ("KiB/s", 1024.0, 1.0),
+    ("MiB/s", 1048576.0, 1.0),
+    ("GiB/s", 1073741824.0, 1.0),
+];
+
+/// Latency units, as written, and seconds for one of each (numerator, denominator).
+const LATENCY_UNITS: [(&str, f64, f64); 5] =
+    [("s", 1.0, 1.0), ("ms", 1.0, 1e3), ("us", 1.0, 1e6), ("µs", 1.0, 1e6), ("ns", 1.0, 1e9)];
+
+/// Why a bandwidth or latency could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a {what}: write a non-negative number and one of the units {valid}")]
+pub struct UnitError {
+    /// What was read.
+    pub text: String,
+    /// `bandwidth` or `latency`.
+    pub what: &'static str,
+    /// The units accepted, comma-separated.
+    pub valid: String,
+}
+
+/// Parses `<number><space?><unit>` against `units`.
+fn parse_with_units(text: &str, what: &'static str, units: &[(&str, f64, f64)]) -> Result<f64, UnitError> {
+    let error = || UnitError {
+        text: text.to_owned(),
+        what,
+        valid: units.iter().map(|(unit, ..)| *unit).collect::<Vec<_>>().join(", "),
+    };
+    let trimmed = text.trim();
+    let split =
+        trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'));
+    let (number, unit) = trimmed.split_at(split.ok_or_else(error)?);
+    let number: f64 = number.trim().parse().map_err(|_| error())?;
+    let (_, numerator, denominator) = units.iter().find(|(name, ..)| *name == unit.trim()).ok_or_else(error)?;
+    (number.is_finite() && number >= 0.0).then_some(number * numerator / denominator).ok_or_else(error)
+}
+
+/// Link bandwidth, bytes per second.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Bandwidth(pub f64);
+
+impl FromStr for Bandwidth {
+    type Err = UnitError;
+    fn from_str(text: &str) -> Result<Self, UnitError> {
+        let bytes_per_s = parse_with_units(text, "bandwidth", &BANDWIDTH_UNITS)?;
+        match bytes_per_s > 0.0 {
+            true => Ok(Bandwidth(bytes_per_s)),
+            false => Err(UnitError {
+                text: text.to_owned(),
+                what: "bandwidth above 0",
+                valid: BANDWIDTH_UNITS.iter().map(|(unit, ..)| *unit).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+}
+
+impl TryFrom<String> for Bandwidth {
+    type Error = UnitError;
+    fn try_from(text: String) -> Result<Self, UnitError> {
+        text.parse()
+    }
+}
+
+impl From<Bandwidth> for String {
+    fn from(bandwidth: Bandwidth) -> String {
+        bandwidth.to_string()
+    }
+}
+
+impl fmt::Display for Bandwidth {
+    /// In Gbit/s, the unit links are sold in.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} Gbit/s", self.0 * 8.0 / 1e9)
+    }
+}
+
+/// One-way latency, seconds.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Latency(pub f64);
+
+impl FromStr for Latency {
+    type Err = UnitError;
+    fn from_str(text: &str) -> Result<Self, UnitError> {
+        parse_with_units(text, "latency", &LATENCY_UNITS).map(Latency)
+    }
+}
+
+impl TryFrom<String> for Latency {
+    type Error = UnitError;
+    fn try_from(text: String) -> Result<Self, UnitError> {
+        text.parse()
+    }
+}
+
+impl From<Latency> for String {
+    fn from(latency: Latency) -> String {
+        latency.to_string()
+    }
+}
+
+impl fmt::Display for Latency {
+    /// In microseconds.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} us", self.0 * 1e6)
+    }
+}
+
+/// A link: what a message of `bytes` costs from send to receipt is `latency + bytes ÷
+/// bandwidth` (the α–β model).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    /// Bytes per second once a message flows.
+    pub bandwidth: Bandwidth,
+    /// One-way latency of a message (default 0).
+    #[serde(default = "no_latency")]
+    pub latency: Latency,
+}
+
+fn no_latency() -> Latency {
+    Latency(0.0)
+}
+
+impl Link {
+    /// A link of `bandwidth_bytes_per_s` and `latency_s`.
+    pub fn new(bandwidth_bytes_per_s: f64, latency_s: f64) -> Link {
+        Link { bandwidth: Bandwidth(bandwidth_bytes_per_s), latency: Latency(latency_s) }
+    }
+
+    /// Seconds from sending `bytes` to their receipt.
+    pub fn transfer_s(&self, bytes: f64) -> f64 {
+        self.latency.0 + bytes / self.bandwidth.0
+    }
+
+    /// Seconds of a ring all-reduce of `bytes` over `workers` ranks on this link: 2(W − 1)
+    /// steps, each sending a 1/W share (the schedule Gloo's and NCCL's rings follow).
+    pub fn ring_all_reduce_s(&self, bytes: f64, workers: usize) -> f64 {
+        if workers < 2 {
+            return 0.0;
+        }
+        let w = workers as f64;
+        2.0 * (w - 1.0) * self.transfer_s(bytes / w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidths_and_latencies_read_their_units() {
+        assert_eq!("100 Gbit/s".parse::<Bandwidth>().unwrap(), Bandwidth(12.5e9));
+        assert_eq!("1Gbit/s".parse::<Bandwidth>().unwrap(), Bandwidth(1.25e8));
+        assert_eq!("2 GiB/s".parse::<Bandwidth>().unwrap(), Bandwidth(2.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!("5 us".parse::<Latency>().unwrap(), Latency(5e-6));
+        assert_eq!("1.5 ms".parse::<Latency>().unwrap(), Latency(1.5e-3));
+        assert_eq!("0 s".parse::<Latency>().unwrap(), Latency(0.0));
+    }
+
+    #[test]
+    fn a_bad_unit_or_number_names_the_text_and_the_valid_units() {
+        let error = "100 Gbps".parse::<Bandwidth>().unwrap_err();
+        assert!(error.to_string().contains("`100 Gbps`") && error.valid.contains("Gbit/s"), "{error}");
+        let error = "fast".parse::<Latency>().unwrap_err();
+        assert!(error.valid.contains("us") && error.valid.contains("ms"), "{error}");
+        assert!("-1 ms".parse::<Latency>().is_err());
+        assert!("0 Gbit/s".parse::<Bandwidth>().is_err(), "a link moves something");
+    }
+
+    #[test]
+    fn links_read_from_yaml_like_maps_and_cost_alpha_plus_bytes_over_beta() {
+        let link: Link = serde_json::from_str(r#"{"bandwidth": "8 Gbit/s", "latency": "10 us"}"#).unwrap();
+        assert_eq!(link, Link::new(1e9, 10e-6));
+        assert!((link.transfer_s(1e6) - (10e-6 + 1e-3)).abs() < 1e-15);
+        // A ring over 4 ranks: 6 steps of a quarter each.
+        assert!((link.ring_all_reduce_s(4e6, 4) - 6.0 * (10e-6 + 1e-3)).abs() < 1e-12);
+        assert_eq!(link.ring_all_reduce_s(4e6, 1), 0.0);
+        let error = serde_json::from_str::<Link>(r#"{"bandwidth": "8 Gbit/s", "delay": "1 ms"}"#).unwrap_err();
+        assert!(error.to_string().contains("delay"), "{error}");
+    }
+}

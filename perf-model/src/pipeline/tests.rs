@@ -1,0 +1,141 @@
+//! The simulator against hand-worked schedules.
+
+use stratlab_strategy_spec::{Action, Checkpoint, Schedule};
+
+use super::*;
+
+/// A link that costs nothing: every transfer arrives as it is sent.
+fn free_link() -> Link {
+    Link::new(1e30, 0.0)
+}
+
+fn equal_stages(p: usize, forward_s: f64, backward_s: f64) -> Vec<StageCost> {
+    (0..p)
+        .map(|_| StageCost { forward_s, backward_s, output_bytes: 1e6, gradient_bytes: 1e6, optimizer_s: 0.0 })
+        .collect()
+}
+
+fn pipeline(schedule: Schedule, stages: &[StageCost], micro_batches: usize, link: Link) -> Pipeline<'_> {
+    Pipeline { schedule, micro_batches, checkpoint: Checkpoint::Never, stages, link, replicas: 1 }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn equal_stages_give_gpipe_and_1f1b_exactly_the_bubble_p_minus_1_over_m_plus_p_minus_1() {
+    for schedule in [Schedule::GPipe, Schedule::OneFOneB] {
+        for p in 1..6 {
+            for m in 1..10 {
+                let stages = equal_stages(p, 1.0, 2.0);
+                let step = simulate(&pipeline(schedule, &stages, m, free_link())).unwrap();
+                let bubble = (p - 1) as f64 / (m + p - 1) as f64;
+                assert!(close(step.step_s, (m + p - 1) as f64 * 3.0), "{schedule:?} p{p} m{m}: {}", step.step_s);
+                for stage in &step.stages {
+                    assert!(close(stage.bubble, bubble), "{schedule:?} p{p} m{m}: {} vs {bubble}", stage.bubble);
+                    assert!(close(stage.compute_s, m as f64 * 3.0));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn each_stage_runs_its_schedules_action_list_in_order() {
+    for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB] {
+        let stages = equal_stages(4, 0.3, 0.7);
+        let step = simulate(&pipeline(schedule, &stages, 6, free_link())).unwrap();
+        for stage in 0..4 {
+            let ran: Vec<SimulatedPass> =
+                step.actions.iter().filter(|action| action.stage == stage).map(|action| action.action).collect();
+            let listed: Vec<SimulatedPass> = schedule.actions(stage, 4, 6).into_iter().map(Into::into).collect();
+            assert_eq!(ran, listed, "{schedule:?} stage {stage}");
+            let times: Vec<(f64, f64)> = step
+                .actions
+                .iter()
+                .filter(|action| action.stage == stage)
+                .map(|action| (action.start_s, action.end_s))
+                .collect();
+            assert!(times.windows(2).all(|pair| pair[0].1 <= pair[1].0 + 1e-12), "one pass at a time: {times:?}");
+        }
+    }
+}
+
+#[test]
+fn transfers_delay_the_neighbour_and_the_loss_reaches_every_stage() {
+    // Two stages, one micro-batch, 0.5 s per message: F0 0–1, F1 1.5–2.5, B1 2.5–3.5,
+    // B0 4–5; the last stage's loss reaches stage 0 at 4, before it is done.
+    let stages = equal_stages(2, 1.0, 1.0);
+    let step = simulate(&pipeline(Schedule::ModelParallel, &stages, 8, Link::new(1e30, 0.5))).unwrap();
+    assert!(close(step.step_s, 5.0), "{}", step.step_s);
+    let b0 = step.actions.iter().find(|a| a.stage == 0 && a.action == SimulatedPass::Backward(0)).unwrap();
+    assert!(close(b0.start_s, 4.0));
+    // Bandwidth counts too: 1 MB at 1 MB/s is another second each way.
+    let slow = simulate(&pipeline(Schedule::ModelParallel, &stages, 1, Link::new(1e6, 0.5))).unwrap();
+    assert!(close(slow.step_s, 7.0), "{}", slow.step_s);
+}
+
+#[test]
+fn checkpointing_recomputes_the_forward_of_the_micro_batches_it_drops() {
+    let stages = equal_stages(1, 1.0, 2.0);
+    let mut always = pipeline(Schedule::GPipe, &stages, 4, free_link());
+    always.checkpoint = Checkpoint::Always;
+    let step = simulate(&always).unwrap();
+    assert!(close(step.step_s, 4.0 * (1.0 + 2.0 + 1.0)));
+    assert!(close(step.stages[0].recompute_s, 4.0));
+    let mut except_last = always.clone();
+    except_last.checkpoint = Checkpoint::ExceptLast;
+    assert!(close(simulate(&except_last).unwrap().stages[0].recompute_s, 3.0));
+}
+
+#[test]
+fn pipedream_reaches_a_steady_state_without_flushes() {
+    // Equal stages, no flush: in steady state every stage is busy all the time. Stages but
+    // the last recompute the stashed forward and every backward is followed by an update.
+    let (p, m, f, b, u) = (3, 4, 1.0, 2.0, 0.5);
+    let stages: Vec<StageCost> =
+        equal_stages(p, f, b).into_iter().map(|stage| StageCost { optimizer_s: u, ..stage }).collect();
+    let step = simulate(&pipeline(Schedule::PipeDream, &stages, m, free_link())).unwrap();
+    assert!(close(step.step_s, m as f64 * (f + b + f + u)), "{}", step.step_s);
+    // GPipe with the same stages pays its fill and drain every step, and sits idle in them.
+    let gpipe = simulate(&pipeline(Schedule::GPipe, &stages, m, free_link())).unwrap();
+    assert!(close(gpipe.step_s, (m + p - 1) as f64 * (f + b) + u));
+    assert!(step.bubble() < gpipe.bubble(), "{} vs {}", step.bubble(), gpipe.bubble());
+}
+
+#[test]
+fn hybrid_replicas_all_reduce_each_stages_gradients_before_the_update() {
+    let stages = equal_stages(2, 1.0, 1.0);
+    let link = Link::new(1e6, 0.0);
+    let single = simulate(&pipeline(Schedule::OneFOneB, &stages, 2, link)).unwrap();
+    let mut hybrid = pipeline(Schedule::OneFOneB, &stages, 2, link);
+    hybrid.replicas = 2;
+    let replicated = simulate(&hybrid).unwrap();
+    // 1 MB over 2 replicas: 2 steps of 0.5 MB at 1 MB/s.
+    assert!(close(replicated.stages[0].all_reduce_s, 1.0));
+    assert!(close(replicated.step_s - single.step_s, 1.0), "{} {}", replicated.step_s, single.step_s);
+}
+
+#[test]
+fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
+    for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB, Schedule::PipeDream] {
+        for p in 1..6 {
+            for m in 1..9 {
+                let stages: Vec<StageCost> = (0..p)
+                    .map(|s| StageCost {
+                        forward_s: 0.1 * (s + 1) as f64,
+                        backward_s: 0.2,
+                        output_bytes: 1e5,
+                        gradient_bytes: 0.0,
+                        optimizer_s: 0.01,
+                    })
+                    .collect();
+                let step = simulate(&pipeline(schedule, &stages, m, Link::new(1e7, 1e-4))).unwrap();
+                assert!(step.step_s > 0.0 && step.step_s.is_finite(), "{schedule:?} p{p} m{m}");
+            }
+        }
+    }
+    assert_eq!(simulate(&pipeline(Schedule::GPipe, &[], 2, free_link())), Err(SimulationError::NoStages));
+    let _ = Action::Forward(0);
+}
