@@ -38,6 +38,12 @@ pub struct StepRecord {
     /// summed over its transfers (hidden behind compute or not: `rank_breakdown` tells which).
     #[serde(default)]
     pub comm_s: Option<f64>,
+    /// The most bytes of tensor storage this worker held at once during the step: weights,
+    /// gradients, optimizer state, the batch, activations and buffers, and whatever the
+    /// loader's threads prepared meanwhile. Exact on the CPU (a counting allocator); null
+    /// where the device cannot tell and for runs stored before the column existed.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }
 
 impl StepRecord {
@@ -123,4 +129,9 @@ pub struct TrainingSummary {
     pub final_loss: Option<f64>,
     /// Seconds spent evaluating, kept out of epoch times and throughput.
     pub eval_time_s: Option<f64>,
+    /// The highest step peak of tensor memory over the timed steps, of the worker that held
+    /// the most (`steps.peak_memory_bytes`); null where the device cannot tell and for runs
+    /// stored before the column existed.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
 }

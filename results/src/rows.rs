@@ -157,6 +157,7 @@ impl Table for TrialRow {
             ("final_accuracy", Float64),
             ("final_loss", Float64),
             ("eval_time_s", Float64),
+            ("peak_memory_bytes", UInt64),
             ("utilization_mean_pct", Float64),
             ("utilization_max_pct", Float64),
             ("memory_mean_bytes", Float64),
@@ -255,6 +256,7 @@ impl Table for StepRow {
             ("warmup", Boolean),
             ("comm_bytes", Int64),
             ("comm_s", Float64),
+            ("peak_memory_bytes", UInt64),
         ])
     }
 

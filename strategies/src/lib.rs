@@ -11,6 +11,7 @@ pub mod data_parallel;
 pub mod device;
 mod dispatch;
 pub mod evaluate;
+pub mod memory;
 /// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).
 pub use stratlab_results::nonfinite;
 pub mod numerics;

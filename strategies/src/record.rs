@@ -94,7 +94,13 @@ impl TrainReport {
             final_accuracy: self.final_accuracy(),
             final_loss: self.final_loss(),
             eval_time_s: Some(self.evaluations.iter().map(|eval| eval.time_s).sum()),
+            peak_memory_bytes: self.peak_memory_bytes(),
         }
+    }
+
+    /// The highest step peak of tensor memory over the timed steps, where measured.
+    pub fn peak_memory_bytes(&self) -> Option<u64> {
+        self.steps.iter().filter(|step| !step.warmup).filter_map(|step| step.peak_memory_bytes).max()
     }
 
     /// Step times of the timed (non-warm-up) steps.
@@ -173,6 +179,7 @@ mod tests {
             warmup: false,
             comm_bytes: None,
             comm_s: None,
+            peak_memory_bytes: None,
         };
         let json = serde_json::to_string(&step).unwrap();
         assert!(json.contains("\"loss\":\"NaN\""), "{json}");

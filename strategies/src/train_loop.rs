@@ -23,6 +23,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
 use crate::evaluate::{evaluate_shard, EvalSums};
+use crate::memory;
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::timeline::{EventKind, Timeline};
 use crate::{Precision, TrainConfig, TrainError, TrainObserver};
@@ -120,6 +121,8 @@ pub struct StepOutput {
 pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     config.validate()?;
     let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
+    // Count CPU tensor memory from here on: the weights, optimizer state and every step.
+    memory::count_cpu_allocations();
     tch::set_num_threads(config.threads as i32);
     config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
     tch::manual_seed(config.seed as i64);
@@ -204,6 +207,8 @@ pub fn run(
             let h2d_s = (step_started - copy_started).as_secs_f64();
 
             let lr = config.schedule.rate(config.lr, epoch, run.steps_done, total_steps);
+            // The step's peak memory counts from here, the batch already resident.
+            memory::reset_peak(device);
             let output = runner.step(&images, &labels, lr, timeline)?;
             // Loss and accuracy stay on the device until the next read: no host sync here.
             synchronize(device);
@@ -222,6 +227,7 @@ pub fn run(
                     warmup: run.steps_done < config.warmup_steps,
                     comm_bytes: Some(output.comm_bytes),
                     comm_s: Some(output.comm_s),
+                    peak_memory_bytes: memory::peak_bytes(device),
                 },
                 loss: output.loss.detach(),
                 correct: output.correct,

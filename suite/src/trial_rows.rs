@@ -11,7 +11,7 @@ use stratlab_strategy_spec::StrategyColumns;
 use crate::trial::TrialSpec;
 use stratlab_results::{
     pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, PipelineStageInfo,
-    PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow, TrialTables, UtcTime,
+    PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
 };
 use stratlab_telemetry::{Sample, TelemetrySummary};
 
@@ -150,7 +150,11 @@ pub(crate) fn record(
         warmup_steps: trial.train.warmup_steps as i64,
         // Throughput of the whole trial: every batch shard's samples over the slowest rank's
         // time per step (the lead report carries those times).
-        training: lead.map(|report| report.summary(shards)).unwrap_or_default(),
+        training: TrainingSummary {
+            // Memory is per worker: the worker that held the most.
+            peak_memory_bytes: reports.iter().filter_map(|(_, report)| report.peak_memory_bytes()).max(),
+            ..lead.map(|report| report.summary(shards)).unwrap_or_default()
+        },
         load: summary.load.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
         started_at: started_at.rfc3339(),

@@ -88,6 +88,7 @@ fn trial(
             final_accuracy: ok.then_some(0.9),
             final_loss: None,
             eval_time_s: None,
+            peak_memory_bytes: None,
         },
         load: DeviceLoad {
             utilization_mean_pct: ok.then_some(40.0 + 10.0 * repeat as f64),
@@ -151,6 +152,7 @@ fn steps(trial: &TrialRow, n: i64, per_epoch: i64, nan_from: Option<i64>) -> Vec
                 warmup: step == 0,
                 comm_bytes: None,
                 comm_s: None,
+                peak_memory_bytes: None,
             },
         })
         .collect()

@@ -9,7 +9,6 @@
 mod evaluate;
 mod layout;
 mod links;
-pub mod memory;
 pub mod partition;
 mod stage_report;
 mod stage_worker;

@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
 use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic, LOSS_TAG};
-use super::memory;
+use crate::memory;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
 
 use super::partition::StagePlan;
@@ -220,8 +220,10 @@ impl<'a> StageWorker<'a> {
             loss: Tensor::zeros([], (Kind::Float, self.device)),
             correct: Tensor::zeros([], (Kind::Int64, self.device)),
         };
+        // The step's peak counts from here (the train loop reset it just before, but a stage
+        // measures its own step whatever calls it).
+        memory::reset_peak(self.device);
         let baseline = memory::allocated_bytes(self.device);
-        let mut peak = baseline;
         // Every micro-batch of a run has the same size but possibly the last: drop_last keeps
         // batches equal, and a PipeDream backward of the previous step has its size too.
         let size_of = |id: usize| step.sizes[id % m];
@@ -243,9 +245,6 @@ impl<'a> StageWorker<'a> {
                     self.backward(id, Some(&step), m, timeline, &mut traffic)?;
                 }
             }
-            if let (Some(now), Some(top)) = (memory::allocated_bytes(self.device), peak.as_mut()) {
-                *top = (*top).max(now);
-            }
             // Completed sends free their buffers as the schedule goes on.
             self.sends.settle(false, timeline, &mut traffic)?;
         }
@@ -261,7 +260,7 @@ impl<'a> StageWorker<'a> {
         let (loss, correct) = self.endpoint().share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
 
         if self.steps_done >= self.warmup_steps {
-            if let (Some(base), Some(top)) = (baseline, peak) {
+            if let (Some(base), Some(top)) = (baseline, memory::peak_bytes(self.device)) {
                 let grown = top.saturating_sub(base);
                 self.peak_activation_bytes = Some(self.peak_activation_bytes.map_or(grown, |p| p.max(grown)));
             }

@@ -92,6 +92,18 @@ fn budget_warmup_and_epoch_records_add_up() {
     assert_eq!(report.steps.iter().filter(|step| step.warmup).count(), 2);
     assert_eq!(report.timed_step_times().len(), 23);
     assert!(report.steps.iter().all(|step| step.step_time_s > 0.0 && step.samples == 32));
+    // Every step's peak tensor memory is counted, and holds at least the weights and their
+    // gradients (small CNN on MNIST: 1,199,882 float32 parameters, twice) and the batch, but
+    // not a gigabyte.
+    let weights_and_gradients = 2 * 1_199_882 * 4;
+    for step in &report.steps {
+        let peak = step.peak_memory_bytes.expect("the CPU counts its tensor memory");
+        assert!(peak > weights_and_gradients && peak < 1 << 30, "step {}: {peak} bytes", step.step);
+    }
+    assert_eq!(
+        report.peak_memory_bytes(),
+        report.steps.iter().filter(|s| !s.warmup).filter_map(|s| s.peak_memory_bytes).max()
+    );
     // Evaluations after steps 10 and 20, then one closing the (partial) epoch at step 25.
     let after: Vec<usize> = report.evaluations.iter().map(|eval| eval.after_step).collect();
     assert_eq!(after, vec![10, 20, 25]);

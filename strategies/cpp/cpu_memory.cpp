@@ -1,0 +1,92 @@
+// A counting CPU allocator: libtorch's CPU allocations made through c10's allocator, with
+// the bytes in use and their peak kept exactly (the glibc statistics the lab read before
+// count every malloc of the process, and a sampled peak misses what is freed between
+// samples). Installed with c10::SetCPUAllocator; memory comes from c10::alloc_cpu, as the
+// default allocator's does, behind a 64-byte header that keeps the size (and the 64-byte
+// alignment), so the data pointer is its own context and raw_allocate works.
+// Plain C functions, so Rust needs no C++ ABI; no C++ exception crosses into Rust.
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace {
+
+constexpr std::size_t kHeader = 64;
+
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+std::atomic<int> g_installed{0};
+
+void raise_peak(int64_t now) {
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void counting_delete(void* data) {
+  if (data == nullptr) {
+    return;
+  }
+  char* base = static_cast<char*>(data) - kHeader;
+  const auto bytes = *reinterpret_cast<std::size_t*>(base);
+  g_current.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  c10::free_cpu(base);
+}
+
+struct CountingCpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(std::size_t n) override {
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<std::size_t*>(base) = n;
+    void* data = base + kHeader;
+    raise_peak(g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n));
+    return {data, data, &counting_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &counting_delete;
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+CountingCpuAllocator g_allocator;
+
+}  // namespace
+
+extern "C" {
+
+// Makes the counting allocator libtorch's CPU allocator; idempotent. Tensors allocated
+// before keep their own deleters and are not counted. Returns 0 on success, 1 on failure.
+int stratlab_cpu_memory_install() {
+  try {
+    if (g_installed.exchange(1) == 0) {
+      // Priority above the default allocator's registration, so it stays in place.
+      c10::SetCPUAllocator(&g_allocator, /*priority=*/1);
+    }
+    return c10::GetCPUAllocator() == &g_allocator ? 0 : 1;
+  } catch (...) {
+    return 1;
+  }
+}
+
+// Bytes of CPU tensor storage in use now, through the counting allocator.
+int64_t stratlab_cpu_memory_current() {
+  return g_current.load(std::memory_order_relaxed);
+}
+
+// The most bytes in use at once since the last reset.
+int64_t stratlab_cpu_memory_peak() {
+  return g_peak.load(std::memory_order_relaxed);
+}
+
+// Starts a new peak from the bytes in use now.
+void stratlab_cpu_memory_reset_peak() {
+  g_peak.store(g_current.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+}  // extern "C"

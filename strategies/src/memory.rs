@@ -1,0 +1,129 @@
+//! How much memory tensors hold on a device, read from the allocator: the bytes in use
+//! now and their peak since a reset, so every strategy can report a step's peak memory per
+//! worker and pipeline stages their activations.
+//!
+//! - CPU: exact. [`count_cpu_allocations`] makes a counting allocator (`cpp/cpu_memory.cpp`)
+//!   libtorch's CPU allocator; from then on every tensor storage allocated on the CPU is
+//!   counted when it is made and when it is freed, and the peak is kept at every allocation,
+//!   so nothing allocated and freed between two reads is missed. Storage allocated before
+//!   it was installed is not counted. Before installation the CPU reports `None`.
+//! - CUDA: `None` for now. The numbers to read are c10's `CUDACachingAllocator` statistics
+//!   (`allocated_bytes` current and peak, as `torch.cuda.memory_allocated` reports them).
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tch::Device;
+
+extern "C" {
+    fn stratlab_cpu_memory_install() -> c_int;
+    fn stratlab_cpu_memory_current() -> i64;
+    fn stratlab_cpu_memory_peak() -> i64;
+    fn stratlab_cpu_memory_reset_peak();
+}
+
+/// Whether the counting allocator is libtorch's CPU allocator in this process.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// Makes the counting allocator libtorch's CPU allocator (once per process; later calls
+/// return at once) and returns whether it counts. Call it before the tensors to be counted
+/// are made: a strategy's training does so first.
+pub fn count_cpu_allocations() -> bool {
+    if !COUNTING.load(Ordering::Acquire) {
+        // SAFETY: no arguments; the shim installs a static allocator and catches exceptions.
+        let installed = unsafe { stratlab_cpu_memory_install() } == 0;
+        COUNTING.store(installed, Ordering::Release);
+    }
+    COUNTING.load(Ordering::Acquire)
+}
+
+/// Bytes of tensor storage in use on `device` now, where the allocator can tell.
+pub fn allocated_bytes(device: Device) -> Option<u64> {
+    match device {
+        // SAFETY: reads an atomic counter.
+        Device::Cpu if COUNTING.load(Ordering::Acquire) => Some(unsafe { stratlab_cpu_memory_current() }.max(0) as u64),
+        _ => None,
+    }
+}
+
+/// The most bytes of tensor storage in use at once on `device` since the last
+/// [`reset_peak`], where the allocator can tell.
+pub fn peak_bytes(device: Device) -> Option<u64> {
+    match device {
+        // SAFETY: reads an atomic counter.
+        Device::Cpu if COUNTING.load(Ordering::Acquire) => Some(unsafe { stratlab_cpu_memory_peak() }.max(0) as u64),
+        _ => None,
+    }
+}
+
+/// Starts a new peak on `device` from what is in use now.
+pub fn reset_peak(device: Device) {
+    if device == Device::Cpu && COUNTING.load(Ordering::Acquire) {
+        // SAFETY: stores an atomic counter.
+        unsafe { stratlab_cpu_memory_reset_peak() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    const MIB: u64 = 1 << 20;
+
+    /// Other tests of this process allocate and free on other threads at the same time, so a
+    /// check of the process-wide count gets a few tries before it counts as failed.
+    fn eventually(check: impl Fn() -> Option<String>) {
+        let mut last = String::new();
+        for _ in 0..20 {
+            match check() {
+                None => return,
+                Some(error) => last = error,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("{last}");
+    }
+
+    #[test]
+    fn the_counting_allocator_counts_a_known_allocation_pattern_exactly() {
+        assert!(count_cpu_allocations(), "the counting allocator installs");
+        assert!(count_cpu_allocations(), "and a second call keeps it");
+        eventually(|| {
+            let before = allocated_bytes(Device::Cpu).unwrap();
+            reset_peak(Device::Cpu);
+            // 64 MiB and 32 MiB held together, then 16 MiB after both are gone.
+            let a = Tensor::zeros([16 * MIB as i64], (Kind::Float, Device::Cpu));
+            let b = Tensor::zeros([8 * MIB as i64], (Kind::Float, Device::Cpu));
+            let during = allocated_bytes(Device::Cpu).unwrap();
+            drop((a, b));
+            let c = Tensor::zeros([4 * MIB as i64], (Kind::Float, Device::Cpu));
+            let (after, peak) = (allocated_bytes(Device::Cpu).unwrap(), peak_bytes(Device::Cpu).unwrap());
+            drop(c);
+            let end = allocated_bytes(Device::Cpu).unwrap();
+            let exact =
+                during == before + 96 * MIB && after == before + 16 * MIB && peak == before + 96 * MIB && end == before;
+            (!exact)
+                .then(|| format!("before {before}, with 96 MiB {during}, then 16 MiB {after}, peak {peak}, end {end}"))
+        });
+    }
+
+    #[test]
+    fn a_peak_freed_before_it_is_read_is_still_the_peak() {
+        assert!(count_cpu_allocations());
+        eventually(|| {
+            reset_peak(Device::Cpu);
+            let base = allocated_bytes(Device::Cpu).unwrap();
+            // Made and freed inside one expression: a sampled gauge would never see it.
+            let _sum = Tensor::ones([16 * MIB as i64], (Kind::Float, Device::Cpu)).sum(Kind::Float);
+            let peak = peak_bytes(Device::Cpu).unwrap();
+            (peak < base + 64 * MIB).then(|| format!("peak {peak} from {base}"))
+        });
+    }
+
+    #[test]
+    fn cuda_is_not_wired_and_says_so() {
+        assert_eq!(allocated_bytes(Device::Cuda(0)), None);
+        assert_eq!(peak_bytes(Device::Cuda(0)), None);
+    }
+}
