@@ -19,9 +19,11 @@ pub mod observer;
 pub mod parameter_server;
 pub mod pipeline;
 pub mod precision;
+pub mod profile;
 pub mod record;
 pub mod schedule;
 pub mod single;
+mod staged_model;
 /// Order statistics of timings; they live in `stratlab-results` so libtorch-free readers of
 /// the tables (regression comparisons) compute them the same way.
 pub use stratlab_results::stats;

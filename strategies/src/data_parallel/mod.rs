@@ -8,10 +8,7 @@
 //! seeds stage *i − 1*. That is the point where a bucket's all-reduce starts, overlapping
 //! the remaining backward (see `stratlab_strategy_spec::buckets`).
 
-use std::ops::Range;
-
 use stratlab_comm::{ProcessGroup, ReduceOp, Work};
-use stratlab_networks::Network;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
@@ -21,6 +18,8 @@ use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
+
+use crate::staged_model::StagedModel;
 
 /// Trains with data parallelism over `group` (every rank calls this with its own group).
 pub fn train(
@@ -71,39 +70,6 @@ pub(crate) fn broadcast_variables(
         timeline.communication(EventKind::Broadcast, name, &done);
     }
     Ok(())
-}
-
-/// The network built stage by stage into one VarStore, remembering which trainable
-/// variables each stage owns (creation order: the same initial values as a whole build).
-pub(crate) struct StagedModel {
-    pub(crate) stages: Vec<Network>,
-    pub(crate) param_ranges: Vec<Range<usize>>,
-}
-
-impl StagedModel {
-    pub(crate) fn build(spec: &stratlab_networks::NetworkSpec, store: &nn::VarStore) -> StagedModel {
-        let root = store.root();
-        let mut stages = Vec::new();
-        let mut param_ranges = Vec::new();
-        for index in 0..spec.stages.len() {
-            let before = store.trainable_variables().len();
-            stages.push(spec.build_range(index..index + 1, &root));
-            param_ranges.push(before..store.trainable_variables().len());
-        }
-        StagedModel { stages, param_ranges }
-    }
-}
-
-impl std::fmt::Debug for StagedModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StagedModel").field("stages", &self.stages.len()).finish()
-    }
-}
-
-impl ModuleT for StagedModel {
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.stages.iter().fold(xs.shallow_clone(), |x, stage| stage.forward_t(&x, train))
-    }
 }
 
 struct DataParallelStep<'a> {

@@ -1,0 +1,115 @@
+//! A network's profile on a device: every stage's forward and backward seconds at a few
+//! sample counts, timed one stage at a time on synthetic inputs, with what the stage holds
+//! (parameters) and sends on (its output). The `time` balance and the performance model
+//! read the same measurement.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use stratlab_networks::NetworkSpec;
+use tch::nn::{self, ModuleT, OptimizerConfig, VarStore};
+use tch::{Device, Kind, Tensor};
+
+use crate::autograd::backward_with_grad;
+use crate::staged_model::StagedModel;
+use crate::device::synchronize;
+use crate::TrainError;
+
+/// Timed passes per stage and size after one untimed warm-up; the cost is their median.
+pub const PROFILE_REPEATS: usize = 5;
+
+/// One network stage, measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageProfile {
+    /// The stage's name in the network.
+    pub name: String,
+    /// `(samples, median forward seconds)`, one per profiled size.
+    pub forward_s: Vec<(usize, f64)>,
+    /// `(samples, median backward seconds)`: the gradient of the stage's parameters and of
+    /// its input (a pipeline stage's received activation), as a stage worker computes it.
+    pub backward_s: Vec<(usize, f64)>,
+    /// Bytes of each trainable parameter of the stage, in the network's order.
+    pub parameter_bytes: Vec<u64>,
+    /// Bytes of the stage's output per sample (what a pipeline sends on, and the size of
+    /// the gradient it gets back).
+    pub output_bytes_per_sample: u64,
+}
+
+/// Every stage of a network on one device at one thread count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkProfile {
+    /// Stages in order.
+    pub stages: Vec<StageProfile>,
+    /// Median seconds of one SGD step over all the network's parameters (with the
+    /// momentum asked for; a stage's share is proportional to its parameters).
+    pub optimizer_s: f64,
+}
+
+/// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
+/// SGD step with `momentum`, with the threads libtorch has now. Weights are drawn from
+/// libtorch's generator: profile before seeding what a trial trains.
+pub fn profile_network(
+    spec: &NetworkSpec,
+    device: Device,
+    sizes: &[usize],
+    momentum: f64,
+) -> Result<NetworkProfile, TrainError> {
+    let vs = VarStore::new(device);
+    let model = StagedModel::build(spec, &vs);
+    let variables = vs.trainable_variables();
+    let analysis = spec.analyze(1)?;
+    let mut stages: Vec<StageProfile> = spec
+        .stages
+        .iter()
+        .zip(&analysis.stages)
+        .map(|(stage, row)| StageProfile {
+            name: stage.name.clone(),
+            forward_s: Vec::with_capacity(sizes.len()),
+            backward_s: Vec::with_capacity(sizes.len()),
+            parameter_bytes: Vec::new(),
+            output_bytes_per_sample: row.output_shape[1..].iter().product::<i64>() as u64 * 4,
+        })
+        .collect();
+    for (profile, range) in stages.iter_mut().zip(&model.param_ranges) {
+        profile.parameter_bytes = variables[range.clone()].iter().map(stratlab_comm::byte_size).collect();
+    }
+    for &samples in sizes {
+        let dims: Vec<i64> = std::iter::once(samples.max(1) as i64).chain(spec.input.sample_dims()).collect();
+        // Ones, not random numbers: only the generator's use for the weights is unavoidable.
+        let mut input = Tensor::ones(dims, (Kind::Float, device));
+        for (i, profile) in stages.iter_mut().enumerate() {
+            // Later stages receive activations and must send their gradient back.
+            let x = input.detach().set_requires_grad(i > 0);
+            let warm_up = model.stages[i].forward_t(&x, true);
+            let grad = Tensor::ones_like(&warm_up);
+            backward_with_grad(&warm_up, &grad)?;
+            let (mut forward, mut backward) = (Vec::new(), Vec::new());
+            for _ in 0..PROFILE_REPEATS {
+                synchronize(device);
+                let start = Instant::now();
+                let output = model.stages[i].forward_t(&x, true);
+                synchronize(device);
+                let forwarded = Instant::now();
+                backward_with_grad(&output, &grad)?;
+                synchronize(device);
+                forward.push((forwarded - start).as_secs_f64());
+                backward.push(forwarded.elapsed().as_secs_f64());
+            }
+            profile.forward_s.push((samples, crate::stats::median(&forward).unwrap_or(0.0)));
+            profile.backward_s.push((samples, crate::stats::median(&backward).unwrap_or(0.0)));
+            input = warm_up.detach();
+        }
+    }
+    // Every parameter has its gradient now, from the passes above.
+    let mut optimizer = nn::Sgd { momentum, dampening: 0.0, wd: 0.0, nesterov: false }.build(&vs, 1e-3)?;
+    let mut steps = Vec::with_capacity(PROFILE_REPEATS);
+    optimizer.step();
+    for _ in 0..PROFILE_REPEATS {
+        synchronize(device);
+        let start = Instant::now();
+        optimizer.step();
+        synchronize(device);
+        steps.push(start.elapsed().as_secs_f64());
+    }
+    Ok(NetworkProfile { stages, optimizer_s: crate::stats::median(&steps).unwrap_or(0.0) })
+}
