@@ -108,6 +108,22 @@ pub enum Command {
     /// Starts `--workers` ranks on this machine, or is one rank when RANK and WORLD_SIZE are
     /// set (torchrun, srun).
     Probe(ProbeArgs),
+    /// Predict every trial of a suite without training it: each network is profiled on
+    /// this machine at the trials' threads and batch sizes, and the performance model times
+    /// the step (pipelines by simulating their schedules, data parallelism with its bucket
+    /// plan). Parameter-server trials are not modelled yet.
+    Predict {
+        /// The suite file.
+        suite: PathBuf,
+        /// A `stratlab probe` run whose point-to-point medians give the link (latency from
+        /// its smallest message, bandwidth from its largest); needed for multi-worker trials.
+        #[arg(long)]
+        probe: Option<PathBuf>,
+        /// A run of the same suite: each prediction beside its measured step time, with the
+        /// error (nothing is fitted to it).
+        #[arg(long)]
+        against: Option<PathBuf>,
+    },
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
         /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.

@@ -7,6 +7,7 @@ pub mod fault;
 pub mod fingerprint;
 pub mod memory_guard;
 pub mod plan;
+pub mod predict;
 pub mod probe;
 pub mod progress;
 pub mod protocol;

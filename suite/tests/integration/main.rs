@@ -10,6 +10,7 @@ mod compare_cli;
 mod module_cycles;
 mod multi_worker;
 mod netns_probe;
+mod predict_cli;
 mod previous_release;
 mod probe_cli;
 mod run_inputs;

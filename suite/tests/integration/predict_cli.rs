@@ -1,0 +1,84 @@
+//! `stratlab predict` seen from outside: a suite's trials predicted from a profile taken
+//! here and a probe run, and set beside a run of the same suite.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stratlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(args)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("run stratlab")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const SUITE: &str = "name: predict-check
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies:
+  - single
+  - {name: data-parallel, workers: [2]}
+  - {name: parameter-server, workers: [2]}
+  - {name: gpipe, workers: [2], micro_batches: [2]}
+batch_size: 32
+threads: 1
+budget: {steps: 6}
+warmup_steps: 2
+";
+
+/// Milliseconds in a `123.4 ms` cell of `line`'s second column.
+fn predicted_ms(line: &str) -> Option<f64> {
+    let cell = line.split('┆').nth(1)?.trim_matches(|c: char| c.is_whitespace() || c == '│');
+    cell.strip_suffix(" ms")?.parse().ok()
+}
+
+#[test]
+fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let suite = suite.to_str().unwrap();
+    let store = dir.path().join("runs");
+    let store = store.to_str().unwrap();
+
+    // Without a link the multi-worker trials say what they need; single is predicted.
+    let out = stratlab(&["predict", suite]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let single = stdout.lines().find(|line| line.contains("single×1")).expect("a single row");
+    assert!(predicted_ms(single).is_some_and(|ms| ms > 0.0), "{single}");
+    assert!(stdout.contains("needs a link: give --probe"), "{stdout}");
+
+    let probe =
+        stratlab(&["probe", "--workers", "2", "--sizes", "4,1M", "--repeats", "3", "--warmup", "1", "--store", store]);
+    assert!(probe.status.success(), "{}", text(&probe.stderr));
+    let probe_run = std::fs::read_dir(store).unwrap().next().unwrap().unwrap().path();
+    let run = stratlab(&["run", suite, "--store", store, "--no-report"]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let run_dir = std::fs::read_dir(store)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().ends_with("predict-check"))
+        .expect("the run's folder");
+
+    let out =
+        stratlab(&["predict", suite, "--probe", probe_run.to_str().unwrap(), "--against", run_dir.to_str().unwrap()]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("profiling small-cnn on mnist at 1 thread(s), batch sizes [16, 32]"), "{stderr}");
+    for label in ["single×1", "data-parallel×2", "gpipe×2"] {
+        let line = stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{label}: {stdout}"));
+        let ms = predicted_ms(line).unwrap_or_else(|| panic!("{line}"));
+        assert!(ms > 0.0 && ms < 10_000.0, "{line}");
+        // Beside the measured step, with a signed error in percent.
+        assert!(line.matches(" ms").count() == 3 && line.contains(" %"), "{line}");
+    }
+    let server = stdout.lines().find(|line| line.contains("parameter-server×2")).unwrap();
+    assert!(server.contains("not modelled yet"), "{server}");
+    assert!(Path::new(&run_dir).join("trials").exists());
+}
