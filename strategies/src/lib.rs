@@ -19,6 +19,7 @@ pub mod observer;
 pub mod parameter_server;
 pub mod pipeline;
 pub mod precision;
+pub mod predict;
 pub mod profile;
 pub mod record;
 pub mod schedule;

@@ -1,9 +1,9 @@
 //! `stratlab predict`: every trial of a suite predicted, not trained. Each network is
 //! profiled on this device at the trial's threads and the batch sizes its trials need
 //! (`stratlab_strategies::profile`), the links come from a probe run, and the performance
-//! model times the step (`stratlab_perf_model`): pipelines by simulating their schedules,
-//! data parallelism with its bucket plan. With `--against RUN` each prediction is set
-//! beside what that run measured, with the error; nothing is fitted to it.
+//! model times the step (`stratlab_strategies::predict`): pipelines by simulating their
+//! schedules, data parallelism with its bucket plan. With `--against RUN` each prediction
+//! is set beside what that run measured, with the error; nothing is fitted to it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,14 +11,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
-use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
-use stratlab_perf_model::{CostCurve, Link};
+use stratlab_perf_model::Link;
 use stratlab_results::{ProbeRow, RunStore, TrialRow};
-use stratlab_strategies::pipeline::plan_stages;
-use stratlab_strategies::profile::{profile_network, NetworkProfile, StageProfile};
-use stratlab_strategy_spec::{Strategy, StrategyKind};
+use stratlab_strategies::predict::{predict_step, stage_samples};
+use stratlab_strategies::profile::{profile_network, NetworkProfile};
 use tch::Device;
 
 use crate::exit::InputError;
@@ -54,7 +50,8 @@ pub fn predict(suite_path: &Path, probe: Option<&Path>, against: Option<&Path>) 
             eprintln!("  {:.1} s", started.elapsed().as_secs_f64());
             profiles.insert(key.clone(), profile);
         }
-        let step_s = predict_step(trial, &spec, &profiles[&key], link.as_ref());
+        let step_s =
+            predict_step(&trial.strategy, trial.workers, trial.train.batch_size, &spec, &profiles[&key], link.as_ref());
         predictions.push(Prediction { trial_id: trial.trial_id.clone(), label: trial.label(), step_s });
     }
     let measured = against.map(measured_steps).transpose()?;
@@ -70,19 +67,11 @@ fn sizes_for(trials: &[TrialSpec], key: &(String, String, usize)) -> Vec<usize> 
         .filter(|t| {
             (t.network.as_str(), t.dataset.name.to_string(), t.train.threads) == (key.0.as_str(), key.1.clone(), key.2)
         })
-        .map(|t| micro_batch(t))
+        .map(|t| stage_samples(&t.strategy, t.train.batch_size))
         .collect();
     sizes.sort_unstable();
     sizes.dedup();
     sizes
-}
-
-/// Samples a stage runs at once in `trial`.
-fn micro_batch(trial: &TrialSpec) -> usize {
-    match trial.strategy.schedule() {
-        Some(_) => (trial.train.batch_size / trial.strategy.micro_batches()).max(1),
-        None => trial.train.batch_size,
-    }
 }
 
 /// A link from a probe run: the one-way latency of its smallest point-to-point message and
@@ -104,97 +93,6 @@ fn link_from_probe(run: &Path) -> anyhow::Result<Link> {
     let latency_s = median_of(smallest);
     let bandwidth = largest as f64 / (median_of(largest) - latency_s).max(1e-9);
     Ok(Link::new(bandwidth, latency_s))
-}
-
-/// The cost curve of measured `(samples, seconds)` points.
-fn curve(points: &[(usize, f64)]) -> CostCurve {
-    CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
-}
-
-/// The predicted seconds per step of `trial`, or why there is none.
-fn predict_step(
-    trial: &TrialSpec,
-    spec: &NetworkSpec,
-    profile: &NetworkProfile,
-    link: Option<&Link>,
-) -> Result<f64, String> {
-    let batch = trial.train.batch_size;
-    let need_link = || link.copied().ok_or_else(|| "needs a link: give --probe <a stratlab probe run>".to_string());
-    let stage_time = |stage: &StageProfile, samples: usize| {
-        (curve(&stage.forward_s).at(samples), curve(&stage.backward_s).at(samples))
-    };
-    match trial.strategy.kind() {
-        StrategyKind::Single => Ok(profile
-            .stages
-            .iter()
-            .map(|stage| {
-                let (forward, backward) = stage_time(stage, batch);
-                forward + backward
-            })
-            .sum::<f64>()
-            + profile.optimizer_s),
-        StrategyKind::DataParallel => {
-            let stages: Vec<StageWork> = profile
-                .stages
-                .iter()
-                .map(|stage| {
-                    let (forward_s, backward_s) = stage_time(stage, batch);
-                    StageWork { forward_s, backward_s, parameter_bytes: stage.parameter_bytes.clone() }
-                })
-                .collect();
-            let step = data_parallel_step(
-                &stages,
-                trial.workers,
-                &need_link()?,
-                trial.strategy.fusion_threshold_bytes(),
-                profile.optimizer_s,
-            );
-            Ok(step.step_s)
-        }
-        StrategyKind::ParameterServer => Err("parameter-server is not modelled yet".into()),
-        _ => predict_pipeline(trial, spec, profile, &need_link()?),
-    }
-}
-
-/// A pipeline trial: its partition as the strategy plans it, each part's costs summed from
-/// the profile, and the schedule simulated.
-fn predict_pipeline(
-    trial: &TrialSpec,
-    spec: &NetworkSpec,
-    profile: &NetworkProfile,
-    link: &Link,
-) -> Result<f64, String> {
-    let strategy: &Strategy = &trial.strategy;
-    let schedule = strategy.schedule().ok_or("not a pipeline")?;
-    let (stages, replicas) = strategy.pipeline_shape(trial.workers).map_err(|error| error.to_string())?;
-    let samples = micro_batch(trial);
-    let plan = plan_stages(spec, &strategy.balance(), stages, samples as i64, Device::Cpu)
-        .map_err(|error| error.to_string())?;
-    let total_parameters: u64 = profile.stages.iter().flat_map(|stage| &stage.parameter_bytes).sum();
-    let costs: Vec<StageCost> = plan
-        .ranges
-        .iter()
-        .map(|range| {
-            let parts = &profile.stages[range.clone()];
-            let gradient_bytes: u64 = parts.iter().flat_map(|stage| &stage.parameter_bytes).sum();
-            StageCost {
-                forward_s: parts.iter().map(|stage| curve(&stage.forward_s).at(samples)).sum(),
-                backward_s: parts.iter().map(|stage| curve(&stage.backward_s).at(samples)).sum(),
-                output_bytes: parts.last().map_or(0, |stage| stage.output_bytes_per_sample) as f64 * samples as f64,
-                gradient_bytes: gradient_bytes as f64,
-                optimizer_s: profile.optimizer_s * gradient_bytes as f64 / total_parameters.max(1) as f64,
-            }
-        })
-        .collect();
-    let pipeline = Pipeline {
-        schedule,
-        micro_batches: strategy.micro_batches(),
-        checkpoint: strategy.checkpoint(),
-        stages: &costs,
-        link: *link,
-        replicas,
-    };
-    simulate(&pipeline).map(|step| step.step_s).map_err(|error| error.to_string())
 }
 
 /// Each trial's measured step time (10th percentile and median), by trial id without the
