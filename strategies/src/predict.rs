@@ -4,6 +4,7 @@
 //! strategy's parameters.
 
 use stratlab_networks::NetworkSpec;
+use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
 use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
 use stratlab_perf_model::{CostCurve, Link};
@@ -19,6 +20,74 @@ pub fn stage_samples(strategy: &Strategy, batch: usize) -> usize {
     match strategy.schedule() {
         Some(_) => (batch / strategy.micro_batches()).max(1),
         None => batch,
+    }
+}
+
+/// Every sample count a stage is profiled at for `strategy` with `workers` workers and a
+/// per-worker batch of `batch`: [`stage_samples`] for the model, and for data parallelism
+/// also the global batch, the sequential time the thesis's eq. 5.1 starts from.
+pub fn profiled_samples(strategy: &Strategy, workers: usize, batch: usize) -> Vec<usize> {
+    let mut sizes = vec![stage_samples(strategy, batch)];
+    if strategy.kind() == StrategyKind::DataParallel {
+        sizes.push(batch * workers);
+    }
+    sizes
+}
+
+/// Seconds of a forward and backward of the whole network on `samples` samples, and the
+/// update: one sequential step.
+fn sequential_s(profile: &NetworkProfile, samples: usize) -> f64 {
+    profile
+        .stages
+        .iter()
+        .map(|stage| curve(&stage.forward_s).at(samples) + curve(&stage.backward_s).at(samples))
+        .sum::<f64>()
+        + profile.optimizer_s
+}
+
+/// The thesis's closed forms for the same step, from the same profile and link: eq. 5.1
+/// for data parallelism (from the sequential time of the global batch), eq. 6.1 + 6.2 for
+/// model-parallel, gpipe and 1f1b (sequential time of the micro-batches, the largest
+/// activation crossing the strategy's own cuts), the sequential time for single; the
+/// baseline the model is judged against. `Err` where the thesis has no form.
+pub fn thesis_step(
+    strategy: &Strategy,
+    workers: usize,
+    batch: usize,
+    spec: &NetworkSpec,
+    profile: &NetworkProfile,
+    link: Option<&Link>,
+) -> Result<f64, String> {
+    let need_link = || link.copied().ok_or_else(|| "needs a link".to_string());
+    match strategy.kind() {
+        StrategyKind::Single => Ok(sequential_s(profile, batch)),
+        StrategyKind::DataParallel => {
+            let gradient_bytes: u64 = profile.stages.iter().flat_map(|stage| &stage.parameter_bytes).sum();
+            Ok(thesis_data_parallel_s(
+                sequential_s(profile, batch * workers),
+                workers,
+                gradient_bytes as f64,
+                strategy.fusion_threshold_bytes() as f64,
+                &need_link()?,
+            ))
+        }
+        StrategyKind::ModelParallel | StrategyKind::Gpipe | StrategyKind::OneFOneB => {
+            let (stages, _) = strategy.pipeline_shape(workers).map_err(|error| error.to_string())?;
+            let samples = stage_samples(strategy, batch);
+            let m = strategy.schedule().map_or(1, |schedule| schedule.micro_batches(strategy.micro_batches()));
+            let plan = plan_stages(spec, &strategy.balance(), stages, samples as i64, Device::Cpu)
+                .map_err(|error| error.to_string())?;
+            let activation_bytes = plan.ranges[..plan.ranges.len().saturating_sub(1)]
+                .iter()
+                .map(|range| profile.stages[range.end - 1].output_bytes_per_sample * samples as u64)
+                .max()
+                .unwrap_or(0);
+            let t_seq = m as f64 * (sequential_s(profile, samples) - profile.optimizer_s);
+            Ok(thesis_gpipe_compute_s(t_seq, stages, m)
+                + thesis_gpipe_comm_s(stages, m, activation_bytes as f64, &need_link()?)
+                + profile.optimizer_s)
+        }
+        _ => Err("the thesis has no closed form for it".into()),
     }
 }
 
@@ -44,15 +113,7 @@ pub fn predict_step(
         (curve(&stage.forward_s).at(samples), curve(&stage.backward_s).at(samples))
     };
     match strategy.kind() {
-        StrategyKind::Single => Ok(profile
-            .stages
-            .iter()
-            .map(|stage| {
-                let (forward, backward) = stage_time(stage, batch);
-                forward + backward
-            })
-            .sum::<f64>()
-            + profile.optimizer_s),
+        StrategyKind::Single => Ok(sequential_s(profile, batch)),
         StrategyKind::DataParallel => {
             let stages: Vec<StageWork> = profile
                 .stages

@@ -13,7 +13,7 @@ use std::time::Instant;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_perf_model::Link;
 use stratlab_results::{ProbeRow, RunStore, TrialRow};
-use stratlab_strategies::predict::{predict_step, stage_samples};
+use stratlab_strategies::predict::{predict_step, profiled_samples, thesis_step};
 use stratlab_strategies::profile::{profile_network, NetworkProfile};
 use tch::Device;
 
@@ -27,8 +27,12 @@ use crate::trial::TrialSpec;
 struct Prediction {
     trial_id: String,
     label: String,
+    /// Workers of the trial.
+    workers: usize,
     /// Seconds per step, or why there is none.
     step_s: Result<f64, String>,
+    /// The thesis's closed forms for the same step, or why there are none.
+    thesis_s: Result<f64, String>,
 }
 
 /// Runs `stratlab predict`.
@@ -50,24 +54,31 @@ pub fn predict(suite_path: &Path, probe: Option<&Path>, against: Option<&Path>) 
             eprintln!("  {:.1} s", started.elapsed().as_secs_f64());
             profiles.insert(key.clone(), profile);
         }
-        let step_s =
-            predict_step(&trial.strategy, trial.workers, trial.train.batch_size, &spec, &profiles[&key], link.as_ref());
-        predictions.push(Prediction { trial_id: trial.trial_id.clone(), label: trial.label(), step_s });
+        let (profile, link) = (&profiles[&key], link.as_ref());
+        let (workers, batch) = (trial.workers, trial.train.batch_size);
+        predictions.push(Prediction {
+            trial_id: trial.trial_id.clone(),
+            label: trial.label(),
+            workers,
+            step_s: predict_step(&trial.strategy, workers, batch, &spec, profile, link),
+            thesis_s: thesis_step(&trial.strategy, workers, batch, &spec, profile, link),
+        });
     }
     let measured = against.map(measured_steps).transpose()?;
     println!("{}", table(&predictions, measured.as_ref()));
     Ok(ExitCode::SUCCESS)
 }
 
-/// The batch sizes the trials of one (network, data set, threads) run a stage at: each
-/// trial's per-worker batch, and its micro-batch for pipelines.
+/// The batch sizes the trials of one (network, data set, threads) need profiled: each
+/// trial's per-worker batch, its micro-batch for pipelines, the global batch for the
+/// thesis's data-parallel form.
 fn sizes_for(trials: &[TrialSpec], key: &(String, String, usize)) -> Vec<usize> {
     let mut sizes: Vec<usize> = trials
         .iter()
         .filter(|t| {
             (t.network.as_str(), t.dataset.name.to_string(), t.train.threads) == (key.0.as_str(), key.1.clone(), key.2)
         })
-        .map(|t| stage_samples(&t.strategy, t.train.batch_size))
+        .flat_map(|t| profiled_samples(&t.strategy, t.workers, t.train.batch_size))
         .collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -109,30 +120,40 @@ fn measured_steps(run: &Path) -> anyhow::Result<BTreeMap<String, (f64, f64)>> {
         .collect())
 }
 
+/// The predictions as a table, beside the measured steps when given, and a summary of the
+/// errors of the model and of the thesis's forms over the multi-worker trials.
 fn table(predictions: &[Prediction], measured: Option<&BTreeMap<String, (f64, f64)>>) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["trial", "predicted step"];
+    let mut header = vec!["trial", "model", "thesis"];
     if measured.is_some() {
-        header.extend(["measured p10", "error vs p10", "measured median", "error vs median"]);
+        header.extend(["measured p10", "model error", "thesis error", "measured median"]);
     }
     table.set_header(header.clone());
     let ms = |seconds: f64| format!("{:.1} ms", seconds * 1e3);
-    let error = |predicted: f64, measured: f64| format!("{:+.0} %", 100.0 * (predicted - measured) / measured);
+    let shown = |predicted: &Result<f64, String>| match predicted {
+        Ok(seconds) => ms(*seconds),
+        Err(why) => format!("— ({why})"),
+    };
+    let relative = |predicted: &Result<f64, String>, measured: f64| {
+        predicted.as_ref().ok().map(|predicted| (predicted - measured) / measured)
+    };
+    let percent = |error: Option<f64>| error.map_or("—".to_string(), |error| format!("{:+.0} %", 100.0 * error));
+    let (mut model_errors, mut thesis_errors) = (Vec::new(), Vec::new());
     for prediction in predictions {
-        let mut row = vec![prediction.label.clone()];
-        match &prediction.step_s {
-            Ok(seconds) => row.push(ms(*seconds)),
-            Err(why) => row.push(format!("— ({why})")),
-        }
+        let mut row = vec![prediction.label.clone(), shown(&prediction.step_s), shown(&prediction.thesis_s)];
         if let Some(measured) = measured {
             let cell = prediction.trial_id.rsplit_once("__r").map_or(prediction.trial_id.as_str(), |(cell, _)| cell);
-            match (measured.get(cell), &prediction.step_s) {
-                (Some(&(p10, median)), Ok(predicted)) => {
-                    row.extend([ms(p10), error(*predicted, p10), ms(median), error(*predicted, median)])
+            match measured.get(cell) {
+                Some(&(p10, median)) => {
+                    let (model, thesis) = (relative(&prediction.step_s, p10), relative(&prediction.thesis_s, p10));
+                    if prediction.workers > 1 {
+                        model_errors.extend(model.map(f64::abs));
+                        thesis_errors.extend(thesis.map(f64::abs));
+                    }
+                    row.extend([ms(p10), percent(model), percent(thesis), ms(median)]);
                 }
-                (Some(&(p10, median)), Err(_)) => row.extend([ms(p10), "—".into(), ms(median), "—".into()]),
-                (None, _) => row.extend(["not in the run".to_string(), "—".into(), "—".into(), "—".into()]),
+                None => row.extend(["not in the run".to_string(), "—".into(), "—".into(), "—".into()]),
             }
         }
         table.add_row(row);
@@ -142,5 +163,17 @@ fn table(predictions: &[Prediction], measured: Option<&BTreeMap<String, (f64, f6
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
-    table.to_string()
+    let mut text = table.to_string();
+    if measured.is_some() {
+        let summary = |errors: &[f64]| match stratlab_results::stats::median(errors) {
+            Some(median) => format!("median |error| {:.0} % over {} trials", 100.0 * median, errors.len()),
+            None => "no trial".to_string(),
+        };
+        text.push_str(&format!(
+            "\nmulti-worker trials, against the measured p10 step: model {}; thesis's forms {}",
+            summary(&model_errors),
+            summary(&thesis_errors)
+        ));
+    }
+    text
 }

@@ -70,15 +70,16 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
         stratlab(&["predict", suite, "--probe", probe_run.to_str().unwrap(), "--against", run_dir.to_str().unwrap()]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stderr.contains("profiling small-cnn on mnist at 1 thread(s), batch sizes [16, 32]"), "{stderr}");
+    assert!(stderr.contains("profiling small-cnn on mnist at 1 thread(s), batch sizes [16, 32, 64]"), "{stderr}");
     for label in ["single×1", "data-parallel×2", "gpipe×2"] {
         let line = stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{label}: {stdout}"));
         let ms = predicted_ms(line).unwrap_or_else(|| panic!("{line}"));
         assert!(ms > 0.0 && ms < 10_000.0, "{line}");
-        // Beside the measured step, with a signed error in percent.
-        assert!(line.matches(" ms").count() == 3 && line.contains(" %"), "{line}");
+        // The thesis's forms beside it, and both beside the measured step with signed errors.
+        assert!(line.matches(" ms").count() == 4 && line.matches(" %").count() == 2, "{line}");
     }
     let server = stdout.lines().find(|line| line.contains("parameter-server×2")).unwrap();
     assert!(server.contains("not modelled yet"), "{server}");
+    assert!(stdout.contains("multi-worker trials, against the measured p10 step: model median |error|"), "{stdout}");
     assert!(Path::new(&run_dir).join("trials").exists());
 }
