@@ -51,29 +51,11 @@ pub struct SimulatedAction {
     /// The stage, from 0.
     pub stage: usize,
     /// The pass, by micro-batch id (global across steps for PipeDream).
-    pub action: SimulatedPass,
+    pub action: Action,
     /// Seconds from the step's start.
     pub start_s: f64,
     /// Seconds from the step's start, the pass (and any recompute or update in it) done.
     pub end_s: f64,
-}
-
-/// A forward or backward of one micro-batch (serialisable twin of [`Action`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum SimulatedPass {
-    /// Forward of the micro-batch.
-    Forward(usize),
-    /// Backward of the micro-batch.
-    Backward(usize),
-}
-
-impl From<Action> for SimulatedPass {
-    fn from(action: Action) -> SimulatedPass {
-        match action {
-            Action::Forward(id) => SimulatedPass::Forward(id),
-            Action::Backward(id) => SimulatedPass::Backward(id),
-        }
-    }
 }
 
 /// Where one stage's step time went.

@@ -15,10 +15,12 @@
 //!   backwards, oldest first. At most `p − s` micro-batches are in flight on stage `s`
 //!   (GPipe holds `m`), which is its memory advantage; the bubble is the same.
 
+use serde::Serialize;
+
 use crate::StrategyKind;
 
 /// One unit of a stage's work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Action {
     /// Forward pass of a micro-batch through this stage.
     Forward(usize),

@@ -47,9 +47,9 @@ fn each_stage_runs_its_schedules_action_list_in_order() {
         let stages = equal_stages(4, 0.3, 0.7);
         let step = simulate(&pipeline(schedule, &stages, 6, free_link())).unwrap();
         for stage in 0..4 {
-            let ran: Vec<SimulatedPass> =
+            let ran: Vec<Action> =
                 step.actions.iter().filter(|action| action.stage == stage).map(|action| action.action).collect();
-            let listed: Vec<SimulatedPass> = schedule.actions(stage, 4, 6).into_iter().map(Into::into).collect();
+            let listed: Vec<Action> = schedule.actions(stage, 4, 6);
             assert_eq!(ran, listed, "{schedule:?} stage {stage}");
             let times: Vec<(f64, f64)> = step
                 .actions
@@ -69,7 +69,7 @@ fn transfers_delay_the_neighbour_and_the_loss_reaches_every_stage() {
     let stages = equal_stages(2, 1.0, 1.0);
     let step = simulate(&pipeline(Schedule::ModelParallel, &stages, 8, Link::new(1e30, 0.5))).unwrap();
     assert!(close(step.step_s, 5.0), "{}", step.step_s);
-    let b0 = step.actions.iter().find(|a| a.stage == 0 && a.action == SimulatedPass::Backward(0)).unwrap();
+    let b0 = step.actions.iter().find(|a| a.stage == 0 && a.action == Action::Backward(0)).unwrap();
     assert!(close(b0.start_s, 4.0));
     // Bandwidth counts too: 1 MB at 1 MB/s is another second each way.
     let slow = simulate(&pipeline(Schedule::ModelParallel, &stages, 1, Link::new(1e6, 0.5))).unwrap();
@@ -137,5 +137,4 @@ fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
         }
     }
     assert_eq!(simulate(&pipeline(Schedule::GPipe, &[], 2, free_link())), Err(SimulationError::NoStages));
-    let _ = Action::Forward(0);
 }

@@ -206,15 +206,8 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         })
         .unwrap();
         for (stage, events) in timelines.iter().enumerate() {
-            let simulated_order: Vec<Action> = simulated
-                .actions
-                .iter()
-                .filter(|action| action.stage == stage)
-                .map(|action| match action.action {
-                    pipeline_model::SimulatedPass::Forward(id) => Action::Forward(id),
-                    pipeline_model::SimulatedPass::Backward(id) => Action::Backward(id),
-                })
-                .collect();
+            let simulated_order: Vec<Action> =
+                simulated.actions.iter().filter(|action| action.stage == stage).map(|action| action.action).collect();
             for step in 0..STEPS as u64 {
                 assert_eq!(
                     compute_order(events, step),
