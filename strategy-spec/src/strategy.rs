@@ -241,6 +241,15 @@ impl Strategy {
         self.schedule().map_or(1, |schedule| schedule.micro_batches(requested))
     }
 
+    /// Samples one stage runs at once with a per-worker (per-pipeline) batch of `batch`:
+    /// a pipeline's micro-batch (at least 1), the whole batch otherwise.
+    pub fn stage_samples(&self, batch: usize) -> usize {
+        match self.schedule() {
+            Some(_) => (batch / self.micro_batches()).max(1),
+            None => batch,
+        }
+    }
+
     /// How the pipeline's stages are split (uniform when not given).
     pub fn balance(&self) -> Balance {
         self.parameters().balance.unwrap_or(Balance::Uniform)

@@ -48,7 +48,7 @@ pub fn train(
         strategy.pipeline_shape(world.world_size()).map_err(|reason| invalid("workers", reason.to_string()))?;
     let layout = Layout::of(world.rank(), stages, replicas);
     let device = train_loop::prepare(config)?;
-    let micro_batch = (config.batch_size / strategy.micro_batches()).max(1) as i64;
+    let micro_batch = strategy.stage_samples(config.batch_size) as i64;
     let plan = agree_on_plan(context.network, &strategy.balance(), stages, micro_batch, device, world)?;
     // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
     // and every replica of a stage, builds the weights a single-device build draws.
