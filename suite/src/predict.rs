@@ -13,7 +13,7 @@ use std::time::Instant;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_perf_model::Link;
 use stratlab_results::{ProbeRow, RunStore, TrialRow};
-use stratlab_strategies::predict::{predict_step, profiled_samples, thesis_step};
+use stratlab_strategies::predict::{profiled_samples, StepPrediction, StepQuestion};
 use stratlab_strategies::profile::{profile_network, NetworkProfile};
 use tch::Device;
 
@@ -25,14 +25,13 @@ use crate::trial::TrialSpec;
 
 /// One trial's prediction.
 struct Prediction {
+    /// The trial (its first repeat).
     trial_id: String,
     label: String,
     /// Workers of the trial.
     workers: usize,
-    /// Seconds per step, or why there is none.
-    step_s: Result<f64, String>,
-    /// The thesis's closed forms for the same step, or why there are none.
-    thesis_s: Result<f64, String>,
+    /// The model's and the thesis's seconds per step, or why there are none.
+    step: StepPrediction,
 }
 
 /// Runs `stratlab predict`.
@@ -54,14 +53,19 @@ pub fn predict(suite_path: &Path, probe: Option<&Path>, against: Option<&Path>) 
             eprintln!("  {:.1} s", started.elapsed().as_secs_f64());
             profiles.insert(key.clone(), profile);
         }
-        let (profile, link) = (&profiles[&key], link.as_ref());
-        let (workers, batch) = (trial.workers, trial.train.batch_size);
+        let question = StepQuestion {
+            strategy: &trial.strategy,
+            workers: trial.workers,
+            batch: trial.train.batch_size,
+            spec: &spec,
+            profile: &profiles[&key],
+            link: link.as_ref(),
+        };
         predictions.push(Prediction {
             trial_id: trial.trial_id.clone(),
             label: trial.label(),
-            workers,
-            step_s: predict_step(&trial.strategy, workers, batch, &spec, profile, link),
-            thesis_s: thesis_step(&trial.strategy, workers, batch, &spec, profile, link),
+            workers: trial.workers,
+            step: question.predict(),
         });
     }
     let measured = against.map(measured_steps).transpose()?;
@@ -106,17 +110,14 @@ fn link_from_probe(run: &Path) -> anyhow::Result<Link> {
     Ok(Link::new(bandwidth, latency_s))
 }
 
-/// Each trial's measured step time (10th percentile and median), by trial id without the
-/// repeat.
+/// The measured step time (10th percentile and median) of each trial's first repeat, by
+/// trial id: the trials `predict` answers for.
 fn measured_steps(run: &Path) -> anyhow::Result<BTreeMap<String, (f64, f64)>> {
     let rows: Vec<TrialRow> = RunStore::open(run)?.load_rows()?;
     Ok(rows
         .into_iter()
-        .filter(|row| row.outcome == "ok")
-        .filter_map(|row| {
-            let cell = row.trial_id.rsplit_once("__r").map_or(row.trial_id.clone(), |(cell, _)| cell.to_string());
-            Some((cell, (row.training.step_time_p10_s?, row.training.step_time_median_s?)))
-        })
+        .filter(|row| row.outcome == "ok" && row.repeat == 0)
+        .filter_map(|row| Some((row.trial_id, (row.training.step_time_p10_s?, row.training.step_time_median_s?))))
         .collect())
 }
 
@@ -141,12 +142,12 @@ fn table(predictions: &[Prediction], measured: Option<&BTreeMap<String, (f64, f6
     let percent = |error: Option<f64>| error.map_or("—".to_string(), |error| format!("{:+.0} %", 100.0 * error));
     let (mut model_errors, mut thesis_errors) = (Vec::new(), Vec::new());
     for prediction in predictions {
-        let mut row = vec![prediction.label.clone(), shown(&prediction.step_s), shown(&prediction.thesis_s)];
+        let step = &prediction.step;
+        let mut row = vec![prediction.label.clone(), shown(&step.model_s), shown(&step.thesis_s)];
         if let Some(measured) = measured {
-            let cell = prediction.trial_id.rsplit_once("__r").map_or(prediction.trial_id.as_str(), |(cell, _)| cell);
-            match measured.get(cell) {
+            match measured.get(&prediction.trial_id) {
                 Some(&(p10, median)) => {
-                    let (model, thesis) = (relative(&prediction.step_s, p10), relative(&prediction.thesis_s, p10));
+                    let (model, thesis) = (relative(&step.model_s, p10), relative(&step.thesis_s, p10));
                     if prediction.workers > 1 {
                         model_errors.extend(model.map(f64::abs));
                         thesis_errors.extend(thesis.map(f64::abs));
