@@ -48,14 +48,52 @@ struct PendingSend {
     work: Work,
     _buffer: Tensor,
     what: String,
+    /// The step it was sent in.
+    step: usize,
 }
 
 /// Sends not known to be complete, oldest first. Gloo completes a send when its receive is
 /// posted, which under PipeDream can be in the next step, so they are carried across steps.
+///
+/// Gloo's send work reports itself completed only once it is waited for, so sends that are
+/// only polled ([`Sends::settle`] without waiting) are never dropped: under PipeDream, which
+/// never flushes, every step's messages stayed allocated (the peak memory grew by the step's
+/// traffic each step). [`Sends::settle_earlier_steps`] waits for them one step later, when
+/// the peer has posted their receives.
 #[derive(Default)]
-pub(super) struct Sends(VecDeque<PendingSend>);
+pub(super) struct Sends {
+    queue: VecDeque<PendingSend>,
+    step: usize,
+}
 
 impl Sends {
+    /// Sends pushed from now on belong to step `step`.
+    pub(super) fn begin_step(&mut self, step: usize) {
+        self.step = step;
+    }
+
+    /// Waits for every send of the steps before the current one. The peer posts their
+    /// receives within its own step of the same number or the next, which needs only sends
+    /// this rank has already made, so the wait cannot deadlock.
+    pub(super) fn settle_earlier_steps(
+        &mut self,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<(), TrainError> {
+        while self.queue.front().is_some_and(|send| send.step < self.step) {
+            self.settle_oldest(timeline, traffic)?;
+        }
+        Ok(())
+    }
+
+    fn settle_oldest(&mut self, timeline: &mut Timeline, traffic: &mut Traffic) -> Result<(), TrainError> {
+        let send = self.queue.pop_front().expect("checked by the callers");
+        let done = send.work.wait()?;
+        timeline.communication(EventKind::Send, send.what, &done);
+        traffic.add(&done);
+        Ok(())
+    }
+
     /// Sends `tensor` to rank `dst` in the background.
     pub(super) fn push(
         &mut self,
@@ -67,7 +105,7 @@ impl Sends {
     ) -> Result<(), TrainError> {
         let buffer = tensor.detach().to_device(endpoint.comm_device()).contiguous();
         let work = endpoint.world.send_async(&buffer, dst, tag)?;
-        self.0.push_back(PendingSend { work, _buffer: buffer, what });
+        self.queue.push_back(PendingSend { work, _buffer: buffer, what, step: self.step });
         Ok(())
     }
 
@@ -78,11 +116,8 @@ impl Sends {
         timeline: &mut Timeline,
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
-        while self.0.front().is_some_and(|send| wait || send.work.is_completed()) {
-            let send = self.0.pop_front().expect("checked");
-            let done = send.work.wait()?;
-            timeline.communication(EventKind::Send, send.what, &done);
-            traffic.add(&done);
+        while self.queue.front().is_some_and(|send| wait || send.work.is_completed()) {
+            self.settle_oldest(timeline, traffic)?;
         }
         Ok(())
     }

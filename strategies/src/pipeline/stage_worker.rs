@@ -228,6 +228,7 @@ impl<'a> StageWorker<'a> {
         // batches equal, and a PipeDream backward of the previous step has its size too.
         let size_of = |id: usize| step.sizes[id % m];
 
+        self.sends.begin_step(self.steps_done);
         for (index, &action) in actions.iter().enumerate() {
             for &ahead in actions[index..].iter().take(2) {
                 let id = match ahead {
@@ -249,7 +250,9 @@ impl<'a> StageWorker<'a> {
             self.sends.settle(false, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
-        if !self.schedule.updates_per_micro_batch() {
+        if self.schedule.updates_per_micro_batch() {
+            self.sends.settle_earlier_steps(timeline, &mut traffic)?;
+        } else {
             // Synchronous schedules flush: every receive of this step is matched in it.
             self.sends.settle(true, timeline, &mut traffic)?;
             if let Some(group) = &self.replica_group {
