@@ -7,7 +7,7 @@
 use serde::Serialize;
 use stratlab_strategy_spec::buckets::plan_buckets;
 
-use crate::Link;
+use crate::{Link, StepBreakdown};
 
 /// What one network stage costs one worker at the per-worker batch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -35,6 +35,19 @@ pub struct DataParallelStep {
     pub optimizer_s: f64,
     /// All-reduces launched.
     pub buckets: usize,
+}
+
+impl DataParallelStep {
+    /// The step split as every strategy's is.
+    pub fn breakdown(&self) -> StepBreakdown {
+        StepBreakdown {
+            step_s: self.step_s,
+            compute_s: self.compute_s,
+            exposed_comm_s: self.exposed_comm_s,
+            bubble_s: 0.0,
+            optimizer_s: self.optimizer_s,
+        }
+    }
 }
 
 /// The step of `workers` workers running `stages`, all-reducing over `link` in buckets of

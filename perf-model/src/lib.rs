@@ -8,11 +8,19 @@
 //! ([`data_parallel::data_parallel_step`]). The thesis's closed forms stay beside it
 //! ([`closed_forms`]) as the baseline its predictions are judged against.
 
+mod breakdown;
 pub mod closed_forms;
+pub mod cluster;
 mod cost_curve;
 pub mod data_parallel;
 mod link;
+pub mod memory;
+pub mod parameter_server;
 pub mod pipeline;
+mod units;
 
+pub use breakdown::StepBreakdown;
+pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
 pub use cost_curve::{CostCurve, CurveError};
-pub use link::{Bandwidth, Latency, Link, UnitError};
+pub use link::{Bandwidth, Latency, Link};
+pub use units::{ByteSize, FlopRate, UnitError};

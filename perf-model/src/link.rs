@@ -7,17 +7,21 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::units::{parse_with_units, unit_names, UnitError};
+
 /// Bandwidth units, as written, and bytes per second for one of each as a fraction
 /// (numerator, denominator), so `5 us` is exactly 5 ÷ 10⁶ s, not 5 × 10⁻⁶.
-const BANDWIDTH_UNITS: [(&str, f64, f64); 11] = [
+const BANDWIDTH_UNITS: [(&str, f64, f64); 13] = [
     ("bit/s", 1.0, 8.0),
     ("kbit/s", 1e3, 8.0),
     ("Mbit/s", 1e6, 8.0),
     ("Gbit/s", 1e9, 8.0),
+    ("Tbit/s", 1e12, 8.0),
     ("B/s", 1.0, 1.0),
     ("kB/s", 1e3, 1.0),
     ("MB/s", 1e6, 1.0),
     ("GB/s", 1e9, 1.0),
+    ("TB/s", 1e12, 1.0),
     ("KiB/s", 1024.0, 1.0),
     ("MiB/s", 1048576.0, 1.0),
     ("GiB/s", 1073741824.0, 1.0),
@@ -26,34 +30,6 @@ const BANDWIDTH_UNITS: [(&str, f64, f64); 11] = [
 /// Latency units, as written, and seconds for one of each (numerator, denominator).
 const LATENCY_UNITS: [(&str, f64, f64); 5] =
     [("s", 1.0, 1.0), ("ms", 1.0, 1e3), ("us", 1.0, 1e6), ("µs", 1.0, 1e6), ("ns", 1.0, 1e9)];
-
-/// Why a bandwidth or latency could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{text}` is not a {what}: write a non-negative number and one of the units {valid}")]
-pub struct UnitError {
-    /// What was read.
-    pub text: String,
-    /// `bandwidth` or `latency`.
-    pub what: &'static str,
-    /// The units accepted, comma-separated.
-    pub valid: String,
-}
-
-/// Parses `<number><space?><unit>` against `units`.
-fn parse_with_units(text: &str, what: &'static str, units: &[(&str, f64, f64)]) -> Result<f64, UnitError> {
-    let error = || UnitError {
-        text: text.to_owned(),
-        what,
-        valid: units.iter().map(|(unit, ..)| *unit).collect::<Vec<_>>().join(", "),
-    };
-    let trimmed = text.trim();
-    let split =
-        trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'));
-    let (number, unit) = trimmed.split_at(split.ok_or_else(error)?);
-    let number: f64 = number.trim().parse().map_err(|_| error())?;
-    let (_, numerator, denominator) = units.iter().find(|(name, ..)| *name == unit.trim()).ok_or_else(error)?;
-    (number.is_finite() && number >= 0.0).then_some(number * numerator / denominator).ok_or_else(error)
-}
 
 /// Link bandwidth, bytes per second.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
@@ -66,11 +42,9 @@ impl FromStr for Bandwidth {
         let bytes_per_s = parse_with_units(text, "bandwidth", &BANDWIDTH_UNITS)?;
         match bytes_per_s > 0.0 {
             true => Ok(Bandwidth(bytes_per_s)),
-            false => Err(UnitError {
-                text: text.to_owned(),
-                what: "bandwidth above 0",
-                valid: BANDWIDTH_UNITS.iter().map(|(unit, ..)| *unit).collect::<Vec<_>>().join(", "),
-            }),
+            false => {
+                Err(UnitError { text: text.to_owned(), what: "bandwidth above 0", valid: unit_names(&BANDWIDTH_UNITS) })
+            }
         }
     }
 }
@@ -174,6 +148,8 @@ mod tests {
         assert_eq!("100 Gbit/s".parse::<Bandwidth>().unwrap(), Bandwidth(12.5e9));
         assert_eq!("1Gbit/s".parse::<Bandwidth>().unwrap(), Bandwidth(1.25e8));
         assert_eq!("2 GiB/s".parse::<Bandwidth>().unwrap(), Bandwidth(2.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!("3.35 TB/s".parse::<Bandwidth>().unwrap(), Bandwidth(3.35e12));
+        assert_eq!("1.6 Tbit/s".parse::<Bandwidth>().unwrap(), Bandwidth(2e11));
         assert_eq!("5 us".parse::<Latency>().unwrap(), Latency(5e-6));
         assert_eq!("1.5 ms".parse::<Latency>().unwrap(), Latency(1.5e-3));
         assert_eq!("0 s".parse::<Latency>().unwrap(), Latency(0.0));

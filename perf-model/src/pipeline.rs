@@ -9,7 +9,7 @@
 use serde::Serialize;
 use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Schedule};
 
-use crate::Link;
+use crate::{Link, StepBreakdown};
 
 /// What one pipeline stage costs, per micro-batch of the size the step runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,6 +88,30 @@ impl PipelineStep {
     /// The mean bubble over stages.
     pub fn bubble(&self) -> f64 {
         self.stages.iter().map(|stage| stage.bubble).sum::<f64>() / self.stages.len().max(1) as f64
+    }
+
+    /// The step split as every strategy's is, from the busiest stage's view: its passes,
+    /// its share of the replicas' all-reduce and its update; the rest of the step it waits
+    /// (the bubble, transfers included).
+    pub fn breakdown(&self) -> StepBreakdown {
+        let busy = |stage: &StageTime| stage.compute_s + stage.recompute_s + stage.optimizer_s + stage.all_reduce_s;
+        let busiest = self.stages.iter().max_by(|a, b| busy(a).total_cmp(&busy(b)));
+        let Some(stage) = busiest else {
+            return StepBreakdown {
+                step_s: self.step_s,
+                compute_s: 0.0,
+                exposed_comm_s: 0.0,
+                bubble_s: 0.0,
+                optimizer_s: 0.0,
+            };
+        };
+        StepBreakdown {
+            step_s: self.step_s,
+            compute_s: stage.compute_s + stage.recompute_s,
+            exposed_comm_s: stage.all_reduce_s,
+            bubble_s: (self.step_s - busy(stage)).max(0.0),
+            optimizer_s: stage.optimizer_s,
+        }
     }
 }
 
