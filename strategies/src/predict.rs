@@ -8,9 +8,11 @@ use std::ops::Range;
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
+use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
+use stratlab_perf_model::parameter_server::ParameterServerRound;
 use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
-use stratlab_perf_model::{CostCurve, Link};
-use stratlab_strategy_spec::{Strategy, StrategyKind};
+use stratlab_perf_model::{CostCurve, Link, StepBreakdown};
+use stratlab_strategy_spec::{Schedule, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
 
 use crate::pipeline::plan_stages;
@@ -30,7 +32,8 @@ pub fn profiled_samples(strategy: &Strategy, workers: usize, batch: usize) -> Ve
 
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network,
 /// its profile (holding the sizes [`profiled_samples`] names) and, for multi-worker
-/// strategies, the link between workers.
+/// strategies, the link between workers; and what the trial's workers hold beside the
+/// network and share: the optimizer's momentum, the loader's prefetch, threads and cores.
 pub struct StepQuestion<'a> {
     /// The strategy with its parameters.
     pub strategy: &'a Strategy,
@@ -44,30 +47,53 @@ pub struct StepQuestion<'a> {
     pub profile: &'a NetworkProfile,
     /// The link between workers, where known.
     pub link: Option<&'a Link>,
+    /// SGD's momentum (a momentum buffer per parameter when not 0).
+    pub momentum: f64,
+    /// Batches the data loader prefetches.
+    pub prefetch: usize,
+    /// libtorch threads of each worker.
+    pub threads: usize,
+    /// Cores the workers share.
+    pub cores: usize,
 }
 
-/// Seconds per step predicted two ways, or why there is none.
+/// A trial predicted two ways, and its memory, or why there is none.
 pub struct StepPrediction {
-    /// The performance model: the strategy's own structure simulated.
-    pub model_s: Result<f64, String>,
+    /// The performance model: the strategy's own structure simulated, the step split.
+    pub model: Result<StepBreakdown, String>,
     /// The thesis's closed forms on the same profile and link: the baseline.
     pub thesis_s: Result<f64, String>,
+    /// Peak memory of the fullest worker.
+    pub memory: Result<WorkerMemory, String>,
+    /// How much slower compute runs because the workers' threads outnumber the cores
+    /// (1 when they do not).
+    pub core_sharing: f64,
+}
+
+impl StepPrediction {
+    /// The model's seconds per step.
+    pub fn model_s(&self) -> Result<f64, String> {
+        self.model.as_ref().map(|step| step.step_s).map_err(Clone::clone)
+    }
 }
 
 impl StepQuestion<'_> {
-    /// The model's and the thesis's step. A pipeline is partitioned once, as the strategy
-    /// partitions it (a `time` balance profiles the network again, as the strategy does).
+    /// The model's and the thesis's step, and the memory. A pipeline is partitioned once,
+    /// as the strategy partitions it (a `time` balance profiles the network again, as the
+    /// strategy does). Where the workers' threads outnumber the cores, they share them in
+    /// proportion to how busy each is: the step is predicted again with compute slowed by
+    /// the demand on the cores (one fixed-point step: the slowed step makes each worker's
+    /// share of busy time smaller again only where communication or bubbles are large).
     pub fn predict(&self) -> StepPrediction {
-        let partition = match self.strategy.schedule() {
-            Some(_) => Some(self.partition()),
-            None => None,
+        let partition = self.strategy.schedule().map(|_| self.partition());
+        let uncontended = self.model(partition.as_ref(), 1.0);
+        let core_sharing = match &uncontended {
+            Ok(step) => self.core_sharing(step),
+            Err(_) => 1.0,
         };
-        let model_s = match (self.strategy.kind(), &partition) {
-            (StrategyKind::Single, _) => Ok(self.sequential_s(self.batch)),
-            (StrategyKind::DataParallel, _) => self.data_parallel_s(),
-            (StrategyKind::ParameterServer, _) => Err("parameter-server is not modelled yet".into()),
-            (_, Some(partition)) => partition.clone().and_then(|ranges| self.pipeline_s(&ranges)),
-            (_, None) => Err("not a pipeline".into()),
+        let model = match core_sharing > 1.0 {
+            true => self.model(partition.as_ref(), core_sharing),
+            false => uncontended,
         };
         let thesis_s = match (self.strategy.kind(), &partition) {
             (StrategyKind::Single, _) => Ok(self.sequential_s(self.batch)),
@@ -77,7 +103,47 @@ impl StepQuestion<'_> {
             }
             _ => Err("the thesis has no closed form for it".into()),
         };
-        StepPrediction { model_s, thesis_s }
+        let memory = match &partition {
+            Some(partition) => partition.clone().and_then(|ranges| self.pipeline_memory(&ranges)),
+            None => self.replica_memory(),
+        };
+        StepPrediction { model, thesis_s, memory, core_sharing }
+    }
+
+    /// The step with every compute cost multiplied by `slowdown`.
+    fn model(
+        &self,
+        partition: Option<&Result<Vec<Range<usize>>, String>>,
+        slowdown: f64,
+    ) -> Result<StepBreakdown, String> {
+        match (self.strategy.kind(), partition) {
+            (StrategyKind::Single, _) => {
+                let step_s = self.sequential_s(self.batch) * slowdown;
+                let optimizer_s = self.profile.optimizer_s * slowdown;
+                Ok(StepBreakdown {
+                    step_s,
+                    compute_s: step_s - optimizer_s,
+                    exposed_comm_s: 0.0,
+                    bubble_s: 0.0,
+                    optimizer_s,
+                })
+            }
+            (StrategyKind::DataParallel, _) => self.data_parallel(slowdown),
+            (StrategyKind::ParameterServer, _) => self.parameter_server(slowdown),
+            (_, Some(partition)) => partition.clone().and_then(|ranges| self.pipeline(&ranges, slowdown)),
+            (_, None) => Err("not a pipeline".into()),
+        }
+    }
+
+    /// The demand on the cores over their number: every worker's threads times the share
+    /// of the step it computes, summed (at least 1).
+    fn core_sharing(&self, step: &StepBreakdown) -> f64 {
+        if step.step_s <= 0.0 || self.cores == 0 {
+            return 1.0;
+        }
+        let busy = (step.compute_s + step.optimizer_s) / step.step_s;
+        let demand = (self.workers * self.threads) as f64 * busy.min(1.0);
+        (demand / self.cores as f64).max(1.0)
     }
 
     fn link(&self) -> Result<Link, String> {
@@ -116,15 +182,38 @@ impl StepQuestion<'_> {
         self.profile.stages[stages].iter().flat_map(|stage| &stage.parameter_bytes).sum()
     }
 
-    fn data_parallel_s(&self) -> Result<f64, String> {
+    fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, String> {
         let stages: Vec<StageWork> = (0..self.profile.stages.len())
             .map(|stage| {
                 let (forward_s, backward_s) = self.stage_s(stage, self.batch);
-                StageWork { forward_s, backward_s, parameter_bytes: self.profile.stages[stage].parameter_bytes.clone() }
+                StageWork {
+                    forward_s: forward_s * slowdown,
+                    backward_s: backward_s * slowdown,
+                    parameter_bytes: self.profile.stages[stage].parameter_bytes.clone(),
+                }
             })
             .collect();
         let fusion = self.strategy.fusion_threshold_bytes();
-        Ok(data_parallel_step(&stages, self.workers, &self.link()?, fusion, self.profile.optimizer_s).step_s)
+        let optimizer_s = self.profile.optimizer_s * slowdown;
+        Ok(data_parallel_step(&stages, self.workers, &self.link()?, fusion, optimizer_s).breakdown())
+    }
+
+    /// The server's round: the training ranks but itself push to it, it updates, they pull.
+    fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, String> {
+        let placement = self.strategy.server_placement();
+        let training = placement.training_ranks(self.workers);
+        let remote_workers = match placement {
+            ServerPlacement::Colocated => training.saturating_sub(1),
+            ServerPlacement::Dedicated => training,
+        };
+        let round = ParameterServerRound {
+            compute_s: (self.sequential_s(self.batch) - self.profile.optimizer_s) * slowdown,
+            parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
+            remote_workers,
+            optimizer_s: self.profile.optimizer_s * slowdown,
+            link: self.link()?,
+        };
+        Ok(round.predict().breakdown)
     }
 
     /// Eq. 5.1, from the sequential time of the global batch.
@@ -139,7 +228,7 @@ impl StepQuestion<'_> {
     }
 
     /// Each part's costs summed from the profile, and the schedule simulated.
-    fn pipeline_s(&self, partition: &[Range<usize>]) -> Result<f64, String> {
+    fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, String> {
         let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
         let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
         let samples = self.strategy.stage_samples(self.batch);
@@ -153,11 +242,12 @@ impl StepQuestion<'_> {
                     .fold((0.0, 0.0), |(forward, backward), (f, b)| (forward + f, backward + b));
                 let gradient_bytes = self.gradient_bytes(range.clone());
                 StageCost {
-                    forward_s,
-                    backward_s,
+                    forward_s: forward_s * slowdown,
+                    backward_s: backward_s * slowdown,
                     output_bytes: (self.profile.stages[range.end - 1].output_bytes_per_sample * samples as u64) as f64,
                     gradient_bytes: gradient_bytes as f64,
-                    optimizer_s: self.profile.optimizer_s * gradient_bytes as f64 / total_parameters.max(1) as f64,
+                    optimizer_s: slowdown * self.profile.optimizer_s * gradient_bytes as f64
+                        / total_parameters.max(1) as f64,
                 }
             })
             .collect();
@@ -169,7 +259,107 @@ impl StepQuestion<'_> {
             link: self.link()?,
             replicas,
         };
-        simulate(&pipeline).map(|step| step.step_s).map_err(|error| error.to_string())
+        simulate(&pipeline).map(|step| step.breakdown()).map_err(|error| error.to_string())
+    }
+
+    /// What every worker holds beside the network: its momentum buffers, the loader's
+    /// batches (prefetched, being built, in use) of `samples`.
+    fn worker_basics(&self, samples: usize) -> WorkerShape {
+        let sample_bytes = self.spec.input.sample_dims().iter().product::<i64>() as f64 * 4.0 + 8.0;
+        WorkerShape {
+            optimizer_states: usize::from(self.momentum != 0.0),
+            loader_bytes: (self.prefetch + 2) as f64 * samples as f64 * sample_bytes,
+            in_flight: 1,
+            ..WorkerShape::default()
+        }
+    }
+
+    /// What a forward over network stages `stages` at `samples` samples keeps, and the
+    /// high-water of its forward and backward: over the stages, what the stages up to each
+    /// keep plus that stage's temporaries.
+    fn activations(&self, stages: Range<usize>, samples: usize) -> Result<(f64, f64), String> {
+        let profiled = &self.profile.stages[stages];
+        if profiled.iter().any(|stage| stage.kept_bytes.is_empty()) {
+            return Err("the profile has no memory counts (the device's allocator cannot count)".into());
+        }
+        let (mut kept, mut pass_peak) = (0.0, 0.0f64);
+        for stage in profiled {
+            kept += curve(&stage.kept_bytes).at(samples);
+            pass_peak = pass_peak.max(kept + curve(&stage.transient_bytes).at(samples));
+        }
+        Ok((kept, pass_peak))
+    }
+
+    /// A whole replica per worker (single, data-parallel, parameter server): the network at
+    /// the worker's batch, and the flattened buffers its communication goes through.
+    fn replica_memory(&self) -> Result<WorkerMemory, String> {
+        let network = 0..self.profile.stages.len();
+        let parameter_bytes = self.gradient_bytes(network.clone()) as f64;
+        let (kept_bytes, pass_peak_bytes) = self.activations(network, self.batch)?;
+        // Every bucket's flat copy stays until the last all-reduce is waited for.
+        let comm_buffer_bytes = match self.strategy.kind() {
+            StrategyKind::DataParallel if self.workers > 1 => parameter_bytes,
+            _ => 0.0,
+        };
+        // The server sums into one buffer while receiving every other worker's, then
+        // sends the weights in one more; a worker sends one and receives one.
+        let after_backward_bytes = match (self.strategy.kind(), self.strategy.server_placement()) {
+            (StrategyKind::ParameterServer, ServerPlacement::Colocated) => (self.workers + 2) as f64 * parameter_bytes,
+            (StrategyKind::ParameterServer, ServerPlacement::Dedicated) => 2.0 * parameter_bytes,
+            _ => 0.0,
+        };
+        let shape = WorkerShape {
+            parameter_bytes,
+            kept_bytes,
+            pass_peak_bytes,
+            comm_buffer_bytes,
+            after_backward_bytes,
+            ..self.worker_basics(self.batch)
+        };
+        Ok(shape.peak())
+    }
+
+    /// The fullest stage worker of a pipeline: its part of the network, the micro-batches
+    /// its schedule keeps in flight (inputs only where it recomputes), PipeDream's stashed
+    /// weights, the received activations.
+    fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, String> {
+        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
+        let m = self.strategy.micro_batches();
+        let samples = self.strategy.stage_samples(self.batch);
+        let stages = partition.len();
+        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
+        let mut fullest: Option<WorkerMemory> = None;
+        for (stage, range) in partition.iter().enumerate() {
+            let (kept_bytes, pass_peak_bytes) = self.activations(range.clone(), samples)?;
+            let in_flight = max_in_flight(schedule, stage, stages, m);
+            let input_only = match schedule {
+                Schedule::PipeDream if stage + 1 < stages => in_flight,
+                Schedule::PipeDream => 0,
+                _ => (0..m).filter(|&id| self.strategy.checkpoint().recomputes(id, m)).count().min(in_flight),
+            };
+            let received_bytes = match range.start {
+                0 => 0.0,
+                first => (self.profile.stages[first - 1].output_bytes_per_sample * samples as u64) as f64,
+            };
+            let parameter_bytes = self.gradient_bytes(range.clone()) as f64;
+            let shape = WorkerShape {
+                parameter_bytes,
+                // Replicas all-reduce the stage's gradients flattened.
+                comm_buffer_bytes: if replicas > 1 { parameter_bytes } else { 0.0 },
+                kept_bytes,
+                pass_peak_bytes,
+                received_bytes,
+                in_flight,
+                input_only,
+                stashed_weight_copies: if schedule == Schedule::PipeDream { input_only } else { 0 },
+                ..self.worker_basics(self.batch)
+            };
+            let peak = shape.peak();
+            if fullest.is_none_or(|fullest| peak.total_bytes() > fullest.total_bytes()) {
+                fullest = Some(peak);
+            }
+        }
+        fullest.ok_or_else(|| "a pipeline needs at least one stage".to_string())
     }
 
     /// Eq. 6.1 + 6.2: the sequential time of the micro-batches, and the largest activation

@@ -11,8 +11,9 @@ use tch::nn::{self, ModuleT, OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
-use crate::staged_model::StagedModel;
 use crate::device::synchronize;
+use crate::memory;
+use crate::staged_model::StagedModel;
 use crate::TrainError;
 
 /// Timed passes per stage and size after one untimed warm-up; the cost is their median.
@@ -33,6 +34,14 @@ pub struct StageProfile {
     /// Bytes of the stage's output per sample (what a pipeline sends on, and the size of
     /// the gradient it gets back).
     pub output_bytes_per_sample: u64,
+    /// `(samples, bytes)` the forward leaves allocated until its backward: what autograd
+    /// keeps, and the output. Counted by the allocator (empty where it cannot count).
+    #[serde(default)]
+    pub kept_bytes: Vec<(usize, f64)>,
+    /// `(samples, bytes)` the passes allocate above what is kept, at their high-water mark:
+    /// the forward's workspace, or the backward's gradients of the input and temporaries.
+    #[serde(default)]
+    pub transient_bytes: Vec<(usize, f64)>,
 }
 
 /// Every stage of a network on one device at one thread count.
@@ -45,6 +54,28 @@ pub struct NetworkProfile {
     pub optimizer_s: f64,
 }
 
+/// What one forward and backward of `stage` on `x` allocate: the bytes left allocated
+/// between them, and the high-water mark of either pass above that. `None` where the
+/// device's allocator cannot count.
+fn stage_memory(
+    stage: &dyn ModuleT,
+    x: &Tensor,
+    grad: &Tensor,
+    device: Device,
+) -> Result<Option<(f64, f64)>, TrainError> {
+    let Some(before) = memory::allocated_bytes(device) else { return Ok(None) };
+    memory::reset_peak(device);
+    let output = stage.forward_t(x, true);
+    let forwarded = memory::allocated_bytes(device).unwrap_or(before);
+    let forward_peak = memory::peak_bytes(device).unwrap_or(forwarded);
+    memory::reset_peak(device);
+    backward_with_grad(&output, grad)?;
+    let backward_peak = memory::peak_bytes(device).unwrap_or(forwarded);
+    let kept = forwarded.saturating_sub(before);
+    let transient = forward_peak.saturating_sub(forwarded).max(backward_peak.saturating_sub(forwarded));
+    Ok(Some((kept as f64, transient as f64)))
+}
+
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
 /// SGD step with `momentum`, with the threads libtorch has now. Weights are drawn from
 /// libtorch's generator: profile before seeding what a trial trains.
@@ -54,6 +85,7 @@ pub fn profile_network(
     sizes: &[usize],
     momentum: f64,
 ) -> Result<NetworkProfile, TrainError> {
+    memory::count_cpu_allocations();
     let vs = VarStore::new(device);
     let model = StagedModel::build(spec, &vs);
     let variables = vs.trainable_variables();
@@ -68,6 +100,8 @@ pub fn profile_network(
             backward_s: Vec::with_capacity(sizes.len()),
             parameter_bytes: Vec::new(),
             output_bytes_per_sample: row.output_shape[1..].iter().product::<i64>() as u64 * 4,
+            kept_bytes: Vec::with_capacity(sizes.len()),
+            transient_bytes: Vec::with_capacity(sizes.len()),
         })
         .collect();
     for (profile, range) in stages.iter_mut().zip(&model.param_ranges) {
@@ -83,6 +117,11 @@ pub fn profile_network(
             let warm_up = model.stages[i].forward_t(&x, true);
             let grad = Tensor::ones_like(&warm_up);
             backward_with_grad(&warm_up, &grad)?;
+            // After the warm-up every parameter has its gradient, as in a training step.
+            if let Some((kept, transient)) = stage_memory(&model.stages[i], &x, &grad, device)? {
+                profile.kept_bytes.push((samples, kept));
+                profile.transient_bytes.push((samples, transient));
+            }
             let (mut forward, mut backward) = (Vec::new(), Vec::new());
             for _ in 0..PROFILE_REPEATS {
                 synchronize(device);
