@@ -5,7 +5,8 @@
 //! `events/`, `rank_breakdown/`, `pipeline_stages/`) with one `<trial_id>.parquet` per finished trial, plus
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
-//! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead.
+//! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead. Run-level tables
+//! (`probes/`, `predictions/`) hold parts that are not a trial's.
 //!
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
@@ -22,6 +23,7 @@ mod intervals;
 pub mod nonfinite;
 mod outcome;
 mod pipeline_stage;
+mod prediction_row;
 mod probe_row;
 mod rank_breakdown;
 mod records;
@@ -43,6 +45,7 @@ pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use outcome::{Outcome, UnknownOutcome};
 pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
+pub use prediction_row::PredictionRow;
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec, UnknownProbeKind};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use records::{EpochRecord, StepRecord, TrainingSummary};

@@ -32,9 +32,43 @@ pub fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
+/// Kendall's τ-b between two rankings of the same items (`a[i]` and `b[i]` score item
+/// `i`): +1 when they order every pair alike, −1 when they reverse it; ties count as
+/// neither and shrink the denominator. `None` for fewer than two items or no untied pair.
+pub fn kendall_tau(a: &[f64], b: &[f64]) -> Option<f64> {
+    let n = a.len().min(b.len());
+    let (mut concordant, mut discordant, mut tied_a, mut tied_b) = (0i64, 0i64, 0i64, 0i64);
+    for i in 0..n {
+        for j in i + 1..n {
+            let (da, db) = (a[i] - a[j], b[i] - b[j]);
+            match (da == 0.0, db == 0.0) {
+                (true, true) => {}
+                (true, false) => tied_a += 1,
+                (false, true) => tied_b += 1,
+                (false, false) if (da > 0.0) == (db > 0.0) => concordant += 1,
+                (false, false) => discordant += 1,
+            }
+        }
+    }
+    let pairs_a = (concordant + discordant + tied_b) as f64;
+    let pairs_b = (concordant + discordant + tied_a) as f64;
+    (pairs_a > 0.0 && pairs_b > 0.0).then(|| (concordant - discordant) as f64 / (pairs_a * pairs_b).sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kendall_tau_counts_pairs_ordered_alike() {
+        assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
+        assert_eq!(kendall_tau(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
+        // One swapped pair of three: (2 − 1) ÷ 3.
+        assert!((kendall_tau(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0]).unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        // scipy.stats.kendalltau([1, 2, 2, 3], [1, 2, 3, 3]) == 0.8
+        assert!((kendall_tau(&[1.0, 2.0, 2.0, 3.0], &[1.0, 2.0, 3.0, 3.0]).unwrap() - 0.8).abs() < 1e-12);
+        assert_eq!(kendall_tau(&[1.0], &[1.0]), None);
+    }
 
     #[test]
     fn quantiles_match_numpy_linear_interpolation() {

@@ -18,5 +18,10 @@ pub const PIPELINE_STAGES: &str = "pipeline_stages";
 /// One row per link-probe measurement.
 pub const PROBES: &str = "probes";
 
-/// The run's tables, in the order they are exported: the per-trial ones, then `probes`.
-pub const TABLE_NAMES: [&str; 8] = [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES];
+/// One row per cell: the performance model's prediction, made before any trial trained.
+pub const PREDICTIONS: &str = "predictions";
+
+/// The run's tables, in the order they are exported: the per-trial ones, then the
+/// run-level `probes` and `predictions`.
+pub const TABLE_NAMES: [&str; 9] =
+    [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES, PREDICTIONS];

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::RunStore;
-use crate::{Fingerprint, ProbeRow, StoreError, UtcTime};
+use crate::{Fingerprint, ProbeRow, StoreError, Table, UtcTime};
 
 /// The label of a probe run's folder: `<UTC timestamp>-probe`.
 const PROBE_LABEL: &str = "probe";
@@ -22,10 +22,17 @@ impl RunStore {
 
     /// Adds `rows` to the run's `probes` table as one new part, written atomically; read
     /// them back with `load_rows::<ProbeRow>()`. Nothing is written for no rows.
+    pub fn write_probes(&self, rows: &[ProbeRow]) -> Result<(), StoreError> {
+        self.write_run_rows(rows)
+    }
+
+    /// Adds `rows` to the run-level table `T` (`probes`, `predictions`) as one new part,
+    /// written atomically. Nothing is written for no rows.
     ///
     /// Each call gets a part of its own, named `<UTC time>-<pid>-<n>`, so parts sort in the
     /// order they were written and two writers never replace each other's part.
-    pub fn write_probes(&self, rows: &[ProbeRow]) -> Result<(), StoreError> {
+    pub fn write_run_rows<T: Table>(&self, rows: &[T]) -> Result<(), StoreError> {
+        debug_assert!(!T::PER_TRIAL, "{} is a per-trial table", T::NAME);
         static PART_COUNTER: AtomicU64 = AtomicU64::new(0);
         if rows.is_empty() {
             return Ok(());
