@@ -2,12 +2,14 @@
 pub mod byte_size;
 pub mod cli;
 pub mod commands;
+pub mod ex_ante;
 pub mod exit;
 pub mod fault;
 pub mod fingerprint;
 pub mod memory_guard;
 pub mod plan;
 pub mod predict;
+pub mod predictions;
 pub mod probe;
 pub mod progress;
 pub mod protocol;
