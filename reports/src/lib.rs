@@ -20,6 +20,7 @@ mod history_section;
 mod html;
 mod outcome;
 mod png_backend;
+mod predictions;
 mod render;
 mod report_error;
 mod run_report;

@@ -1,0 +1,199 @@
+//! The run's predictions set beside its measurements: one judged cell per prediction, and
+//! per group of cells that answer the same question (network × data set × batch × threads)
+//! which strategy each predictor would recommend and what that would have cost.
+
+use std::collections::BTreeMap;
+
+use stratlab_results::stats::{kendall_tau, median};
+use stratlab_results::{PredictionRow, TrialRow};
+
+/// One cell: what was predicted before training and what its trials measured.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JudgedCell {
+    pub(crate) network: String,
+    pub(crate) dataset: String,
+    pub(crate) strategy: String,
+    pub(crate) workers: i64,
+    pub(crate) batch: i64,
+    /// The question the cell answers with the others of its group.
+    pub(crate) group: String,
+    /// Samples per step over all workers: steps of different strategies compare per sample.
+    pub(crate) global_batch: f64,
+    pub(crate) prediction: PredictionRow,
+    /// Medians over the cell's ok repeats of their 10th-percentile and median step.
+    pub(crate) measured_p10_s: f64,
+    pub(crate) measured_median_s: f64,
+    /// The largest peak over the cell's repeats and workers.
+    pub(crate) measured_memory_bytes: Option<f64>,
+}
+
+impl JudgedCell {
+    /// (predicted − measured p10) ÷ measured p10 of the model.
+    pub(crate) fn model_error(&self) -> Option<f64> {
+        self.prediction.step_s.map(|predicted| relative(predicted, self.measured_p10_s))
+    }
+    /// The same for the thesis's closed forms.
+    pub(crate) fn thesis_error(&self) -> Option<f64> {
+        self.prediction.thesis_step_s.map(|predicted| relative(predicted, self.measured_p10_s))
+    }
+    /// The same for the peak memory.
+    pub(crate) fn memory_error(&self) -> Option<f64> {
+        let measured = self.measured_memory_bytes?;
+        self.prediction.peak_memory_bytes.map(|predicted| relative(predicted, measured))
+    }
+    /// Whether its errors count in the summaries: `single`'s prediction is its own profile.
+    pub(crate) fn judged(&self) -> bool {
+        self.workers > 1
+    }
+    /// Measured seconds per sample (the ranking's measure).
+    fn measured_per_sample(&self) -> f64 {
+        self.measured_p10_s / self.global_batch
+    }
+    /// The relative spread of its steps, median ÷ p10 − 1: the noise a pick within which
+    /// of the fastest still counts as right.
+    fn noise(&self) -> f64 {
+        (self.measured_median_s / self.measured_p10_s - 1.0).max(0.0)
+    }
+}
+
+fn relative(predicted: f64, measured: f64) -> f64 {
+    (predicted - measured) / measured
+}
+
+/// A cell's identity across repeats: everything of its trial row but the repeat.
+fn cell_identity(trial: &TrialRow) -> String {
+    format!(
+        "{}|{}|{}|{:?}|{}|{}|{:?}",
+        trial.network,
+        trial.dataset,
+        trial.data_source,
+        trial.strategy,
+        trial.workers,
+        trial.batch_size,
+        trial.swept_threads
+    )
+}
+
+/// Every prediction whose cell has an ok trial, judged; in the predictions' order.
+pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) -> Vec<JudgedCell> {
+    let mut cells: BTreeMap<String, Vec<&TrialRow>> = BTreeMap::new();
+    for trial in trials.iter().filter(|trial| trial.outcome == "ok") {
+        cells.entry(cell_identity(trial)).or_default().push(trial);
+    }
+    let by_id: BTreeMap<&str, &TrialRow> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial)).collect();
+    predictions
+        .iter()
+        .filter_map(|prediction| {
+            let first = by_id.get(prediction.trial_id.as_str())?;
+            let repeats = cells.get(&cell_identity(first))?;
+            let of =
+                |get: fn(&TrialRow) -> Option<f64>| median(&repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>());
+            let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
+            Some(JudgedCell {
+                network: first.network.clone(),
+                dataset: first.dataset.clone(),
+                strategy: first.strategy.strategy.clone(),
+                workers: first.workers,
+                batch: first.batch_size,
+                group: format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size),
+                global_batch: first.global_batch.max(1) as f64,
+                prediction: prediction.clone(),
+                measured_p10_s: of(|t| t.training.step_time_p10_s)?,
+                measured_median_s: of(|t| t.training.step_time_median_s)?,
+                measured_memory_bytes: repeats
+                    .iter()
+                    .filter_map(|t| t.training.peak_memory_bytes)
+                    .max()
+                    .map(|bytes| bytes as f64),
+            })
+        })
+        .collect()
+}
+
+/// Which predictor is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Predictor {
+    /// stratlab's performance model.
+    Model,
+    /// The thesis's closed forms.
+    Thesis,
+}
+
+impl Predictor {
+    pub(crate) const BOTH: [Predictor; 2] = [Predictor::Model, Predictor::Thesis];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Predictor::Model => "stratlab model",
+            Predictor::Thesis => "thesis closed forms",
+        }
+    }
+
+    pub(crate) fn step_s(self, cell: &JudgedCell) -> Option<f64> {
+        match self {
+            Predictor::Model => cell.prediction.step_s,
+            Predictor::Thesis => cell.prediction.thesis_step_s,
+        }
+    }
+
+    pub(crate) fn error(self, cell: &JudgedCell) -> Option<f64> {
+        match self {
+            Predictor::Model => cell.model_error(),
+            Predictor::Thesis => cell.thesis_error(),
+        }
+    }
+}
+
+/// A predictor's recommendation for one group, judged by what the group measured.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Recommendation {
+    pub(crate) group: String,
+    /// Cells the predictor ranked (those it predicts).
+    pub(crate) ranked: usize,
+    /// The cell it predicts fastest per sample, as `strategy×W`.
+    pub(crate) recommended: String,
+    /// The measured fastest of the same cells.
+    pub(crate) fastest: String,
+    /// The recommended one is the fastest or within the fastest's step noise.
+    pub(crate) right: bool,
+    /// Measured time per sample of the recommended ÷ of the fastest, − 1.
+    pub(crate) regret: f64,
+    /// Kendall τ of predicted against measured time per sample.
+    pub(crate) tau: Option<f64>,
+}
+
+/// Per group with at least two cells the predictor predicts: its pick, judged.
+pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recommendation> {
+    let mut groups: BTreeMap<&str, Vec<&JudgedCell>> = BTreeMap::new();
+    for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
+        groups.entry(cell.group.as_str()).or_default().push(cell);
+    }
+    groups
+        .into_iter()
+        .filter(|(_, members)| members.len() >= 2)
+        .map(|(group, members)| {
+            let predicted: Vec<f64> = members
+                .iter()
+                .map(|cell| predictor.step_s(cell).unwrap_or(f64::INFINITY) / cell.global_batch)
+                .collect();
+            let measured: Vec<f64> = members.iter().map(|cell| cell.measured_per_sample()).collect();
+            let pick = argmin(&predicted);
+            let best = argmin(&measured);
+            let regret = measured[pick] / measured[best] - 1.0;
+            let name = |cell: &JudgedCell| format!("{}×{}", cell.strategy, cell.workers);
+            Recommendation {
+                group: group.to_owned(),
+                ranked: members.len(),
+                recommended: name(members[pick]),
+                fastest: name(members[best]),
+                right: pick == best || regret <= members[best].noise(),
+                regret,
+                tau: kendall_tau(&predicted, &measured),
+            }
+        })
+        .collect()
+}
+
+fn argmin(values: &[f64]) -> usize {
+    (0..values.len()).min_by(|&a, &b| values[a].total_cmp(&values[b])).unwrap_or(0)
+}

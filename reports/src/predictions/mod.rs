@@ -1,0 +1,153 @@
+//! The report's "Predicted vs measured" tables: every cell's prediction (made before any
+//! trial trained) beside what its trials measured, each group's recommendation judged as
+//! the thesis's tables 8.1/8.2 judge it, and the summary the best predictors report (median
+//! and max |error|, MAPE, Kendall τ, top-1, regret) for stratlab's model and for the
+//! thesis's closed forms side by side. Runs without a `predictions` table have no section.
+
+mod judge;
+
+use polars::prelude::{Column, DataFrame};
+use stratlab_results::stats::{mean, median};
+use stratlab_results::{PredictionRow, TrialRow};
+
+use judge::{judge_cells, recommend, JudgedCell, Predictor, Recommendation};
+
+use crate::tables::SummaryTable;
+use crate::ReportError;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The section's three tables, or `None` when no prediction meets a finished trial.
+pub(crate) fn prediction_tables(
+    predictions: &[PredictionRow],
+    trials: &[TrialRow],
+) -> Result<Option<[SummaryTable; 3]>, ReportError> {
+    let cells = judge_cells(predictions, trials);
+    if cells.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some([cell_table(&cells)?, recommendation_table(&cells)?, summary_table(&cells)?]))
+}
+
+fn percent(error: Option<f64>) -> Option<f64> {
+    error.map(|error| 100.0 * error)
+}
+
+fn ms(seconds: Option<f64>) -> Option<f64> {
+    seconds.map(|seconds| seconds * 1e3)
+}
+
+fn frame(name: &str, title: &str, columns: Vec<Column>) -> Result<SummaryTable, ReportError> {
+    let frame = DataFrame::new_infer_height(columns).map_err(|source| ReportError::Column {
+        table: name.to_owned(),
+        column: "(all)".into(),
+        source,
+    })?;
+    Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+}
+
+/// Per cell: predicted and measured step and peak memory, the errors, the breakdown.
+fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
+    let text = |f: &dyn Fn(&JudgedCell) -> String| cells.iter().map(f).collect::<Vec<String>>();
+    let float = |f: &dyn Fn(&JudgedCell) -> Option<f64>| cells.iter().map(f).collect::<Vec<Option<f64>>>();
+    let columns = vec![
+        Column::new("network".into(), text(&|c| c.network.clone())),
+        Column::new("dataset".into(), text(&|c| c.dataset.clone())),
+        Column::new("strategy".into(), text(&|c| c.strategy.clone())),
+        Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
+        Column::new("batch/worker".into(), cells.iter().map(|c| c.batch).collect::<Vec<i64>>()),
+        Column::new("predicted step (ms)".into(), float(&|c| ms(c.prediction.step_s))),
+        Column::new("thesis step (ms)".into(), float(&|c| ms(c.prediction.thesis_step_s))),
+        Column::new("measured p10 (ms)".into(), float(&|c| ms(Some(c.measured_p10_s)))),
+        Column::new("measured median (ms)".into(), float(&|c| ms(Some(c.measured_median_s)))),
+        Column::new("model error (%)".into(), float(&|c| percent(c.model_error()))),
+        Column::new("thesis error (%)".into(), float(&|c| percent(c.thesis_error()))),
+        Column::new("predicted peak (MiB)".into(), float(&|c| c.prediction.peak_memory_bytes.map(|b| b / MIB))),
+        Column::new("measured peak (MiB)".into(), float(&|c| c.measured_memory_bytes.map(|b| b / MIB))),
+        Column::new("memory error (%)".into(), float(&|c| percent(c.memory_error()))),
+        Column::new("compute (ms)".into(), float(&|c| ms(c.prediction.compute_s))),
+        Column::new("exposed comm (ms)".into(), float(&|c| ms(c.prediction.exposed_comm_s))),
+        Column::new("bubble (ms)".into(), float(&|c| ms(c.prediction.bubble_s))),
+        Column::new("optimizer (ms)".into(), float(&|c| ms(c.prediction.optimizer_s))),
+        Column::new("core sharing (×)".into(), float(&|c| Some(c.prediction.core_sharing))),
+        Column::new("why no prediction".into(), text(&|c| c.prediction.step_unavailable.clone().unwrap_or_default())),
+    ];
+    frame("predicted_vs_measured", "Predicted (before training) vs measured, per cell", columns)
+}
+
+/// Per group and predictor: the recommended and the measured fastest, regret and τ.
+fn recommendation_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
+    let rows: Vec<(Predictor, Recommendation)> = Predictor::BOTH
+        .into_iter()
+        .flat_map(|predictor| recommend(cells, predictor).into_iter().map(move |pick| (predictor, pick)))
+        .collect();
+    let columns = vec![
+        Column::new("group".into(), rows.iter().map(|(_, r)| r.group.clone()).collect::<Vec<_>>()),
+        Column::new("predictor".into(), rows.iter().map(|(p, _)| p.name().to_owned()).collect::<Vec<_>>()),
+        Column::new("cells ranked".into(), rows.iter().map(|(_, r)| r.ranked as i64).collect::<Vec<_>>()),
+        Column::new("recommended".into(), rows.iter().map(|(_, r)| r.recommended.clone()).collect::<Vec<_>>()),
+        Column::new("measured fastest".into(), rows.iter().map(|(_, r)| r.fastest.clone()).collect::<Vec<_>>()),
+        Column::new(
+            "top-1".into(),
+            rows.iter().map(|(_, r)| if r.right { "yes" } else { "no" }.to_owned()).collect::<Vec<_>>(),
+        ),
+        Column::new("regret (%)".into(), rows.iter().map(|(_, r)| Some(100.0 * r.regret)).collect::<Vec<_>>()),
+        Column::new("Kendall τ".into(), rows.iter().map(|(_, r)| r.tau).collect::<Vec<_>>()),
+    ];
+    frame("recommendations", "Recommended vs measured fastest per group (time per sample)", columns)
+}
+
+/// Per strategy and over every multi-worker cell, for both predictors: the errors; and
+/// over the groups, top-1, regret and τ.
+fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
+    let judged: Vec<&JudgedCell> = cells.iter().filter(|cell| cell.judged()).collect();
+    let mut strategies: Vec<String> = judged.iter().map(|cell| cell.strategy.clone()).collect();
+    strategies.dedup();
+    strategies.sort();
+    strategies.dedup();
+    let mut scopes: Vec<(String, Vec<&JudgedCell>)> = strategies
+        .iter()
+        .map(|strategy| (strategy.clone(), judged.iter().copied().filter(|cell| &cell.strategy == strategy).collect()))
+        .collect();
+    scopes.push(("all multi-worker".to_owned(), judged.clone()));
+    let mut scope_names = Vec::new();
+    let mut predictor_names = Vec::new();
+    let mut counts = Vec::new();
+    let (mut medians, mut maxima, mut mapes) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut memory_medians, mut top1, mut regrets, mut taus) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for predictor in Predictor::BOTH {
+        for (scope, members) in &scopes {
+            let errors: Vec<f64> = members.iter().filter_map(|cell| predictor.error(cell)).map(f64::abs).collect();
+            scope_names.push(scope.clone());
+            predictor_names.push(predictor.name().to_owned());
+            counts.push(errors.len() as i64);
+            medians.push(median(&errors).map(|e| 100.0 * e));
+            maxima.push(errors.iter().copied().reduce(f64::max).map(|e| 100.0 * e));
+            mapes.push(mean(&errors).map(|e| 100.0 * e));
+            let memory: Vec<f64> = match predictor {
+                Predictor::Model => members.iter().filter_map(|cell| cell.memory_error()).map(f64::abs).collect(),
+                Predictor::Thesis => Vec::new(),
+            };
+            memory_medians.push(median(&memory).map(|e| 100.0 * e));
+            let overall = scope == "all multi-worker";
+            let picks = if overall { recommend(cells, predictor) } else { Vec::new() };
+            let right: Vec<f64> = picks.iter().map(|pick| f64::from(u8::from(pick.right))).collect();
+            top1.push(mean(&right).map(|rate| 100.0 * rate));
+            regrets.push(mean(&picks.iter().map(|pick| pick.regret).collect::<Vec<_>>()).map(|r| 100.0 * r));
+            taus.push(mean(&picks.iter().filter_map(|pick| pick.tau).collect::<Vec<_>>()));
+        }
+    }
+    let columns = vec![
+        Column::new("cells".into(), scope_names),
+        Column::new("predictor".into(), predictor_names),
+        Column::new("cells judged".into(), counts),
+        Column::new("median |error| (%)".into(), medians),
+        Column::new("max |error| (%)".into(), maxima),
+        Column::new("MAPE (%)".into(), mapes),
+        Column::new("peak memory median |error| (%)".into(), memory_medians),
+        Column::new("top-1 (% of groups)".into(), top1),
+        Column::new("mean regret (%)".into(), regrets),
+        Column::new("mean Kendall τ".into(), taus),
+    ];
+    frame("prediction_summary", "How well the predictions held, per strategy and overall (single apart)", columns)
+}
