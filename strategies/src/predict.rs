@@ -12,10 +12,10 @@ use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
 use stratlab_perf_model::parameter_server::ParameterServerRound;
 use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
 use stratlab_perf_model::{CostCurve, Link, StepBreakdown};
-use stratlab_strategy_spec::{Schedule, ServerPlacement, Strategy, StrategyKind};
+use stratlab_strategy_spec::{check_balance, Balance, Schedule, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
 
-use crate::pipeline::plan_stages;
+use crate::pipeline::{linear_partition, plan_stages};
 use crate::profile::NetworkProfile;
 
 /// Every sample count a stage is profiled at for `strategy` with `workers` workers and a
@@ -150,11 +150,24 @@ impl StepQuestion<'_> {
         self.link.copied().ok_or_else(|| "needs a link: give --probe <a stratlab probe run>".to_string())
     }
 
-    /// Which network stages each pipeline stage holds, as the strategy plans them.
+    /// Which network stages each pipeline stage holds, as the strategy plans them; a `time`
+    /// balance cuts the question's own profile (the measurement the strategy would take
+    /// again, or the roofline of a device this machine does not have).
     fn partition(&self) -> Result<Vec<Range<usize>>, String> {
         let (stages, _) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
-        let samples = self.strategy.stage_samples(self.batch) as i64;
-        plan_stages(self.spec, &self.strategy.balance(), stages, samples, Device::Cpu)
+        let samples = self.strategy.stage_samples(self.batch);
+        let balance = self.strategy.balance();
+        if balance == Balance::Time {
+            check_balance(self.profile.stages.len(), &balance, stages).map_err(|error| error.to_string())?;
+            let costs: Vec<f64> = (0..self.profile.stages.len())
+                .map(|stage| {
+                    let (forward, backward) = self.stage_s(stage, samples);
+                    forward + backward
+                })
+                .collect();
+            return Ok(linear_partition(&costs, stages));
+        }
+        plan_stages(self.spec, &balance, stages, samples as i64, Device::Cpu)
             .map(|plan| plan.ranges)
             .map_err(|error| error.to_string())
     }

@@ -26,7 +26,7 @@ use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
-pub use partition::{plan_stages, PartitionError, StagePlan};
+pub use partition::{linear_partition, plan_stages, PartitionError, StagePlan};
 pub use stage_report::PipelineStageReport;
 use stage_worker::StageWorker;
 use stratlab_strategy_spec::{check_balance, Balance, Strategy};
