@@ -111,7 +111,7 @@ pub enum Command {
     /// Predict every trial of a suite without training it: each network is profiled on
     /// this machine at the trials' threads and batch sizes, and the performance model times
     /// the step (pipelines by simulating their schedules, data parallelism with its bucket
-    /// plan). Parameter-server trials are not modelled yet.
+    /// plan, the parameter server's pushes and pulls), with each cell's peak memory.
     Predict {
         /// The suite file.
         suite: PathBuf,
@@ -119,6 +119,12 @@ pub enum Command {
         /// its smallest message, bandwidth from its largest); needed for multi-worker trials.
         #[arg(long)]
         probe: Option<PathBuf>,
+        /// Where the cells would run: `local` (this machine, the default) or a cluster file
+        /// (`examples/clusters/`): one device per worker, its links, and its device's speed
+        /// (profiled here, or a datasheet roofline whose predictions are unvalidated); a
+        /// `fits` column compares each cell's peak memory with the device's.
+        #[arg(long, value_name = "FILE|local")]
+        cluster: Option<PathBuf>,
         /// A run of the same suite: each prediction beside its measured step time, with the
         /// error (nothing is fitted to it).
         #[arg(long)]

@@ -55,7 +55,9 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::History(args) => crate::regression_commands::history(&args),
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
-        Command::Predict { suite, probe, against } => crate::predict::predict(&suite, probe.as_deref(), against.as_deref()),
+        Command::Predict { suite, probe, cluster, against } => {
+            crate::predict::predict(&suite, probe.as_deref(), cluster.as_deref(), against.as_deref())
+        }
         Command::Env { check_cuda } => env(check_cuda),
         Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),
     }

@@ -15,7 +15,7 @@ use anyhow::Context;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
 
 use crate::predict::link_from_probes;
-use crate::predictions::{predict_cells, MeasuredLink};
+use crate::predictions::{predict_cells, MeasuredLink, Placement};
 use crate::trial::TrialSpec;
 
 /// Message sizes of the run's probe: a small one for the latency, large ones for the
@@ -48,7 +48,7 @@ fn predict_into(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str
         },
         false => None,
     };
-    let rows = predict_cells(trials, link.as_ref(), store.run_id(), say)?;
+    let rows = predict_cells(trials, &Placement::Local(link.as_ref()), store.run_id(), say)?;
     store.write_run_rows(&rows)?;
     Ok(())
 }

@@ -11,27 +11,45 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use stratlab_perf_model::Link;
+use stratlab_perf_model::{Cluster, Link};
 use stratlab_results::{PredictionRow, ProbeRow, RunStore, TrialRow};
 
 use crate::exit::InputError;
 use crate::plan::plan;
-use crate::predictions::{predict_cells, MeasuredLink};
+use crate::predictions::{predict_cells, MeasuredLink, Placement};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 use crate::suite_file::SuiteFile;
 
-/// Runs `stratlab predict`.
-pub fn predict(suite_path: &Path, probe: Option<&Path>, against: Option<&Path>) -> anyhow::Result<ExitCode> {
+/// Runs `stratlab predict`: on this machine (`--cluster local` or none), or on the devices
+/// and links of a cluster file.
+pub fn predict(
+    suite_path: &Path,
+    probe: Option<&Path>,
+    cluster: Option<&Path>,
+    against: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
     let link = probe
         .map(|run| link_from_probe(run).map(|link| MeasuredLink { link, source: run.display().to_string() }))
         .transpose()?;
+    let cluster = match cluster {
+        Some(path) if path != Path::new("local") => {
+            Some(Cluster::load(path).map_err(|error| InputError(error.to_string()))?)
+        }
+        _ => None,
+    };
+    let placement = match &cluster {
+        Some(cluster) => Placement::Cluster(cluster),
+        None => Placement::Local(link.as_ref()),
+    };
     let started = Instant::now();
-    let rows = predict_cells(&trials, link.as_ref(), "", &mut |line| eprintln!("{line}"))?;
+    let rows = predict_cells(&trials, &placement, "", &mut |line| eprintln!("{line}"))?;
     eprintln!("{} cells predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
     let measured = against.map(measured_steps).transpose()?;
     let workers: BTreeMap<&str, usize> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial.workers)).collect();
-    println!("{}", table(&rows, &workers, measured.as_ref()));
+    println!("{}", table(&rows, &workers, measured.as_ref(), cluster.as_ref()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -78,10 +96,14 @@ fn table(
     rows: &[PredictionRow],
     workers: &BTreeMap<&str, usize>,
     measured: Option<&BTreeMap<String, (f64, f64, Option<u64>)>>,
+    cluster: Option<&Cluster>,
 ) -> String {
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
     let mut header = vec!["trial", "model", "thesis", "memory"];
+    if cluster.is_some() {
+        header.push("fits");
+    }
     if measured.is_some() {
         header.extend([
             "measured p10",
@@ -110,6 +132,14 @@ fn table(
             shown(row.thesis_step_s, &Some("no closed form".into()), &ms),
             shown(row.peak_memory_bytes, &row.memory_unavailable, &mib),
         ];
+        if let Some(cluster) = cluster {
+            let device = cluster.device.memory_bytes as f64;
+            cells.push(match row.peak_memory_bytes {
+                Some(bytes) if bytes <= device => "yes".to_string(),
+                Some(bytes) => format!("no: {:.1} GiB on {:.1} GiB", bytes / GIB, device / GIB),
+                None => "—".to_string(),
+            });
+        }
         if let Some(measured) = measured {
             match measured.get(&row.trial_id) {
                 Some(&(p10, median, memory)) => {
@@ -147,6 +177,16 @@ fn table(
         }
     }
     let mut text = table.to_string();
+    if let Some(cluster) = cluster {
+        let speed = match cluster.device.speed.is_validated() {
+            true => "its speed profiled on this machine".to_string(),
+            false => "its speed a datasheet roofline: unvalidated predictions".to_string(),
+        };
+        text.push_str(&format!(
+            "\non {}: {} node(s) × {} {}, {}",
+            cluster.name, cluster.nodes, cluster.devices_per_node, cluster.device.name, speed
+        ));
+    }
     if measured.is_some() {
         let summary = |errors: &[f64]| match stratlab_results::stats::median(errors) {
             Some(median) => format!("median |error| {:.0} % over {} cells", 100.0 * median, errors.len()),

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
 use stratlab_perf_model::Link;
 use stratlab_results::PredictionRow;
 use stratlab_strategies::predict::{profiled_samples, StepQuestion};
-use stratlab_strategies::profile::{profile_network, NetworkProfile};
+use stratlab_strategies::profile::{analytical_profile, profile_network, NetworkProfile};
 use tch::Device;
 
 use crate::shapes::input_shape;
@@ -27,37 +28,89 @@ pub struct MeasuredLink {
 /// Which network, data set and threads a profile was taken for.
 type ProfileKey = (String, String, usize);
 
+/// The cluster the cells are predicted on: this machine, its workers sharing its cores and
+/// its link measured; or a cluster file, one device per worker.
+pub enum Placement<'a> {
+    /// This machine, the link as measured (if at all).
+    Local(Option<&'a MeasuredLink>),
+    /// A cluster file's devices and links.
+    Cluster(&'a Cluster),
+}
+
 /// One prediction per cell (the first repeat of each), in plan order. `report` hears what
 /// is profiled and how long it took.
 pub fn predict_cells(
     trials: &[TrialSpec],
-    link: Option<&MeasuredLink>,
+    placement: &Placement<'_>,
     run_id: &str,
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Vec<PredictionRow>> {
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let (cores, cluster_link);
+    let link = match placement {
+        Placement::Local(link) => {
+            cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+            *link
+        }
+        Placement::Cluster(cluster) => {
+            // A device per worker: nothing shares its cores.
+            cores = usize::MAX / 2;
+            cluster_link = MeasuredLink { link: cluster.intra_node, source: format!("cluster {}", cluster.name) };
+            Some(&cluster_link)
+        }
+    };
+    let analytical = match placement {
+        Placement::Cluster(cluster) => match cluster.device.speed {
+            DeviceSpeed::Analytical { .. } => Some(*cluster),
+            DeviceSpeed::Profiled => None,
+        },
+        Placement::Local(_) => None,
+    };
     let mut profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
     let mut rows = Vec::new();
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {
         let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
         let key = (trial.network.clone(), trial.dataset.name.to_string(), trial.train.threads);
         let mut profile_s = 0.0;
-        if trial.train.device.resolve().ok() != Some(Device::Cpu) {
+        if let Placement::Cluster(cluster) = placement {
+            if trial.workers > cluster.devices() {
+                let why = format!("needs {} devices; {} has {}", trial.workers, cluster.name, cluster.devices());
+                rows.push(unavailable(trial, run_id, &why));
+                continue;
+            }
+        }
+        if analytical.is_none() && trial.train.device.resolve().ok() != Some(Device::Cpu) {
             rows.push(unavailable(trial, run_id, "profiles are taken on the CPU only so far"));
             continue;
         }
         if !profiles.contains_key(&key) {
             let sizes = sizes_for(trials, &key);
             let started = Instant::now();
-            tch::set_num_threads(trial.train.threads as i32);
-            let profile = profile_network(&spec, Device::Cpu, &sizes, trial.train.momentum)?;
-            profile_s = started.elapsed().as_secs_f64();
-            report(&format!(
-                "profiled {} on {} at {} thread(s), batch sizes {sizes:?}: {profile_s:.1} s",
-                key.0, key.1, key.2
-            ));
+            let profile = match analytical {
+                Some(cluster) => {
+                    let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
+                    analytical_profile(&spec, &sizes, trial.train.momentum, &seconds)?
+                }
+                None => {
+                    tch::set_num_threads(trial.train.threads as i32);
+                    let profile = profile_network(&spec, Device::Cpu, &sizes, trial.train.momentum)?;
+                    profile_s = started.elapsed().as_secs_f64();
+                    report(&format!(
+                        "profiled {} on {} at {} thread(s), batch sizes {sizes:?}: {profile_s:.1} s",
+                        key.0, key.1, key.2
+                    ));
+                    profile
+                }
+            };
             profiles.insert(key.clone(), profile);
         }
+        let ring_link = match placement {
+            Placement::Cluster(cluster) if trial.workers > 1 => Some(MeasuredLink {
+                link: cluster.ring_link(trial.workers)?,
+                source: format!("cluster {}", cluster.name),
+            }),
+            _ => None,
+        };
+        let link = ring_link.as_ref().or(link);
         let question = StepQuestion {
             strategy: &trial.strategy,
             workers: trial.workers,

@@ -127,3 +127,49 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     assert!(model.starts_with("small-cnn · mnist · b32,stratlab model,4,"), "{model}");
     assert!(model.contains(",yes,") || model.contains(",no,"), "{model}");
 }
+
+const RESNET_SUITE: &str = "name: fit-check
+networks: [resnet50]
+datasets: [imagenet:synthetic]
+strategies:
+  - {name: data-parallel, workers: [4]}
+  - {name: gpipe, workers: [4], micro_batches: [8]}
+batch_size: 64
+budget: {steps: 4}
+";
+
+/// On a cluster file's devices: no profiling (a datasheet roofline), a `fits` column
+/// against the device's memory, and the predictions marked unvalidated. A 3 GiB device
+/// holds ResNet-50 cut into four stages of eight micro-batches, not a whole replica at
+/// batch 64; a cluster file with an error names the file, the field and the valid units.
+#[test]
+fn a_cluster_file_predicts_on_its_devices_and_says_what_does_not_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(&suite, RESNET_SUITE).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/clusters/one-node-4-small-gpu.yaml");
+    let cluster = std::fs::read_to_string(example).unwrap();
+    assert!(cluster.contains("memory: 16 GiB"), "the example's device memory: {cluster}");
+    let small = dir.path().join("small.yaml");
+    std::fs::write(&small, cluster.replace("memory: 16 GiB", "memory: 3 GiB")).unwrap();
+
+    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", small.to_str().unwrap()]);
+    let stdout = text_of(&out);
+    assert!(out.status.success(), "{stdout}");
+    let row = |label: &str| stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row("data-parallel×4").contains("no: 3.") && row("data-parallel×4").contains("GiB on 3.0 GiB"), "{stdout}");
+    assert!(row("gpipe×4").trim_end_matches(['│', ' ']).ends_with("yes"), "{stdout}");
+    assert!(predicted_ms(row("gpipe×4")).is_some_and(|ms| ms > 0.0), "{stdout}");
+    assert!(stdout.contains("datasheet roofline: unvalidated predictions"), "{stdout}");
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, cluster.replace("memory: 16 GiB", "memory: 16 gigs")).unwrap();
+    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", bad.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.yaml") && stderr.contains("device.memory") && stderr.contains("GiB"), "{stderr}");
+}
+
+fn text_of(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
