@@ -42,7 +42,10 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                     .map_err(|error| field_error(path, &format!("strategies[{i}].{}", error.field), error.message))?;
                 for (workers, strategy) in expanded {
                     for batch_size in batches_for(suite, dataset) {
-                        for &swept_threads in &swept_threads {
+                        // Each worker takes at least a thread: fewer threads than workers
+                        // would repeat the cell at one thread per worker under another name.
+                        let per_worker = swept_threads.iter().filter(|threads| threads.is_none_or(|t| t >= workers));
+                        for &swept_threads in per_worker {
                             let cell = Cell {
                                 network: &network.0,
                                 dataset,

@@ -134,8 +134,10 @@ batch_size: {mnist: [64, 128]}
 threads: [1, 2]
 ",
     );
-    // 2 data sets × 2 strategies × (2 or 1 batch sizes) × 2 thread counts.
-    assert_eq!(trials.len(), 12);
+    // 2 data sets × (2 or 1 batch sizes) × (single at 2 thread counts + data-parallel at
+    // 2 threads: one thread cannot be shared by two workers).
+    assert_eq!(trials.len(), 9);
+    assert!(trials.iter().all(|t| t.workers == 1 || t.swept_threads == Some(2)), "no worker goes without a thread");
     let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
     assert_eq!(
         &ids[..4],
@@ -152,7 +154,7 @@ threads: [1, 2]
     assert_eq!((dp.train.threads, dp.swept_threads), (1, Some(2)));
     let cifar: Vec<usize> =
         trials.iter().filter(|t| t.dataset.to_string() == "cifar10:synthetic").map(|t| t.train.batch_size).collect();
-    assert_eq!(cifar, [64, 64, 64, 64], "data sets the map leaves out keep their default");
+    assert_eq!(cifar, [64, 64, 64], "data sets the map leaves out keep their default");
     // One count is a setting, as before: not in the id, not swept.
     let one = planned("name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\nthreads: [2]\nbatch_size: [32, 16]\n");
     let ids: Vec<&str> = one.iter().map(|t| t.trial_id.as_str()).collect();
