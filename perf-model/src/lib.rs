@@ -17,6 +17,7 @@ mod link;
 pub mod memory;
 pub mod parameter_server;
 pub mod pipeline;
+pub mod recommend;
 mod units;
 
 pub use breakdown::StepBreakdown;
