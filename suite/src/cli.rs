@@ -130,6 +130,32 @@ pub enum Command {
         #[arg(long)]
         against: Option<PathBuf>,
     },
+    /// Which strategy to use: every strategy, with the parameters searched for it
+    /// (micro-batches, balance, checkpointing, pipeline stages, fusion threshold, server
+    /// placement), predicted for one network, data set and worker count; what does not fit
+    /// the device's memory is set aside, the rest ranked by time per sample, each with why
+    /// it loses to the first. Nothing is trained.
+    Recommend {
+        /// Network name (see `stratlab networks`).
+        #[arg(long)]
+        network: String,
+        /// Data set (`cifar10`, or `cifar10:synthetic`).
+        #[arg(long)]
+        dataset: String,
+        /// Workers (devices on a cluster, processes here).
+        #[arg(long)]
+        workers: usize,
+        /// Per-worker batch (default: the data set's).
+        #[arg(long)]
+        batch: Option<usize>,
+        /// Where: `local` (this machine, the default) or a cluster file.
+        #[arg(long, value_name = "FILE|local")]
+        cluster: Option<PathBuf>,
+        /// A `stratlab probe` run giving this machine's link (multi-worker strategies
+        /// need one unless a cluster file gives the links).
+        #[arg(long)]
+        probe: Option<PathBuf>,
+    },
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
         /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.

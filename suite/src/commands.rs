@@ -55,6 +55,16 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::History(args) => crate::regression_commands::history(&args),
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
+        Command::Recommend { network, dataset, workers, batch, cluster, probe } => {
+            crate::recommend::recommend(&crate::recommend::Question {
+                network: &network,
+                dataset: &dataset,
+                workers,
+                batch,
+                cluster: cluster.as_deref(),
+                probe: probe.as_deref(),
+            })
+        }
         Command::Predict { suite, probe, cluster, against } => {
             crate::predict::predict(&suite, probe.as_deref(), cluster.as_deref(), against.as_deref())
         }

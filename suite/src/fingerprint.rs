@@ -172,7 +172,7 @@ fn logical_cores() -> usize {
 }
 
 /// `MemTotal` of `/proc/meminfo` (given in KiB), in bytes.
-fn memory_total_bytes() -> Option<u64> {
+pub(crate) fn memory_total_bytes() -> Option<u64> {
     let text = fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find_map(|line| line.strip_prefix("MemTotal:"))?;
     let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;

@@ -13,6 +13,7 @@ pub mod predictions;
 pub mod probe;
 pub mod progress;
 pub mod protocol;
+pub mod recommend;
 pub mod regression_commands;
 pub mod runner;
 pub mod shapes;

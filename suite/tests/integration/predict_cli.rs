@@ -173,3 +173,48 @@ fn a_cluster_file_predicts_on_its_devices_and_says_what_does_not_fit() {
 fn text_of(out: &Output) -> String {
     format!("{}{}", text(&out.stdout), text(&out.stderr))
 }
+
+/// `recommend` sets aside what does not fit and picks a pipeline when a whole replica per
+/// worker does not fit the device: ResNet-50 at batch 64 on 3 GiB devices.
+#[test]
+fn recommend_picks_a_pipeline_when_data_parallel_does_not_fit_the_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/clusters/one-node-4-small-gpu.yaml");
+    let small = dir.path().join("small.yaml");
+    std::fs::write(&small, std::fs::read_to_string(example).unwrap().replace("memory: 16 GiB", "memory: 3 GiB"))
+        .unwrap();
+    let out = stratlab(&[
+        "recommend",
+        "--network",
+        "resnet50",
+        "--dataset",
+        "imagenet:synthetic",
+        "--workers",
+        "4",
+        "--batch",
+        "64",
+        "--cluster",
+        small.to_str().unwrap(),
+    ]);
+    let stdout = text_of(&out);
+    assert!(out.status.success(), "{stdout}");
+    let rows: Vec<&str> =
+        stdout.lines().filter(|line| line.starts_with('│') && !line.contains("strategy and parameters")).collect();
+    let first = rows.first().unwrap_or_else(|| panic!("{stdout}"));
+    assert!(first.contains("fastest that fits"), "{stdout}");
+    assert!(
+        ["gpipe", "1f1b", "pipedream", "hybrid", "model-parallel"].iter().any(|name| first.contains(name)),
+        "{stdout}"
+    );
+    let data_parallel = rows.iter().find(|row| row.contains("data-parallel")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(data_parallel.contains("does not fit:") && data_parallel.contains("GiB per worker on 3.0 GiB"), "{stdout}");
+    // Every other strategy that fits says how much slower it is than the first, and why.
+    assert!(
+        rows.iter()
+            .skip(1)
+            .filter(|row| !row.contains("does not fit"))
+            .all(|row| row.contains("slower per sample than")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("datasheet roofline: unvalidated"), "{stdout}");
+}

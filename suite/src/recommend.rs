@@ -1,0 +1,169 @@
+//! `stratlab recommend`: for one network, data set and worker count, every strategy with
+//! every parameter value searched (`stratlab_strategy_spec::search_space`) predicted on
+//! this machine or a cluster file's devices (the same path as `stratlab predict`), then
+//! ranked as the thesis's recommender ranks: what does not fit the device's memory is set
+//! aside, the rest ordered by time per sample, each strategy with its best parameters and
+//! why it loses to the first (`stratlab_perf_model::recommend`).
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use stratlab_datasets::DatasetSelector;
+use stratlab_perf_model::recommend::{rank, Candidate};
+use stratlab_perf_model::{Cluster, StepBreakdown};
+use stratlab_strategies::TrainConfig;
+use stratlab_strategy_spec::search_space;
+
+use crate::exit::InputError;
+use crate::predict::link_from_probe;
+use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::shapes::input_shape;
+use crate::trial::TrialSpec;
+
+/// What `stratlab recommend` was asked.
+pub struct Question<'a> {
+    /// Network name.
+    pub network: &'a str,
+    /// Data set (`name` or `name:synthetic`).
+    pub dataset: &'a str,
+    /// Workers to use.
+    pub workers: usize,
+    /// Per-worker batch (default: the data set's).
+    pub batch: Option<usize>,
+    /// A cluster file, or `local`.
+    pub cluster: Option<&'a Path>,
+    /// A probe run for the local link.
+    pub probe: Option<&'a Path>,
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Runs `stratlab recommend`.
+pub fn recommend(question: &Question<'_>) -> anyhow::Result<ExitCode> {
+    let dataset: DatasetSelector = question.dataset.parse().map_err(|error: stratlab_datasets::DataError| {
+        InputError(format!("--dataset {}: {error}", question.dataset))
+    })?;
+    let info = dataset.info()?;
+    let spec = stratlab_networks::spec(question.network, &input_shape(info))
+        .map_err(|error| InputError(format!("--network {}: {error}", question.network)))?;
+    let batch = question.batch.unwrap_or(info.batch_size);
+    if question.workers == 0 || batch == 0 {
+        return Err(InputError("--workers and --batch must be at least 1".into()).into());
+    }
+    let cluster = match question.cluster {
+        Some(path) if path != Path::new("local") => {
+            Some(Cluster::load(path).map_err(|error| InputError(error.to_string()))?)
+        }
+        _ => None,
+    };
+    let link = question
+        .probe
+        .map(|run| link_from_probe(run).map(|link| MeasuredLink { link, source: run.display().to_string() }))
+        .transpose()?;
+    // Threads matter only where the speed is profiled here: a cluster's device per worker
+    // is one core of this machine when profiled, and a roofline ignores them.
+    let (placement, device_memory, cores) = match &cluster {
+        Some(cluster) => (Placement::Cluster(cluster), cluster.device.memory_bytes as f64, question.workers),
+        None => {
+            let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+            // Workers on this machine share its memory.
+            let memory = crate::fingerprint::memory_total_bytes().unwrap_or(u64::MAX) as f64;
+            (Placement::Local(link.as_ref()), memory / question.workers as f64, cores)
+        }
+    };
+    let threads = (cores / question.workers).max(1);
+    let trials: Vec<TrialSpec> = search_space(question.workers, batch, spec.stages.len())
+        .into_iter()
+        .enumerate()
+        .map(|(index, strategy)| {
+            let workers = if strategy.kind().is_distributed() { question.workers } else { 1 };
+            TrialSpec {
+                trial_id: strategy.label_with_workers(workers),
+                index,
+                network: question.network.to_owned(),
+                dataset: dataset.clone(),
+                workers,
+                swept_threads: None,
+                repeat: 0,
+                train: TrainConfig {
+                    batch_size: batch,
+                    threads: if workers == 1 { cores } else { threads },
+                    ..TrainConfig::default()
+                },
+                timeout_s: 0.0,
+                memory_limit_bytes: None,
+                telemetry_interval_ms: 0,
+                strategy,
+            }
+        })
+        .collect();
+    let started = Instant::now();
+    let rows = predict_cells(&trials, &placement, "", &mut |line| eprintln!("{line}"))?;
+    eprintln!("{} candidates predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
+    let candidates: Vec<Candidate> = rows
+        .iter()
+        .zip(&trials)
+        .filter_map(|(row, trial)| {
+            let step = StepBreakdown {
+                step_s: row.step_s?,
+                compute_s: row.compute_s?,
+                exposed_comm_s: row.exposed_comm_s?,
+                bubble_s: row.bubble_s?,
+                optimizer_s: row.optimizer_s?,
+            };
+            Some(Candidate {
+                strategy: trial.strategy.name().to_owned(),
+                label: row.trial_id.clone(),
+                step,
+                global_batch: trial.global_batch(),
+                peak_memory_bytes: row.peak_memory_bytes?,
+            })
+        })
+        .collect();
+    let missing: Vec<String> = rows
+        .iter()
+        .filter_map(|row| row.step_unavailable.as_ref().map(|why| format!("{}: {why}", row.trial_id)))
+        .collect();
+    let mut table = Table::new();
+    table.load_preset(UTF8_FULL_CONDENSED);
+    table.set_header(["#", "strategy and parameters", "searched", "step", "samples/s", "peak memory", "why"]);
+    for (place, ranked) in rank(&candidates, device_memory).iter().enumerate() {
+        let candidate = &ranked.candidate;
+        table.add_row([
+            (place + 1).to_string(),
+            candidate.label.clone(),
+            ranked.searched.to_string(),
+            format!("{:.1} ms", candidate.step.step_s * 1e3),
+            format!("{:.0}", 1.0 / candidate.seconds_per_sample()),
+            format!("{:.2} GiB", candidate.peak_memory_bytes / GIB),
+            ranked.why.clone(),
+        ]);
+    }
+    for column in [0, 2, 3, 4, 5] {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let place = match &cluster {
+        Some(cluster) => format!(
+            "on {} ({} per worker, {:.1} GiB each{})",
+            cluster.name,
+            cluster.device.name,
+            device_memory / GIB,
+            if cluster.device.speed.is_validated() { "" } else { "; datasheet roofline: unvalidated" }
+        ),
+        None => {
+            format!("on this machine ({cores} cores shared, {:.1} GiB of memory per worker)", device_memory / GIB)
+        }
+    };
+    println!(
+        "{} on {} with {} worker(s), batch {batch} per worker, {place}:\n{table}",
+        question.network, dataset, question.workers
+    );
+    if !missing.is_empty() {
+        println!("not predicted: {}", missing.join("; "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
