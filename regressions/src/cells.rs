@@ -11,7 +11,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
-use stratlab_results::{Fingerprint, RunStore, StepRow, TrialRow};
+use stratlab_results::{Fingerprint, PredictionRow, RunStore, StepRow, TrialRow};
 use stratlab_strategy_spec::{threads_label, ColumnsError, Strategy, StrategyColumns};
 
 use crate::bootstrap::{Statistic, StepSamples};
@@ -158,9 +158,17 @@ pub struct Cell {
     pub steps: StepSamples,
     /// The trial rows of its repeats, in repeat order (headline metrics for histories).
     pub trials: Vec<TrialRow>,
+    /// The step the run's performance model predicted for it before training, seconds
+    /// (runs made before predictions existed have none).
+    pub predicted_step_s: Option<f64>,
 }
 
 impl Cell {
+    /// (predicted − measured) ÷ measured of the step, the measurement taken as `statistic`.
+    pub fn prediction_error(&self, statistic: Statistic) -> Option<f64> {
+        Some(self.predicted_step_s? / self.step_time_s(statistic)? - 1.0)
+    }
+
     /// How many repeats finished `ok`.
     pub fn ok_count(&self) -> usize {
         self.outcomes.iter().filter(|o| o.as_str() == "ok").count()
@@ -217,9 +225,16 @@ impl RunCells {
             let slowest = step_times.entry(&step.trial_id).or_default().entry(step.record.step).or_insert(0.0);
             *slowest = slowest.max(step.record.step_time_s);
         }
-        RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
+        let mut run = RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
             step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
-        })
+        })?;
+        let predictions: Vec<PredictionRow> = store.load_rows()?;
+        for cell in run.cells.values_mut() {
+            cell.predicted_step_s = cell.trials.iter().find_map(|trial| {
+                predictions.iter().find(|row| row.trial_id == trial.trial_id).and_then(|row| row.step_s)
+            });
+        }
+        Ok(run)
     }
 
     /// Groups `trials` into cells; `timed_steps` gives a trial's timed step times in order.
@@ -241,6 +256,7 @@ impl RunCells {
                 outcomes: Vec::new(),
                 steps: StepSamples::default(),
                 trials: Vec::new(),
+                predicted_step_s: None,
             });
             cell.outcomes.push(trial.outcome.clone());
             if trial.outcome == "ok" {

@@ -73,6 +73,16 @@ pub struct CellChange {
     pub verdict: Verdict,
     /// Settings that differ (`threads 2 → 1`): a cause to look at first.
     pub settings_changed: Vec<String>,
+    /// The performance model's error on the cell in each run (baseline, new), where both
+    /// runs predicted it.
+    pub prediction_errors: Option<(f64, f64)>,
+    /// New ÷ baseline predicted step: the change the model foresaw.
+    pub predicted_step_ratio: Option<f64>,
+    /// Whether the model's error moved beyond noise: the change it foresaw lies outside
+    /// the measured change's interval. A regression the model foresaw (its profile got
+    /// slower too) keeps its error; one it did not (communication, the implementation, a
+    /// driver) moves it.
+    pub prediction_error_moved: bool,
 }
 
 /// Whether the fastest strategy of a network and data set changed.
@@ -224,6 +234,15 @@ fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChan
             None => Verdict::Unmeasured,
         }
     };
+    let predicted_step_ratio = before
+        .predicted_step_s
+        .zip(after.predicted_step_s)
+        .filter(|(before, _)| *before > 0.0)
+        .map(|(before, after)| after / before);
+    let prediction_errors = before.prediction_error(statistic).zip(after.prediction_error(statistic));
+    let prediction_error_moved = predicted_step_ratio
+        .zip(step_time_ratio)
+        .is_some_and(|(foreseen, measured)| foreseen < measured.low || foreseen > measured.high);
     CellChange {
         cell: before.key.to_string(),
         key: before.key.clone(),
@@ -239,6 +258,9 @@ fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChan
         outcome_changed: ok_before != ok_after,
         verdict,
         settings_changed: before.settings.changes_to(&after.settings),
+        prediction_errors,
+        predicted_step_ratio,
+        prediction_error_moved,
     }
 }
 

@@ -108,6 +108,27 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
         out.push_str(&format!("{table}\n\n"));
     }
 
+    let moved: Vec<&CellChange> = c.cells.iter().filter(|cell| cell.prediction_error_moved).collect();
+    if !moved.is_empty() {
+        out.push_str(&style.heading("Prediction errors that moved beyond noise"));
+        out.push_str(
+            "The model predicted each cell before either run trained; its error moved where the change it \
+             foresaw lies outside the measured change's interval.\n\n",
+        );
+        let mut table = style.table(&["cell", "model error", "predicted change", "measured change"]);
+        for cell in moved {
+            let errors = cell.prediction_errors.map_or("—".to_owned(), |(before, after)| {
+                format!("{:+.0} % → {:+.0} %", 100.0 * before, 100.0 * after)
+            });
+            let foreseen = cell.predicted_step_ratio.map_or("—".to_owned(), |ratio| format!("×{ratio:.3}"));
+            let measured = cell
+                .step_time_ratio
+                .map_or("—".to_owned(), |r| format!("×{:.3} [{:.3}, {:.3}]", r.ratio, r.low, r.high));
+            table.add_row([cell.cell.clone(), errors, foreseen, measured]);
+        }
+        out.push_str(&format!("{table}\n\n"));
+    }
+
     out.push_str(&style.heading("Fastest strategy per network × data set"));
     out.push_str(&leaders_table(&c.leaders, style));
     out.push_str("\n\n");

@@ -126,3 +126,46 @@ fn runs_without_a_cell_in_common_are_nothing_to_compare() {
         assert!(error.to_string().starts_with("nothing to compare"), "{error}");
     }
 }
+
+/// Both runs predicted their cells before training. A slowdown the model foresaw (its
+/// profile slowed as much) keeps the model's error; one it did not moves it, and the
+/// comparison says so.
+#[test]
+fn a_change_the_model_did_not_foresee_moves_its_error_and_is_listed() {
+    let cells =
+        |dp: f64, ps: f64| [Made::new("data-parallel", 2, Some(dp)), Made::new("parameter-server", 2, Some(ps))];
+    let mut baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &cells(0.10, 0.12));
+    let mut new = run("20261123T110000Z-matrix", fingerprint_at(60), &cells(0.13, 0.156));
+    let predict = |run: &mut stratlab_regressions::RunCells, dp: f64, ps: f64| {
+        for cell in run.cells.values_mut() {
+            let strategy = cell.key.strategy.name();
+            cell.predicted_step_s = Some(if strategy == "data-parallel" { dp } else { ps });
+        }
+    };
+    // The model foresaw data-parallel's 30 % slowdown, not the parameter server's.
+    predict(&mut baseline, 0.10, 0.12);
+    predict(&mut new, 0.13, 0.12);
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
+    let cell = |name: &str| comparison.cells.iter().find(|cell| cell.key.strategy.name() == name).unwrap();
+    let (dp, ps) = (cell("data-parallel"), cell("parameter-server"));
+    // Both slowed by 30 % (within the default noise threshold of a shared machine, but
+    // outside the bootstrap interval of steady steps).
+    assert!(dp.step_time_ratio.unwrap().low > 1.2 && ps.step_time_ratio.unwrap().low > 1.2);
+    assert!(!dp.prediction_error_moved, "{dp:?}");
+    assert!(ps.prediction_error_moved, "{ps:?}");
+    let (before, after) = ps.prediction_errors.unwrap();
+    assert!(before.abs() < 0.03 && (after - (0.12 / 0.156 - 1.0)).abs() < 0.03, "{before} {after}");
+    let text = comparison_text(&comparison, TextStyle::Terminal);
+    let section = text.split("Prediction errors that moved beyond noise").nth(1).unwrap_or_else(|| panic!("{text}"));
+    let listed = section.split("Fastest strategy").next().unwrap();
+    assert!(listed.contains("parameter-server") && !listed.contains("data-parallel"), "{listed}");
+    // Runs without predictions have no such section.
+    let plain = compare(
+        &run("a-x", fingerprint_at(0), &cells(0.10, 0.12)),
+        &run("b-x", fingerprint_at(60), &cells(0.13, 0.156)),
+        &Thresholds::default(),
+        false,
+    )
+    .unwrap();
+    assert!(plain.cells.iter().all(|cell| cell.prediction_errors.is_none() && !cell.prediction_error_moved));
+}
