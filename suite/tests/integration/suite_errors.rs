@@ -185,8 +185,14 @@ fn the_valid_suite_plans_its_trials() {
 #[test]
 fn the_shipped_suites_parse_and_plan() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (file, trials) in [("default.yaml", 13), ("paper.yaml", 192), ("scaling.yaml", 9), ("pipeline-study.yaml", 400)]
-    {
+    let shipped = [
+        ("default.yaml", 13),
+        ("paper.yaml", 192),
+        ("scaling.yaml", 252),
+        ("pipeline-study.yaml", 400),
+        ("predictor-validation.yaml", 144),
+    ];
+    for (file, trials) in shipped {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
         assert!(output.status.success(), "{file}: {}", String::from_utf8_lossy(&output.stderr));
         assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("{trials} trials")), "{file}");
