@@ -81,7 +81,9 @@ pub fn write_run_report(
     let predictions: Vec<PredictionRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: PredictionRow::NAME, source })?;
     if let Some(prediction_tables) = crate::predictions::prediction_tables(&predictions, &trials)? {
-        sections.push(prediction_section(prediction_tables, &mut tables));
+        let section = crate::predictions::prediction_section(&prediction_tables, html_table);
+        tables.extend(prediction_tables);
+        sections.push(section);
     }
     if let Some(history) = history {
         sections.push(crate::history_section::history_section(history, &figures_dir, format)?);
@@ -120,31 +122,6 @@ pub fn write_run_report(
         terminal_matrix: matrix_for_terminal(&aggregates),
         warnings,
     })
-}
-
-/// Thesis figs. 4.1/5.1/6.2 and tables 8.1/8.2 as tables: the predictions made before any
-/// trial trained, judged against the trials.
-fn prediction_section(prediction_tables: [SummaryTable; 3], tables: &mut Vec<SummaryTable>) -> ReportSection {
-    let section = ReportSection {
-        id: "predicted-vs-measured".to_owned(),
-        title: "Predicted vs measured".to_owned(),
-        caption: "Before its first trial the run profiled every network on this machine and probed \
-                  the link, and the performance model predicted every cell's step and its fullest \
-                  worker's peak memory; the thesis's closed forms (eq. 5.1, 6.1 + 6.2) predicted the \
-                  cells they cover. Nothing was fitted to the trials. Errors are (predicted − \
-                  measured) ÷ measured, against the median over repeats of each trial's \
-                  10th-percentile step; peak memory against the largest worker's measured peak. \
-                  Groups rank every cell of one network, data set and batch per worker by time per \
-                  sample; a pick counts as top-1 when it is the measured fastest or within the \
-                  fastest's step spread (median ÷ p10 − 1); regret is the pick's measured time per \
-                  sample over the fastest's, − 1. Summaries leave out single, whose prediction is \
-                  its own profile."
-            .to_owned(),
-        figures: Vec::new(),
-        tables: prediction_tables.iter().map(html_table).collect(),
-    };
-    tables.extend(prediction_tables);
-    section
 }
 
 /// Thesis figs. 3.1 and 3.2: speedup bars per W, and speedup against W.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use stratlab_regressions::CellKey;
 use stratlab_results::stats::{kendall_tau, median};
 use stratlab_results::{PredictionRow, TrialRow};
 
@@ -60,32 +61,21 @@ fn relative(predicted: f64, measured: f64) -> f64 {
     (predicted - measured) / measured
 }
 
-/// A cell's identity across repeats: everything of its trial row but the repeat.
-fn cell_identity(trial: &TrialRow) -> String {
-    format!(
-        "{}|{}|{}|{:?}|{}|{}|{:?}",
-        trial.network,
-        trial.dataset,
-        trial.data_source,
-        trial.strategy,
-        trial.workers,
-        trial.batch_size,
-        trial.swept_threads
-    )
-}
-
 /// Every prediction whose cell has an ok trial, judged; in the predictions' order.
 pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) -> Vec<JudgedCell> {
-    let mut cells: BTreeMap<String, Vec<&TrialRow>> = BTreeMap::new();
+    // A cell's repeats share `compare`'s cell key: everything of the trial row but the repeat.
+    let mut cells: BTreeMap<CellKey, Vec<&TrialRow>> = BTreeMap::new();
     for trial in trials.iter().filter(|trial| trial.outcome == "ok") {
-        cells.entry(cell_identity(trial)).or_default().push(trial);
+        if let Ok(key) = CellKey::of(trial) {
+            cells.entry(key).or_default().push(trial);
+        }
     }
     let by_id: BTreeMap<&str, &TrialRow> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial)).collect();
     predictions
         .iter()
         .filter_map(|prediction| {
             let first = by_id.get(prediction.trial_id.as_str())?;
-            let repeats = cells.get(&cell_identity(first))?;
+            let repeats = cells.get(&CellKey::of(first).ok()?)?;
             let of =
                 |get: fn(&TrialRow) -> Option<f64>| median(&repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>());
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();

@@ -13,7 +13,7 @@ use stratlab_results::{PredictionRow, TrialRow};
 use judge::{judge_cells, recommend, JudgedCell, Predictor, Recommendation};
 
 use crate::tables::SummaryTable;
-use crate::ReportError;
+use crate::{HtmlTable, ReportError, ReportSection};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -44,6 +44,32 @@ fn frame(name: &str, title: &str, columns: Vec<Column>) -> Result<SummaryTable, 
         source,
     })?;
     Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+}
+
+/// Thesis figs. 4.1/5.1/6.2 and tables 8.1/8.2 as tables: the predictions made before any
+/// trial trained, judged against the trials.
+pub(crate) fn prediction_section(
+    prediction_tables: &[SummaryTable; 3],
+    html_table: fn(&SummaryTable) -> HtmlTable,
+) -> ReportSection {
+    ReportSection {
+        id: "predicted-vs-measured".to_owned(),
+        title: "Predicted vs measured".to_owned(),
+        caption: "Before its first trial the run profiled every network on this machine and probed \
+                  the link, and the performance model predicted every cell's step and its fullest \
+                  worker's peak memory; the thesis's closed forms (eq. 5.1, 6.1 + 6.2) predicted the \
+                  cells they cover. Nothing was fitted to the trials. Errors are (predicted − \
+                  measured) ÷ measured, against the median over repeats of each trial's \
+                  10th-percentile step; peak memory against the largest worker's measured peak. \
+                  Groups rank every cell of one network, data set and batch per worker by time per \
+                  sample; a pick counts as top-1 when it is the measured fastest or within the \
+                  fastest's step spread (median ÷ p10 − 1); regret is the pick's measured time per \
+                  sample over the fastest's, − 1. Summaries leave out single, whose prediction is \
+                  its own profile."
+            .to_owned(),
+        figures: Vec::new(),
+        tables: prediction_tables.iter().map(html_table).collect(),
+    }
 }
 
 /// Per cell: predicted and measured step and peak memory, the errors, the breakdown.
