@@ -415,7 +415,7 @@ mod tests {
 
 /// One Parquet part of table `T`, with columns added since it was written filled with
 /// nulls; any other difference from `T::schema()` is an error naming the file.
-fn read_part<T: Table>(path: &Path) -> Result<DataFrame, StoreError> {
+pub(crate) fn read_part<T: Table>(path: &Path) -> Result<DataFrame, StoreError> {
     let schema = T::schema();
     let polars_error = |source| StoreError::Polars { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io_error(path))?;

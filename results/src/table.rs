@@ -122,6 +122,13 @@ fn json_value(table: &'static str, column: &str, cell: AnyValue<'_>) -> Result<V
             Some(number) => Value::Number(number),
             None => Value::String(nonfinite::text_of(v).unwrap_or("NaN").to_owned()),
         },
+        AnyValue::List(series) => {
+            let mut items = Vec::with_capacity(series.len());
+            for item in series.iter() {
+                items.push(json_value(table, column, item)?);
+            }
+            Value::Array(items)
+        }
         other => {
             return Err(StoreError::UnsupportedDtype {
                 table,

@@ -21,6 +21,10 @@ pub const PROBES: &str = "probes";
 /// One row per cell: the performance model's prediction, made before any trial trained.
 pub const PREDICTIONS: &str = "predictions";
 
+/// Store-level, beside the runs: networks' profiles, reused by every run and prediction
+/// that matches them.
+pub const PROFILES: &str = "profiles";
+
 /// The run's tables, in the order they are exported: the per-trial ones, then the
 /// run-level `probes` and `predictions`.
 pub const TABLE_NAMES: [&str; 9] =

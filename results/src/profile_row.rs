@@ -1,0 +1,87 @@
+//! Networks' profiles on a device, kept in the store and reused: one row per network stage
+//! and sample count, with what the profile is valid for (network, data set, device,
+//! threads, numerics, libtorch, the binary, the optimizer) folded into `profile_key`. The
+//! performance model reads them through `stratlab_strategies::stored_profile`.
+
+use polars::prelude::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::rows::schema_of;
+use crate::Table;
+
+/// One stage of one profile at one sample count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRow {
+    /// Everything the profile must match to be reused, as one string; its rows share it.
+    pub profile_key: String,
+    /// The network's name.
+    pub network: String,
+    /// The data set whose input shape the network was built for.
+    pub dataset: String,
+    /// Where it was taken (`cpu`, `cuda:0`).
+    pub device: String,
+    /// libtorch threads it was taken at.
+    pub threads: u32,
+    /// The stage, from 0.
+    pub stage: u32,
+    /// The stage's name in the network.
+    pub stage_name: String,
+    /// Samples the passes ran.
+    pub samples: u64,
+    /// Median seconds of the stage's forward.
+    pub forward_s: f64,
+    /// Median seconds of its backward.
+    pub backward_s: f64,
+    /// Bytes its forward keeps until the backward; null where the allocator cannot count.
+    pub kept_bytes: Option<f64>,
+    /// Bytes its passes allocate above that at their high-water mark.
+    pub transient_bytes: Option<f64>,
+    /// Bytes of its output per sample.
+    pub output_bytes_per_sample: u64,
+    /// Bytes of each of its trainable parameters, in the network's order.
+    pub parameter_bytes: Vec<u64>,
+    /// Median seconds of the whole network's optimizer step (the same in every row).
+    pub optimizer_s: f64,
+    /// Workers that ran at once when the contention at `samples` was measured.
+    pub contention_copies: Option<u32>,
+    /// Their pass over a pass alone, at `samples`; null where not measured.
+    pub contention_ratio: Option<f64>,
+    /// When it was taken (UTC, RFC 3339).
+    pub taken_at: String,
+    /// Seconds taking the whole profile took.
+    pub profile_s: f64,
+}
+
+impl Table for ProfileRow {
+    const NAME: &'static str = crate::table_names::PROFILES;
+    const PER_TRIAL: bool = false;
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("profile_key", String),
+            ("network", String),
+            ("dataset", String),
+            ("device", String),
+            ("threads", UInt32),
+            ("stage", UInt32),
+            ("stage_name", String),
+            ("samples", UInt64),
+            ("forward_s", Float64),
+            ("backward_s", Float64),
+            ("kept_bytes", Float64),
+            ("transient_bytes", Float64),
+            ("output_bytes_per_sample", UInt64),
+            ("parameter_bytes", List(Box::new(UInt64))),
+            ("optimizer_s", Float64),
+            ("contention_copies", UInt32),
+            ("contention_ratio", Float64),
+            ("taken_at", String),
+            ("profile_s", Float64),
+        ])
+    }
+
+    fn trial_id(&self) -> Option<&str> {
+        None
+    }
+}
