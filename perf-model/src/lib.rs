@@ -11,6 +11,7 @@
 mod breakdown;
 pub mod closed_forms;
 pub mod cluster;
+mod contention;
 mod cost_curve;
 pub mod data_parallel;
 mod link;
@@ -22,6 +23,7 @@ mod units;
 
 pub use breakdown::StepBreakdown;
 pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
+pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
 pub use link::{Bandwidth, Latency, Link};
 pub use units::{ByteSize, FlopRate, UnitError};

@@ -90,6 +90,32 @@ impl PipelineStep {
         self.stages.iter().map(|stage| stage.bubble).sum::<f64>() / self.stages.len().max(1) as f64
     }
 
+    /// Per stage, how many stages compute at once while it computes, weighted by time over
+    /// its passes, itself included: 1 where the stages take turns (model-parallel), up to
+    /// the number of stages where all of them overlap.
+    pub fn concurrency(&self) -> Vec<f64> {
+        (0..self.stages.len())
+            .map(|stage| {
+                let own = self.actions.iter().filter(|pass| pass.stage == stage);
+                let (mut busy_s, mut overlapped_s) = (0.0, 0.0);
+                for pass in own {
+                    busy_s += pass.end_s - pass.start_s;
+                    overlapped_s += self
+                        .actions
+                        .iter()
+                        .filter(|other| other.stage != stage)
+                        .map(|other| (pass.end_s.min(other.end_s) - pass.start_s.max(other.start_s)).max(0.0))
+                        .sum::<f64>();
+                }
+                if busy_s > 0.0 {
+                    1.0 + overlapped_s / busy_s
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    }
+
     /// The step split as every strategy's is, from the busiest stage's view: its passes,
     /// its share of the replicas' all-reduce and its update; the rest of the step it waits
     /// (the bubble, transfers included).

@@ -7,6 +7,7 @@
 //! timelines) sits at the top level.
 
 mod autograd;
+pub mod contention;
 pub mod data_parallel;
 pub mod device;
 mod dispatch;
@@ -25,6 +26,7 @@ pub mod record;
 pub mod schedule;
 pub mod single;
 mod staged_model;
+pub mod stored_profile;
 /// Order statistics of timings; they live in `stratlab-results` so libtorch-free readers of
 /// the tables (regression comparisons) compute them the same way.
 pub use stratlab_results::stats;

@@ -10,7 +10,7 @@ use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_com
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
 use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
 use stratlab_perf_model::parameter_server::ParameterServerRound;
-use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
+use stratlab_perf_model::pipeline::{simulate, Pipeline, PipelineStep, StageCost};
 use stratlab_perf_model::{CostCurve, Link, StepBreakdown};
 use stratlab_strategy_spec::{check_balance, Balance, Schedule, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
@@ -55,6 +55,12 @@ pub struct StepQuestion<'a> {
     pub threads: usize,
     /// Cores the workers share.
     pub cores: usize,
+    /// Where the workers share a machine and talk through its kernel (loopback, veth): the
+    /// bytes per second one core copies through it, the loopback probe's bandwidth. Each
+    /// byte between workers costs that core time at the sender and again at the receiver,
+    /// taken from compute when the workers' threads fill the cores. `None` where
+    /// transfers do not run on the workers' cores (a cluster's devices and NICs).
+    pub host_copy_bandwidth: Option<f64>,
 }
 
 /// A trial predicted two ways, and its memory, or why there is none.
@@ -88,7 +94,7 @@ impl StepQuestion<'_> {
         let partition = self.strategy.schedule().map(|_| self.partition());
         let uncontended = self.model(partition.as_ref(), 1.0);
         let core_sharing = match &uncontended {
-            Ok(step) => self.core_sharing(step),
+            Ok(step) => self.core_sharing(step, partition.as_ref().and_then(|partition| partition.as_ref().ok())),
             Err(_) => 1.0,
         };
         let model = match core_sharing > 1.0 {
@@ -135,15 +141,56 @@ impl StepQuestion<'_> {
         }
     }
 
-    /// The demand on the cores over their number: every worker's threads times the share
-    /// of the step it computes, summed (at least 1).
-    fn core_sharing(&self, step: &StepBreakdown) -> f64 {
+    /// The demand on the cores over their number (at least 1): every worker's threads times
+    /// the share of the step it computes, summed, and the core time the step's transfers
+    /// take where the host copies them.
+    fn core_sharing(&self, step: &StepBreakdown, partition: Option<&Vec<Range<usize>>>) -> f64 {
         if step.step_s <= 0.0 || self.cores == 0 {
             return 1.0;
         }
         let busy = (step.compute_s + step.optimizer_s) / step.step_s;
-        let demand = (self.workers * self.threads) as f64 * busy.min(1.0);
-        (demand / self.cores as f64).max(1.0)
+        let compute = (self.workers * self.threads) as f64 * busy.min(1.0);
+        let copying = match self.host_copy_bandwidth {
+            Some(bandwidth) if bandwidth > 0.0 => 2.0 * self.bytes_between_workers(partition) / bandwidth / step.step_s,
+            _ => 0.0,
+        };
+        ((compute + copying) / self.cores as f64).max(1.0)
+    }
+
+    /// Bytes sent from one worker to another in a step, over all workers: data
+    /// parallelism's ring all-reduce (each worker sends 2(W−1)/W of the gradients), the
+    /// parameter server's pushes and pulls, a pipeline's activations and their gradients
+    /// at every cut for every micro-batch, and hybrid's per-stage all-reduce.
+    fn bytes_between_workers(&self, partition: Option<&Vec<Range<usize>>>) -> f64 {
+        let gradients = self.gradient_bytes(0..self.profile.stages.len()) as f64;
+        let ring = |bytes: f64, ranks: usize| 2.0 * ranks.saturating_sub(1) as f64 * bytes;
+        match (self.strategy.kind(), partition) {
+            (StrategyKind::DataParallel, _) => ring(gradients, self.workers),
+            (StrategyKind::ParameterServer, _) => {
+                let placement = self.strategy.server_placement();
+                let remote = match placement {
+                    ServerPlacement::Colocated => placement.training_ranks(self.workers).saturating_sub(1),
+                    ServerPlacement::Dedicated => placement.training_ranks(self.workers),
+                };
+                2.0 * remote as f64 * gradients
+            }
+            (StrategyKind::Single, _) | (_, None) => 0.0,
+            (_, Some(partition)) => {
+                let replicas = self.strategy.pipeline_shape(self.workers).map_or(1, |(_, replicas)| replicas);
+                let samples = self.strategy.stage_samples(self.batch) as u64;
+                let micro_batches = self
+                    .strategy
+                    .schedule()
+                    .map_or(1, |schedule| schedule.micro_batches(self.strategy.micro_batches()));
+                let cuts: f64 = partition[..partition.len().saturating_sub(1)]
+                    .iter()
+                    .map(|range| (self.profile.stages[range.end - 1].output_bytes_per_sample * samples) as f64)
+                    .sum();
+                let all_reduce: f64 =
+                    partition.iter().map(|range| ring(self.gradient_bytes(range.clone()) as f64, replicas)).sum();
+                replicas as f64 * 2.0 * micro_batches as f64 * cuts + all_reduce
+            }
+        }
     }
 
     fn link(&self) -> Result<Link, String> {
@@ -195,7 +242,16 @@ impl StepQuestion<'_> {
         self.profile.stages[stages].iter().flat_map(|stage| &stage.parameter_bytes).sum()
     }
 
+    /// How much slower compute at `samples` samples runs while `concurrent` of the
+    /// machine's workers compute at once (the profile's measured contention; 1 without).
+    fn contention(&self, concurrent: f64, samples: usize) -> f64 {
+        let concurrent = concurrent.min(self.workers as f64);
+        self.profile.contention.as_ref().map_or(1.0, |contention| contention.slowdown(concurrent, samples))
+    }
+
+    /// Every data-parallel worker computes at once.
     fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, String> {
+        let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
         let stages: Vec<StageWork> = (0..self.profile.stages.len())
             .map(|stage| {
                 let (forward_s, backward_s) = self.stage_s(stage, self.batch);
@@ -215,6 +271,8 @@ impl StepQuestion<'_> {
     fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, String> {
         let placement = self.strategy.server_placement();
         let training = placement.training_ranks(self.workers);
+        // The training ranks compute at once; a dedicated server waits for them.
+        let slowdown = slowdown * self.contention(training as f64, self.batch);
         let remote_workers = match placement {
             ServerPlacement::Colocated => training.saturating_sub(1),
             ServerPlacement::Dedicated => training,
@@ -240,15 +298,37 @@ impl StepQuestion<'_> {
         ))
     }
 
-    /// Each part's costs summed from the profile, and the schedule simulated.
+    /// Each part's costs summed from the profile, and the schedule simulated. Where the
+    /// profile measured contention, each stage's passes are slowed by how many workers
+    /// compute beside it in the simulated schedule (its stages times hybrid's replicas);
+    /// slower passes overlap differently, so that is simulated again, a few rounds.
     fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, String> {
+        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
+        let samples = self.strategy.stage_samples(self.batch);
+        let mut step = self.simulate_pipeline(partition, &vec![slowdown; partition.len()])?;
+        if self.profile.contention.is_some() {
+            for _ in 0..CONTENTION_ROUNDS {
+                let slowdowns: Vec<f64> = step
+                    .concurrency()
+                    .iter()
+                    .map(|&stages| slowdown * self.contention(stages * replicas as f64, samples))
+                    .collect();
+                step = self.simulate_pipeline(partition, &slowdowns)?;
+            }
+        }
+        Ok(step.breakdown())
+    }
+
+    /// The schedule simulated with each stage's compute multiplied by its slowdown.
+    fn simulate_pipeline(&self, partition: &[Range<usize>], slowdowns: &[f64]) -> Result<PipelineStep, String> {
         let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
         let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
         let samples = self.strategy.stage_samples(self.batch);
         let total_parameters = self.gradient_bytes(0..self.profile.stages.len());
         let costs: Vec<StageCost> = partition
             .iter()
-            .map(|range| {
+            .zip(slowdowns)
+            .map(|(range, &slowdown)| {
                 let (forward_s, backward_s) = range
                     .clone()
                     .map(|stage| self.stage_s(stage, samples))
@@ -272,7 +352,7 @@ impl StepQuestion<'_> {
             link: self.link()?,
             replicas,
         };
-        simulate(&pipeline).map(|step| step.breakdown()).map_err(|error| error.to_string())
+        simulate(&pipeline).map_err(|error| error.to_string())
     }
 
     /// What every worker holds beside the network: its momentum buffers, the loader's
@@ -393,7 +473,14 @@ impl StepQuestion<'_> {
     }
 }
 
+/// Rounds of simulating a pipeline again with the contention its last simulation implies
+/// (the slowdowns settle within a percent in two on the validation suite's pipelines).
+const CONTENTION_ROUNDS: usize = 2;
+
 /// The cost curve of measured `(samples, seconds)` points.
 fn curve(points: &[(usize, f64)]) -> CostCurve {
     CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
 }
+
+#[cfg(test)]
+mod tests;

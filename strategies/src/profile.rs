@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
+use stratlab_perf_model::Contention;
 use tch::nn::{self, ModuleT, OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
 
@@ -59,20 +60,26 @@ pub struct NetworkProfile {
     /// Median seconds of one SGD step over all the network's parameters (with the
     /// momentum asked for; a stage's share is proportional to its parameters).
     pub optimizer_s: f64,
+    /// How much slower the passes run while the machine's other workers compute, measured
+    /// apart ([`crate::contention`]); `None` where no two workers share a machine.
+    #[serde(default)]
+    pub contention: Option<Contention>,
 }
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
-/// SGD step with `momentum`, with the threads libtorch has now. Weights are drawn from
-/// libtorch's generator: profile before seeding what a trial trains.
+/// SGD step with `momentum` and `weight_decay`, with the threads libtorch has now. Weights
+/// are drawn from libtorch's generator: profile before seeding what a trial trains.
 pub fn profile_network(
     spec: &NetworkSpec,
     device: Device,
     sizes: &[usize],
     momentum: f64,
+    weight_decay: f64,
 ) -> Result<NetworkProfile, TrainError> {
     memory::count_cpu_allocations();
     let vs = VarStore::new(device);
     let model = StagedModel::build(spec, &vs);
+    let mut optimizer = nn::Sgd { momentum, dampening: 0.0, wd: weight_decay, nesterov: false }.build(&vs, 1e-3)?;
     let variables = vs.trainable_variables();
     let analysis = spec.analyze(1)?;
     let mut stages: Vec<StageProfile> = spec
@@ -102,13 +109,18 @@ pub fn profile_network(
             let warm_up = model.stages[i].forward_t(&x, true);
             let grad = Tensor::ones_like(&warm_up);
             backward_with_grad(&warm_up, &grad)?;
-            // After the warm-up every parameter has its gradient, as in a training step; the
-            // first timed pass is also counted (reading the counters costs nothing measurable).
+            // Every timed pass starts without gradients, as a training step does after
+            // `zero_grad` (libtorch sets them to none): its backward allocates them, which
+            // costs time (fresh pages) but is memory the model counts with the weights, so
+            // it is taken out of the transient bytes. The first timed pass is also counted
+            // (reading the counters costs nothing measurable).
+            let stage_parameter_bytes: u64 = profile.parameter_bytes.iter().sum();
             let (mut forward, mut backward) = (Vec::new(), Vec::new());
             while forward.len() < PROFILE_REPEATS
                 && (forward.len() < MIN_PROFILE_REPEATS || forward.iter().chain(&backward).sum::<f64>() < ENOUGH_S)
             {
                 let counted = forward.is_empty();
+                optimizer.zero_grad();
                 let before = memory::allocated_bytes(device).filter(|_| counted);
                 memory::reset_peak(device);
                 synchronize(device);
@@ -126,6 +138,7 @@ pub fn profile_network(
                 if let (Some(before), Some(kept), Some(forward_peak), Some(backward_peak)) =
                     (before, kept, forward_peak, memory::peak_bytes(device))
                 {
+                    let backward_peak = backward_peak.saturating_sub(stage_parameter_bytes);
                     let transient = forward_peak.max(backward_peak).saturating_sub(kept);
                     profile.kept_bytes.push((samples, kept.saturating_sub(before) as f64));
                     profile.transient_bytes.push((samples, transient as f64));
@@ -136,8 +149,13 @@ pub fn profile_network(
             input = warm_up.detach();
         }
     }
-    // Every parameter has its gradient now, from the passes above.
-    let mut optimizer = nn::Sgd { momentum, dampening: 0.0, wd: 0.0, nesterov: false }.build(&vs, 1e-3)?;
+    // `zero_grad` left only the last stage its gradients: one whole pass gives every
+    // parameter its gradient again, as a training step's backward does before its update.
+    let dims: Vec<i64> = std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64)
+        .chain(spec.input.sample_dims())
+        .collect();
+    let output = model.forward_t(&Tensor::ones(dims, (Kind::Float, device)), true);
+    backward_with_grad(&output, &Tensor::ones_like(&output))?;
     let mut steps = Vec::with_capacity(PROFILE_REPEATS);
     optimizer.step();
     for _ in 0..PROFILE_REPEATS {
@@ -147,7 +165,7 @@ pub fn profile_network(
         synchronize(device);
         steps.push(start.elapsed().as_secs_f64());
     }
-    Ok(NetworkProfile { stages, optimizer_s: crate::stats::median(&steps).unwrap_or(0.0) })
+    Ok(NetworkProfile { stages, optimizer_s: crate::stats::median(&steps).unwrap_or(0.0), contention: None })
 }
 
 /// A profile of `spec` on a device known only by its datasheet: every stage's passes on the
@@ -191,5 +209,9 @@ pub fn analytical_profile(
     }
     let weights = per_sample.total_parameters as f64 * 4.0;
     let states = if momentum != 0.0 { 5.0 } else { 3.0 };
-    Ok(NetworkProfile { stages, optimizer_s: seconds(2.0 * per_sample.total_parameters as f64, states * weights) })
+    Ok(NetworkProfile {
+        stages,
+        optimizer_s: seconds(2.0 * per_sample.total_parameters as f64, states * weights),
+        contention: None,
+    })
 }

@@ -138,3 +138,16 @@ fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
     }
     assert_eq!(simulate(&pipeline(Schedule::GPipe, &[], 2, free_link())), Err(SimulationError::NoStages));
 }
+
+#[test]
+fn concurrency_is_one_where_stages_take_turns_and_grows_with_the_overlap() {
+    // Model-parallel: one micro-batch travels, so one stage computes at a time.
+    let stages = equal_stages(2, 1.0, 1.0);
+    let turns = simulate(&pipeline(Schedule::ModelParallel, &stages, 1, free_link())).unwrap();
+    assert_eq!(turns.concurrency(), vec![1.0, 1.0]);
+    // GPipe, 2 stages, 2 micro-batches of F = B = 1: stage 0 runs F0 0–1, F1 1–2, B1 4–5,
+    // B0 5–6; stage 1 runs F0 1–2, F1 2–3, B1 3–4, B0 4–5. Stage 0 computes beside stage 1
+    // over 1–2 and 4–5, 2 of its 4 busy seconds; stage 1 over 1–2 and 4–5 as well.
+    let gpipe = simulate(&pipeline(Schedule::GPipe, &stages, 2, free_link())).unwrap();
+    assert_eq!(gpipe.concurrency(), vec![1.5, 1.5]);
+}

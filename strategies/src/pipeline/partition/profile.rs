@@ -13,7 +13,7 @@ pub use crate::profile::PROFILE_REPEATS;
 /// `micro_batch` samples on `device` (see [`super::stage_costs`] for the method and its
 /// caveats), from the network's profile at that size.
 pub(super) fn stage_seconds(spec: &NetworkSpec, micro_batch: i64, device: Device) -> Result<Vec<f64>, PartitionError> {
-    let profile = profile_network(spec, device, &[micro_batch.max(1) as usize], 0.0)
+    let profile = profile_network(spec, device, &[micro_batch.max(1) as usize], 0.0, 0.0)
         .map_err(|error| PartitionError(format!("profiling {}: {error}", spec.name)))?;
     Ok(profile.stages.iter().map(|stage| stage.forward_s[0].1 + stage.backward_s[0].1).collect())
 }

@@ -1,0 +1,89 @@
+//! What the workers sharing one machine cost each other, on hand-made profiles.
+
+use stratlab_networks::{spec, InputShape};
+use stratlab_perf_model::{Contention, Link};
+use stratlab_strategy_spec::{Balance, Parameters, Strategy, StrategyKind};
+
+use super::*;
+use crate::profile::StageProfile;
+
+/// Every stage of small-cnn at 16 samples: 10 ms forward, 20 ms backward, 1 MB of
+/// parameters, no update time.
+fn profile(spec: &NetworkSpec, contention: Option<Contention>) -> NetworkProfile {
+    let stages = spec
+        .stages
+        .iter()
+        .map(|stage| StageProfile {
+            name: stage.name.clone(),
+            forward_s: vec![(16, 0.010)],
+            backward_s: vec![(16, 0.020)],
+            parameter_bytes: vec![1_000_000],
+            output_bytes_per_sample: 1000,
+            kept_bytes: vec![(16, 1e5)],
+            transient_bytes: vec![(16, 1e4)],
+        })
+        .collect();
+    NetworkProfile { stages, optimizer_s: 0.0, contention }
+}
+
+fn question<'a>(
+    strategy: &'a Strategy,
+    spec: &'a NetworkSpec,
+    profile: &'a NetworkProfile,
+    link: &'a Link,
+    host_copy_bandwidth: Option<f64>,
+) -> StepQuestion<'a> {
+    StepQuestion {
+        strategy,
+        workers: 2,
+        batch: 16,
+        spec,
+        profile,
+        link: Some(link),
+        momentum: 0.0,
+        prefetch: 0,
+        threads: 1,
+        cores: 2,
+        host_copy_bandwidth,
+    }
+}
+
+#[test]
+fn transfers_the_host_copies_take_core_time_from_workers_that_fill_the_cores() {
+    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
+    let profile = profile(&spec, None);
+    let stages = spec.stages.len() as f64;
+    let strategy = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
+    // A link so fast the all-reduce is all but free: the step is the compute.
+    let link = Link::new(1e15, 0.0);
+    let compute_s = stages * 0.030;
+    let apart = question(&strategy, &spec, &profile, &link, None).predict();
+    assert_eq!(apart.core_sharing, 1.0, "two 1-thread workers on two cores");
+    // The ring all-reduce of 2 workers sends every gradient byte once each way: 2 × G bytes
+    // between workers, each copied at both ends, at 2 × G × 100 bytes per second: 1 % of a
+    // second per step of core time over two cores.
+    let gradients = stages * 1e6;
+    let shared = question(&strategy, &spec, &profile, &link, Some(2.0 * gradients * 100.0)).predict();
+    let copying_s = 2.0 * 2.0 * gradients / (2.0 * gradients * 100.0);
+    let expected = (2.0 + copying_s / compute_s) / 2.0;
+    assert!((shared.core_sharing - expected).abs() < 1e-6, "{} vs {expected}", shared.core_sharing);
+    assert!(shared.model_s().unwrap() > apart.model_s().unwrap());
+}
+
+#[test]
+fn contention_slows_workers_that_compute_at_once_not_those_that_take_turns() {
+    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
+    let contention = Contention { copies: 2, ratio: vec![(16, 1.5)] };
+    let (alone, contended) = (profile(&spec, None), profile(&spec, Some(contention)));
+    let link = Link::new(1e15, 0.0);
+    let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
+    let step = |strategy: &Strategy, profile: &NetworkProfile| {
+        question(strategy, &spec, profile, &link, None).predict().model_s().unwrap()
+    };
+    let ratio = step(&data_parallel, &contended) / step(&data_parallel, &alone);
+    assert!((ratio - 1.5).abs() < 1e-6, "every data-parallel worker computes at once: {ratio}");
+    let parameters = Parameters { balance: Some(Balance::Parameters), ..Parameters::default() };
+    let model_parallel = Strategy::new(StrategyKind::ModelParallel, parameters).unwrap();
+    let ratio = step(&model_parallel, &contended) / step(&model_parallel, &alone);
+    assert!((ratio - 1.0).abs() < 1e-6, "model-parallel's stages take turns: {ratio}");
+}

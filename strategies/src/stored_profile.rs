@@ -1,0 +1,198 @@
+//! A [`NetworkProfile`] as the store keeps it (`stratlab_results::ProfileStore`): one
+//! `ProfileRow` per stage and sample count, and back. Whoever stores a profile names in
+//! its key everything it must match to be reused.
+
+use std::collections::BTreeMap;
+
+use stratlab_perf_model::Contention;
+use stratlab_results::ProfileRow;
+
+use crate::profile::{NetworkProfile, StageProfile};
+
+/// What a stored profile is, beside its measurements.
+pub struct ProfileLabel<'a> {
+    /// Everything it must match to be reused, as one string.
+    pub key: &'a str,
+    /// The network's name.
+    pub network: &'a str,
+    /// The data set its input shape came from.
+    pub dataset: &'a str,
+    /// The device (`cpu`).
+    pub device: &'a str,
+    /// libtorch threads.
+    pub threads: usize,
+    /// When it was taken (RFC 3339).
+    pub taken_at: &'a str,
+    /// Seconds it took.
+    pub profile_s: f64,
+}
+
+/// The rows of `profile`: every stage at every sample count it was measured at; the
+/// contention (measured at profiled sizes only) rides on the first stage's rows.
+pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<ProfileRow> {
+    let contention = |samples: usize| {
+        profile.contention.as_ref().and_then(|contention| {
+            let ratio = contention.ratio.iter().find(|&&(at, _)| at == samples).map(|&(_, ratio)| ratio)?;
+            Some((contention.copies as u32, ratio))
+        })
+    };
+    let mut rows = Vec::new();
+    for (index, stage) in profile.stages.iter().enumerate() {
+        for (point, &(samples, forward_s)) in stage.forward_s.iter().enumerate() {
+            let bytes =
+                |points: &[(usize, f64)]| points.iter().find(|&&(at, _)| at == samples).map(|&(_, bytes)| bytes);
+            let measured_contention = contention(samples).filter(|_| index == 0);
+            rows.push(ProfileRow {
+                profile_key: label.key.to_owned(),
+                network: label.network.to_owned(),
+                dataset: label.dataset.to_owned(),
+                device: label.device.to_owned(),
+                threads: label.threads as u32,
+                stage: index as u32,
+                stage_name: stage.name.clone(),
+                samples: samples as u64,
+                forward_s,
+                backward_s: stage.backward_s.get(point).map_or(0.0, |&(_, seconds)| seconds),
+                kept_bytes: bytes(&stage.kept_bytes),
+                transient_bytes: bytes(&stage.transient_bytes),
+                output_bytes_per_sample: stage.output_bytes_per_sample,
+                parameter_bytes: stage.parameter_bytes.clone(),
+                optimizer_s: profile.optimizer_s,
+                contention_copies: measured_contention.map(|(copies, _)| copies),
+                contention_ratio: measured_contention.map(|(_, ratio)| ratio),
+                taken_at: label.taken_at.to_owned(),
+                profile_s: label.profile_s,
+            });
+        }
+    }
+    rows
+}
+
+/// The latest profile stored under `key` that has every one of `sizes` for every stage
+/// and, where `contention` names copies and sample counts, the contention of that many
+/// copies at each of them; `None` when no stored profile has all that.
+pub fn stored_profile(
+    rows: &[ProfileRow],
+    key: &str,
+    sizes: &[usize],
+    contention: Option<(usize, &[usize])>,
+) -> Option<(NetworkProfile, String)> {
+    // Profiles under one key, by when they were taken.
+    let mut taken: BTreeMap<&str, Vec<&ProfileRow>> = BTreeMap::new();
+    for row in rows.iter().filter(|row| row.profile_key == key) {
+        taken.entry(&row.taken_at).or_default().push(row);
+    }
+    taken.into_iter().rev().find_map(|(taken_at, rows)| {
+        let profile = rebuild(&rows)?;
+        let has_sizes = profile
+            .stages
+            .iter()
+            .all(|stage| sizes.iter().all(|&samples| stage.forward_s.iter().any(|&(at, _)| at == samples)));
+        let has_contention = match contention {
+            None => true,
+            Some((copies, at)) => profile.contention.as_ref().is_some_and(|measured| {
+                measured.copies == copies && at.iter().all(|&samples| measured.ratio.iter().any(|&(s, _)| s == samples))
+            }),
+        };
+        (has_sizes && has_contention).then(|| (profile, taken_at.to_owned()))
+    })
+}
+
+/// One profile from its rows; `None` when they do not make one (a stage missing).
+fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
+    let stages = rows.iter().map(|row| row.stage as usize).max()? + 1;
+    let mut profiles: Vec<Option<StageProfile>> = vec![None; stages];
+    let mut ratio = Vec::new();
+    let mut copies = None;
+    for row in rows {
+        if let (Some(row_copies), Some(row_ratio)) = (row.contention_copies, row.contention_ratio) {
+            copies = Some(row_copies as usize);
+            ratio.push((row.samples as usize, row_ratio));
+        }
+        let stage = profiles[row.stage as usize].get_or_insert_with(|| StageProfile {
+            name: row.stage_name.clone(),
+            forward_s: Vec::new(),
+            backward_s: Vec::new(),
+            parameter_bytes: row.parameter_bytes.clone(),
+            output_bytes_per_sample: row.output_bytes_per_sample,
+            kept_bytes: Vec::new(),
+            transient_bytes: Vec::new(),
+        });
+        let samples = row.samples as usize;
+        stage.forward_s.push((samples, row.forward_s));
+        stage.backward_s.push((samples, row.backward_s));
+        if let (Some(kept), Some(transient)) = (row.kept_bytes, row.transient_bytes) {
+            stage.kept_bytes.push((samples, kept));
+            stage.transient_bytes.push((samples, transient));
+        }
+    }
+    let stages: Option<Vec<StageProfile>> = profiles.into_iter().collect();
+    ratio.sort_by_key(|&(samples, _)| samples);
+    Some(NetworkProfile {
+        stages: stages?,
+        optimizer_s: rows[0].optimizer_s,
+        contention: copies.map(|copies| Contention { copies, ratio }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(contention: Option<Contention>) -> NetworkProfile {
+        let stage = |name: &str, scale: f64| StageProfile {
+            name: name.into(),
+            forward_s: vec![(8, 0.01 * scale), (32, 0.03 * scale)],
+            backward_s: vec![(8, 0.02 * scale), (32, 0.06 * scale)],
+            parameter_bytes: vec![4096, 64],
+            output_bytes_per_sample: 2048,
+            kept_bytes: vec![(8, 1e5), (32, 4e5)],
+            transient_bytes: vec![(8, 2e4), (32, 8e4)],
+        };
+        NetworkProfile { stages: vec![stage("conv", 1.0), stage("head", 0.5)], optimizer_s: 0.004, contention }
+    }
+
+    fn label(key: &str) -> ProfileLabel<'_> {
+        ProfileLabel {
+            key,
+            network: "small-cnn",
+            dataset: "mnist",
+            device: "cpu",
+            threads: 1,
+            taken_at: "2026-11-25T21:00:00Z",
+            profile_s: 2.0,
+        }
+    }
+
+    #[test]
+    fn a_profile_comes_back_from_its_rows_unchanged() {
+        let measured = profile(Some(Contention { copies: 2, ratio: vec![(8, 1.2), (32, 1.1)] }));
+        let rows = profile_rows(&measured, &label("k"));
+        assert_eq!(rows.len(), 4, "two stages at two sizes");
+        let (back, taken_at) = stored_profile(&rows, "k", &[8, 32], Some((2, &[8, 32]))).unwrap();
+        assert_eq!(back, measured);
+        assert_eq!(taken_at, "2026-11-25T21:00:00Z");
+    }
+
+    #[test]
+    fn a_profile_is_reused_only_under_its_key_with_every_size_and_the_contention_asked_for() {
+        let rows = profile_rows(&profile(None), &label("k"));
+        assert!(stored_profile(&rows, "other binary", &[8], None).is_none());
+        assert!(stored_profile(&rows, "k", &[8, 16], None).is_none(), "16 was never measured");
+        assert!(stored_profile(&rows, "k", &[8], Some((2, &[8]))).is_none(), "no contention stored");
+        assert!(stored_profile(&rows, "k", &[32], None).is_some());
+        let three = profile_rows(&profile(Some(Contention { copies: 3, ratio: vec![(8, 1.3)] })), &label("k"));
+        assert!(stored_profile(&three, "k", &[8], Some((2, &[8]))).is_none(), "measured with 3 copies, not 2");
+    }
+
+    #[test]
+    fn the_latest_profile_that_covers_the_sizes_wins() {
+        let mut older = profile(None);
+        older.optimizer_s = 1.0;
+        let mut rows = profile_rows(&older, &label("k"));
+        let newer_label = ProfileLabel { taken_at: "2026-11-25T22:00:00Z", ..label("k") };
+        rows.extend(profile_rows(&profile(None), &newer_label));
+        let (reused, taken_at) = stored_profile(&rows, "k", &[8], None).unwrap();
+        assert_eq!((reused.optimizer_s, taken_at.as_str()), (0.004, "2026-11-25T22:00:00Z"));
+    }
+}
