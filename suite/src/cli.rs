@@ -129,6 +129,18 @@ pub enum Command {
         /// error (nothing is fitted to it).
         #[arg(long)]
         against: Option<PathBuf>,
+        #[command(flatten)]
+        profiles: ProfileArgs,
+    },
+    /// Profile every network a suite's trials need, at their threads and batch sizes, on
+    /// this machine's CPU (with the contention of workers sharing its cores), into the
+    /// store's `profiles` table: `predict`, `recommend` and `run` reuse a profile while the
+    /// network, data set, threads, optimizer, numerics, libtorch and binary match.
+    Profile {
+        /// The suite file.
+        suite: PathBuf,
+        #[command(flatten)]
+        profiles: ProfileArgs,
     },
     /// Which strategy to use: every strategy, with the parameters searched for it
     /// (micro-batches, balance, checkpointing, pipeline stages, fusion threshold, server
@@ -155,6 +167,8 @@ pub enum Command {
         /// need one unless a cluster file gives the links).
         #[arg(long)]
         probe: Option<PathBuf>,
+        #[command(flatten)]
+        profiles: ProfileArgs,
     },
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
@@ -165,6 +179,17 @@ pub enum Command {
     /// Internal: the worker process of a trial (reads its specification on stdin).
     #[command(hide = true)]
     Worker,
+}
+
+/// Where profiles are kept, and whether to take them again.
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// The store whose `profiles` folder keeps the profiles taken.
+    #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
+    pub store: PathBuf,
+    /// Measure every profile again instead of reusing a stored one (the new ones are stored).
+    #[arg(long)]
+    pub fresh_profiles: bool,
 }
 
 /// Data subcommands.

@@ -10,6 +10,7 @@ use stratlab_strategy_spec::StrategyKind;
 use crate::cli::{Command, DataCommand, ExportFormatArg, FigureFormatArg, ScheduleArg, TrainArgs};
 use crate::exit::InputError;
 use crate::plan::plan;
+use crate::profiles::ProfileCache;
 use crate::progress::TrainProgress;
 use crate::runner::{run_suite, RunOptions};
 use crate::shapes::input_shape;
@@ -55,18 +56,27 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::History(args) => crate::regression_commands::history(&args),
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
-        Command::Recommend { network, dataset, workers, batch, cluster, probe } => {
-            crate::recommend::recommend(&crate::recommend::Question {
-                network: &network,
-                dataset: &dataset,
-                workers,
-                batch,
-                cluster: cluster.as_deref(),
-                probe: probe.as_deref(),
-            })
+        Command::Recommend { network, dataset, workers, batch, cluster, probe, profiles } => {
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            crate::recommend::recommend(
+                &mut cache,
+                &crate::recommend::Question {
+                    network: &network,
+                    dataset: &dataset,
+                    workers,
+                    batch,
+                    cluster: cluster.as_deref(),
+                    probe: probe.as_deref(),
+                },
+            )
         }
-        Command::Predict { suite, probe, cluster, against } => {
-            crate::predict::predict(&suite, probe.as_deref(), cluster.as_deref(), against.as_deref())
+        Command::Predict { suite, probe, cluster, against, profiles } => {
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            crate::predict::predict(&suite, probe.as_deref(), cluster.as_deref(), against.as_deref(), &mut cache)
+        }
+        Command::Profile { suite, profiles } => {
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            crate::predict::profile(&suite, &mut cache)
         }
         Command::Env { check_cuda } => env(check_cuda),
         Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),

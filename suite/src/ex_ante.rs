@@ -16,6 +16,7 @@ use stratlab_results::{PredictionRow, ProbeRow, RunStore};
 
 use crate::predict::link_from_probes;
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::profiles::ProfileCache;
 use crate::trial::TrialSpec;
 
 /// Message sizes of the run's probe: a small one for the latency, large ones for the
@@ -48,7 +49,9 @@ fn predict_into(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str
         },
         false => None,
     };
-    let rows = predict_cells(trials, &Placement::Local(link.as_ref()), store.run_id(), say)?;
+    // The store's profiles sit beside its runs.
+    let mut cache = ProfileCache::open(store.run_dir().parent(), false)?;
+    let rows = predict_cells(trials, &Placement::Local(link.as_ref()), &mut cache, store.run_id(), say)?;
     store.write_run_rows(&rows)?;
     Ok(())
 }

@@ -10,6 +10,7 @@ pub mod memory_guard;
 pub mod plan;
 pub mod predict;
 pub mod predictions;
+pub mod profiles;
 pub mod probe;
 pub mod progress;
 pub mod protocol;

@@ -17,6 +17,8 @@ use stratlab_results::{PredictionRow, ProbeRow, RunStore, TrialRow};
 use crate::exit::InputError;
 use crate::plan::plan;
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::profiles::{key_of, ProfileCache};
+use crate::shapes::input_shape;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 use crate::suite_file::SuiteFile;
@@ -28,6 +30,7 @@ pub fn predict(
     probe: Option<&Path>,
     cluster: Option<&Path>,
     against: Option<&Path>,
+    cache: &mut ProfileCache,
 ) -> anyhow::Result<ExitCode> {
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
@@ -45,11 +48,30 @@ pub fn predict(
         None => Placement::Local(link.as_ref()),
     };
     let started = Instant::now();
-    let rows = predict_cells(&trials, &placement, "", &mut |line| eprintln!("{line}"))?;
+    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
     eprintln!("{} cells predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
     let measured = against.map(measured_steps).transpose()?;
     let workers: BTreeMap<&str, usize> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial.workers)).collect();
     println!("{}", table(&rows, &workers, measured.as_ref(), cluster.as_ref()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `stratlab profile`: every profile the suite's cells need on this machine, reused
+/// or measured, into the store.
+pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<ExitCode> {
+    let (suite, _) = SuiteFile::load(suite_path)?;
+    let trials = plan(&suite, suite_path)?;
+    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let started = Instant::now();
+    let mut profiled = std::collections::BTreeSet::new();
+    for trial in trials.iter().filter(|trial| trial.repeat == 0) {
+        if trial.train.device.resolve().ok() != Some(tch::Device::Cpu) || !profiled.insert(key_of(trial)) {
+            continue;
+        }
+        let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+        cache.measured(&trials, trial, &spec, Some(cores), &mut |line| println!("{line}"))?;
+    }
+    println!("{} profiles ready in {:.1} s", profiled.len(), started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -5,15 +5,15 @@
 //! `stratlab run` stores them with the run before its first trial.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
 use stratlab_perf_model::Link;
 use stratlab_results::PredictionRow;
-use stratlab_strategies::predict::{profiled_samples, StepQuestion};
-use stratlab_strategies::profile::{analytical_profile, profile_network, NetworkProfile};
+use stratlab_strategies::predict::StepQuestion;
+use stratlab_strategies::profile::{analytical_profile, NetworkProfile};
 use tch::Device;
 
+use crate::profiles::{key_of, sizes_for, ProfileCache, ProfileKey};
 use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
 
@@ -25,9 +25,6 @@ pub struct MeasuredLink {
     pub source: String,
 }
 
-/// Which network, data set and threads a profile was taken for.
-type ProfileKey = (String, String, usize);
-
 /// The cluster the cells are predicted on: this machine, its workers sharing its cores and
 /// its link measured; or a cluster file, one device per worker.
 pub enum Placement<'a> {
@@ -37,11 +34,13 @@ pub enum Placement<'a> {
     Cluster(&'a Cluster),
 }
 
-/// One prediction per cell (the first repeat of each), in plan order. `report` hears what
-/// is profiled and how long it took.
+/// One prediction per cell (the first repeat of each), in plan order, profiles taken from
+/// `cache` (measured there when missing). `report` hears what is profiled and how long it
+/// took.
 pub fn predict_cells(
     trials: &[TrialSpec],
     placement: &Placement<'_>,
+    cache: &mut ProfileCache,
     run_id: &str,
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Vec<PredictionRow>> {
@@ -65,11 +64,16 @@ pub fn predict_cells(
         },
         Placement::Local(_) => None,
     };
-    let mut profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
+    let mut analytical_profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
+    // Workers share this machine's cores only when the cells run here.
+    let shared_cores = match placement {
+        Placement::Local(_) => Some(cores),
+        Placement::Cluster(_) => None,
+    };
     let mut rows = Vec::new();
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {
         let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
-        let key = (trial.network.clone(), trial.dataset.name.to_string(), trial.train.threads);
+        let key = key_of(trial);
         let mut profile_s = 0.0;
         if let Placement::Cluster(cluster) = placement {
             if trial.workers > cluster.devices() {
@@ -82,27 +86,22 @@ pub fn predict_cells(
             rows.push(unavailable(trial, run_id, "profiles are taken on the CPU only so far"));
             continue;
         }
-        if !profiles.contains_key(&key) {
-            let sizes = sizes_for(trials, &key);
-            let started = Instant::now();
-            let profile = match analytical {
-                Some(cluster) => {
+        let profile = match analytical {
+            Some(cluster) => {
+                if !analytical_profiles.contains_key(&key) {
                     let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
-                    analytical_profile(&spec, &sizes, trial.train.momentum, &seconds)?
+                    let sizes = sizes_for(trials, &key);
+                    analytical_profiles
+                        .insert(key.clone(), analytical_profile(&spec, &sizes, trial.train.momentum, &seconds)?);
                 }
-                None => {
-                    tch::set_num_threads(trial.train.threads as i32);
-                    let profile = profile_network(&spec, Device::Cpu, &sizes, trial.train.momentum)?;
-                    profile_s = started.elapsed().as_secs_f64();
-                    report(&format!(
-                        "profiled {} on {} at {} thread(s), batch sizes {sizes:?}: {profile_s:.1} s",
-                        key.0, key.1, key.2
-                    ));
-                    profile
-                }
-            };
-            profiles.insert(key.clone(), profile);
-        }
+                &analytical_profiles[&key]
+            }
+            None => {
+                let (profile, seconds) = cache.measured(trials, trial, &spec, shared_cores, report)?;
+                profile_s = seconds;
+                profile
+            }
+        };
         let ring_link = match placement {
             Placement::Cluster(cluster) if trial.workers > 1 => Some(MeasuredLink {
                 link: cluster.ring_link(trial.workers)?,
@@ -116,12 +115,16 @@ pub fn predict_cells(
             workers: trial.workers,
             batch: trial.train.batch_size,
             spec: &spec,
-            profile: &profiles[&key],
+            profile,
             link: link.map(|measured| &measured.link),
             momentum: trial.train.momentum,
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
             cores,
+            host_copy_bandwidth: match placement {
+                Placement::Local(_) => link.map(|measured| measured.link.bandwidth.0),
+                Placement::Cluster(_) => None,
+            },
         };
         let prediction = question.predict();
         let step = prediction.model.as_ref().ok();
@@ -170,18 +173,4 @@ fn unavailable(trial: &TrialSpec, run_id: &str, why: &str) -> PredictionRow {
         link_source: None,
         profile_s: 0.0,
     }
-}
-
-/// The batch sizes the trials of one (network, data set, threads) need profiled: each
-/// trial's per-worker batch, its micro-batch for pipelines, the global batch for the
-/// thesis's data-parallel form.
-fn sizes_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
-    let mut sizes: Vec<usize> = trials
-        .iter()
-        .filter(|t| (&t.network, t.dataset.name.to_string(), t.train.threads) == (&key.0, key.1.clone(), key.2))
-        .flat_map(|t| profiled_samples(&t.strategy, t.workers, t.train.batch_size))
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    sizes
 }

@@ -19,6 +19,7 @@ use stratlab_strategy_spec::search_space;
 use crate::exit::InputError;
 use crate::predict::link_from_probe;
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::profiles::ProfileCache;
 use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
 
@@ -41,7 +42,7 @@ pub struct Question<'a> {
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Runs `stratlab recommend`.
-pub fn recommend(question: &Question<'_>) -> anyhow::Result<ExitCode> {
+pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::Result<ExitCode> {
     let dataset: DatasetSelector = question.dataset.parse().map_err(|error: stratlab_datasets::DataError| {
         InputError(format!("--dataset {}: {error}", question.dataset))
     })?;
@@ -100,7 +101,7 @@ pub fn recommend(question: &Question<'_>) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let started = Instant::now();
-    let rows = predict_cells(&trials, &placement, "", &mut |line| eprintln!("{line}"))?;
+    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
     eprintln!("{} candidates predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
     let candidates: Vec<Candidate> = rows
         .iter()

@@ -19,7 +19,11 @@ fn run_suite(dir: &Path, suite: &str, fault: Option<&str>) -> RunStore {
     }
     let output = command.timeout(Duration::from_secs(300)).output().unwrap();
     assert!(output.status.success(), "runner failed: {}", String::from_utf8_lossy(&output.stderr));
-    let runs: Vec<PathBuf> = std::fs::read_dir(&results).unwrap().map(|entry| entry.unwrap().path()).collect();
+    let runs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("fingerprint.json").is_file())
+        .collect();
     RunStore::open(&runs[0]).unwrap()
 }
 

@@ -47,10 +47,16 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
     let store = dir.path().join("runs");
     let store = store.to_str().unwrap();
 
-    // Without a link the multi-worker trials say what they need; single is predicted.
-    let out = stratlab(&["predict", suite]);
+    // Without a link the multi-worker trials say what they need; single is predicted. The
+    // profile it takes is kept in the store, and the run and the next prediction reuse it.
+    let out = stratlab(&["predict", suite, "--store", store]);
     let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("profiled small-cnn on mnist at 1 thread(s), batch sizes [16, 32, 64]; 2 at once"),
+        "{stderr}"
+    );
     let single = stdout.lines().find(|line| line.contains("single×1")).expect("a single row");
     assert!(predicted_ms(single).is_some_and(|ms| ms > 0.0), "{single}");
     assert!(stdout.contains("needs a link: give --probe"), "{stdout}");
@@ -58,20 +64,27 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
     let probe =
         stratlab(&["probe", "--workers", "2", "--sizes", "4,1M", "--repeats", "3", "--warmup", "1", "--store", store]);
     assert!(probe.status.success(), "{}", text(&probe.stderr));
-    let probe_run = std::fs::read_dir(store).unwrap().next().unwrap().unwrap().path();
+    let probe_run = std::fs::read_dir(store)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().ends_with("-probe"))
+        .expect("the probe run");
     let run = stratlab(&["run", suite, "--store", store]);
     assert!(run.status.success(), "{}", text(&run.stderr));
+    let reused = "reused the profile of small-cnn on mnist at 1 thread(s)";
+    assert!(text(&run.stderr).contains(reused), "{}", text(&run.stderr));
     let run_dir = std::fs::read_dir(store)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .find(|path| path.to_string_lossy().ends_with("predict-check"))
         .expect("the run's folder");
 
+    let probe_run = probe_run.to_str().unwrap();
     let out =
-        stratlab(&["predict", suite, "--probe", probe_run.to_str().unwrap(), "--against", run_dir.to_str().unwrap()]);
+        stratlab(&["predict", suite, "--probe", probe_run, "--against", run_dir.to_str().unwrap(), "--store", store]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stderr.contains("profiled small-cnn on mnist at 1 thread(s), batch sizes [16, 32, 64]"), "{stderr}");
+    assert!(stderr.contains(reused) && !stderr.contains("profiled"), "{stderr}");
     for label in ["single×1", "data-parallel×2", "gpipe×2"] {
         let line = stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{label}: {stdout}"));
         let ms = predicted_ms(line).unwrap_or_else(|| panic!("{line}"));
@@ -99,7 +112,11 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     let stderr = text(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains("predicted every cell before training in"), "{stderr}");
-    let run_dir = std::fs::read_dir(&store).unwrap().next().unwrap().unwrap().path();
+    let run_dir = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.join("fingerprint.json").is_file())
+        .expect("the run's folder");
     for table in ["predictions", "probes"] {
         let parts = std::fs::read_dir(run_dir.join(table)).unwrap().count();
         assert_eq!(parts, 1, "{table}: one part written before the trials");
@@ -153,7 +170,9 @@ fn a_cluster_file_predicts_on_its_devices_and_says_what_does_not_fit() {
     let small = dir.path().join("small.yaml");
     std::fs::write(&small, cluster.replace("memory: 16 GiB", "memory: 3 GiB")).unwrap();
 
-    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", small.to_str().unwrap()]);
+    let store = dir.path().join("runs");
+    let store = store.to_str().unwrap();
+    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", small.to_str().unwrap(), "--store", store]);
     let stdout = text_of(&out);
     assert!(out.status.success(), "{stdout}");
     let row = |label: &str| stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{stdout}"));
@@ -164,7 +183,7 @@ fn a_cluster_file_predicts_on_its_devices_and_says_what_does_not_fit() {
 
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, cluster.replace("memory: 16 GiB", "memory: 16 gigs")).unwrap();
-    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", bad.to_str().unwrap()]);
+    let out = stratlab(&["predict", suite.to_str().unwrap(), "--cluster", bad.to_str().unwrap(), "--store", store]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad.yaml") && stderr.contains("device.memory") && stderr.contains("GiB"), "{stderr}");
@@ -195,6 +214,8 @@ fn recommend_picks_a_pipeline_when_data_parallel_does_not_fit_the_devices() {
         "64",
         "--cluster",
         small.to_str().unwrap(),
+        "--store",
+        dir.path().join("runs").to_str().unwrap(),
     ]);
     let stdout = text_of(&out);
     assert!(out.status.success(), "{stdout}");
@@ -217,4 +238,29 @@ fn recommend_picks_a_pipeline_when_data_parallel_does_not_fit_the_devices() {
         "{stdout}"
     );
     assert!(stdout.contains("datasheet roofline: unvalidated"), "{stdout}");
+}
+
+/// `stratlab profile` fills the store ahead of a run; a second call reuses what the first
+/// took, `--fresh-profiles` takes it again; a corrupt part is named, not skipped.
+#[test]
+fn profiles_are_taken_once_and_reused_until_asked_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let (suite, store) = (suite.to_str().unwrap(), dir.path().join("runs"));
+    let store = store.to_str().unwrap();
+    let first = stratlab(&["profile", suite, "--store", store]);
+    assert!(first.status.success(), "{}", text_of(&first));
+    assert!(text(&first.stdout).contains("profiled small-cnn on mnist at 1 thread(s)"), "{}", text_of(&first));
+    let again = stratlab(&["profile", suite, "--store", store]);
+    assert!(text(&again.stdout).contains("reused the profile of small-cnn"), "{}", text_of(&again));
+    let fresh = stratlab(&["profile", suite, "--store", store, "--fresh-profiles"]);
+    assert!(text(&fresh.stdout).contains("profiled small-cnn"), "{}", text_of(&fresh));
+    let parts = std::fs::read_dir(dir.path().join("runs/profiles")).unwrap().count();
+    assert_eq!(parts, 2, "one part per profile taken");
+
+    std::fs::write(dir.path().join("runs/profiles/broken.parquet"), b"not parquet").unwrap();
+    let broken = stratlab(&["profile", suite, "--store", store]);
+    assert!(!broken.status.success());
+    assert!(text(&broken.stderr).contains("broken.parquet"), "{}", text_of(&broken));
 }

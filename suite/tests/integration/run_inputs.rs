@@ -26,6 +26,15 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// The run folder of a store holding one run (beside the profiles it took).
+fn only_run(store: &Path) -> PathBuf {
+    let mut runs = std::fs::read_dir(store)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("fingerprint.json").is_file());
+    runs.next().expect("a run folder")
+}
+
 fn entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map(|entries| entries.count()).unwrap_or(0)
 }
@@ -110,7 +119,7 @@ fn resuming_in_another_environment_is_refused_unless_allow_mixed_which_is_record
     let suite = write(dir.path(), "tiny.yaml", &two_trials);
     let first = run(dir.path(), &suite, &["--only", "r0"]);
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
+    let run_dir = only_run(&dir.path().join("results"));
 
     // Pretend the run was started on another host with another driver.
     let fingerprint_path = run_dir.join("fingerprint.json");
@@ -143,7 +152,7 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     let suite = write(dir.path(), "auto.yaml", &format!("{text}warmup_steps: 2\n"));
     let output = run(dir.path(), &suite, &[]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let run_dir = std::fs::read_dir(dir.path().join("results")).unwrap().next().unwrap().unwrap().path();
+    let run_dir = only_run(&dir.path().join("results"));
     let rows: Vec<stratlab_results::TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
     let row = &rows[0];
     let here = stratlab::fingerprint::collect(None);
@@ -221,7 +230,7 @@ fn a_release_binary_ignores_the_fault_variable() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let run_dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let run_dir = only_run(&results);
     let store = RunStore::open(&run_dir).unwrap();
     let rows: Vec<stratlab_results::TrialRow> = store.load_rows().unwrap();
     assert_eq!(rows[0].outcome, "ok", "the fault must not fire: {:?}", rows[0].reason);

@@ -16,7 +16,12 @@ fn write_suite(dir: &Path, text: &str) -> PathBuf {
 }
 
 fn only_run_dir(results: &Path) -> PathBuf {
-    let runs: Vec<PathBuf> = std::fs::read_dir(results).unwrap().map(|entry| entry.unwrap().path()).collect();
+    // Beside the run, the store keeps the profiles the run took.
+    let runs: Vec<PathBuf> = std::fs::read_dir(results)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("fingerprint.json").is_file())
+        .collect();
     assert_eq!(runs.len(), 1, "one run folder expected: {runs:?}");
     runs.into_iter().next().unwrap()
 }
@@ -132,7 +137,7 @@ eval: {samples: 256, batch_size: 256}
     let finished_parts = |results: &Path| -> usize {
         std::fs::read_dir(results)
             .ok()
-            .and_then(|mut runs| runs.next())
+            .and_then(|mut runs| runs.find(|run| run.as_ref().unwrap().path().join("fingerprint.json").is_file()))
             .and_then(|run| std::fs::read_dir(run.unwrap().path().join("trials")).ok())
             .map(|parts| {
                 parts.filter(|p| p.as_ref().unwrap().path().extension().is_some_and(|e| e == "parquet")).count()

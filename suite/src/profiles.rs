@@ -1,0 +1,192 @@
+//! Each network's profile for the cells that need one: taken from the store's `profiles`
+//! when one matches everything it depends on (network, data set, device, threads, the
+//! optimizer, numerics, libtorch and this very binary) and covers the sizes, measured
+//! otherwise and stored for the next run. `stratlab profile` fills the store ahead.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use stratlab_networks::NetworkSpec;
+use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
+use stratlab_strategies::contention::measure_contention;
+use stratlab_strategies::predict::profiled_samples;
+use stratlab_strategies::profile::{profile_network, NetworkProfile};
+use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel};
+use stratlab_strategies::{LibtorchBuild, Numerics};
+use tch::Device;
+
+use crate::trial::TrialSpec;
+
+/// Which network, data set and threads a profile was taken for.
+pub(crate) type ProfileKey = (String, String, usize);
+
+/// The key of `trial`'s profile.
+pub(crate) fn key_of(trial: &TrialSpec) -> ProfileKey {
+    (trial.network.clone(), trial.dataset.name.to_string(), trial.train.threads)
+}
+
+/// Profiles measured or reused during one command.
+pub struct ProfileCache {
+    /// Where profiles are kept; `None`: measured afresh, kept nowhere.
+    store: Option<ProfileStore>,
+    /// What the store held when opened.
+    stored: Vec<ProfileRow>,
+    taken: BTreeMap<ProfileKey, NetworkProfile>,
+}
+
+impl ProfileCache {
+    /// The profiles of the store at `store_dir`; with `fresh`, stored ones are not reused
+    /// (new ones are still stored).
+    pub fn open(store_dir: Option<&Path>, fresh: bool) -> anyhow::Result<ProfileCache> {
+        let store = store_dir.map(ProfileStore::new);
+        let stored = match (&store, fresh) {
+            (Some(store), false) => store.load()?,
+            _ => Vec::new(),
+        };
+        Ok(ProfileCache { store, stored, taken: BTreeMap::new() })
+    }
+
+    /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
+    /// its key needs; where `cores` is given (the workers share this machine), with the
+    /// contention of the workers that compute at once. Returns the seconds measuring took
+    /// (0 when it was taken before or reused); `report` hears which.
+    pub fn measured(
+        &mut self,
+        trials: &[TrialSpec],
+        trial: &TrialSpec,
+        spec: &NetworkSpec,
+        cores: Option<usize>,
+        report: &mut dyn FnMut(&str),
+    ) -> anyhow::Result<(&NetworkProfile, f64)> {
+        let key = key_of(trial);
+        let mut profile_s = 0.0;
+        if !self.taken.contains_key(&key) {
+            let sizes = sizes_for(trials, &key);
+            let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
+            let stored_key = stored_key(trial);
+            let reused = stored_key.as_deref().and_then(|stored_key| {
+                let wanted = contention.as_ref().map(|(copies, at)| (*copies, at.as_slice()));
+                stored_profile(&self.stored, stored_key, &sizes, wanted)
+            });
+            let profile = match reused {
+                Some((profile, taken_at)) => {
+                    report(&format!(
+                        "reused the profile of {} on {} at {} thread(s) taken {taken_at}",
+                        key.0, key.1, key.2
+                    ));
+                    profile
+                }
+                None => {
+                    let started = Instant::now();
+                    tch::set_num_threads(trial.train.threads as i32);
+                    let mut profile =
+                        profile_network(spec, Device::Cpu, &sizes, trial.train.momentum, trial.train.weight_decay)?;
+                    let mut contended = String::new();
+                    if let Some((copies, at)) = &contention {
+                        let measured = measure_contention(spec, at, *copies, key.2)?;
+                        contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
+                        profile.contention = Some(measured);
+                    }
+                    profile_s = started.elapsed().as_secs_f64();
+                    report(&format!(
+                        "profiled {} on {} at {} thread(s), batch sizes {sizes:?}{contended}: {profile_s:.1} s",
+                        key.0, key.1, key.2
+                    ));
+                    if let (Some(store), Some(stored_key)) = (&self.store, stored_key.as_deref()) {
+                        let taken_at = UtcTime::now().rfc3339();
+                        let label = ProfileLabel {
+                            key: stored_key,
+                            network: &key.0,
+                            dataset: &key.1,
+                            device: "cpu",
+                            threads: key.2,
+                            taken_at: &taken_at,
+                            profile_s,
+                        };
+                        let rows = profile_rows(&profile, &label);
+                        store.append(&rows)?;
+                        self.stored.extend(rows);
+                    }
+                    profile
+                }
+            };
+            self.taken.insert(key.clone(), profile);
+        }
+        Ok((&self.taken[&key], profile_s))
+    }
+}
+
+fn ratios(points: &[(usize, f64)]) -> Vec<f64> {
+    points.iter().map(|&(_, ratio)| ratio).collect()
+}
+
+/// Everything a stored profile of `trial`'s network must match to be reused; `None` when
+/// this binary cannot be identified (then nothing is reused or stored).
+fn stored_key(trial: &TrialSpec) -> Option<String> {
+    let numerics = Numerics::current().map_or_else(|| "numerics unknown".to_owned(), |n| format!("{n:?}"));
+    let libtorch = LibtorchBuild::read().torch_version.unwrap_or_else(|| "unknown".into());
+    Some(format!(
+        "{} · {} · cpu · {} thread(s) · momentum {} · weight decay {} · {numerics} · libtorch {libtorch} · binary {}",
+        trial.network,
+        trial.dataset.name,
+        trial.train.threads,
+        trial.train.momentum,
+        trial.train.weight_decay,
+        binary_digest()?,
+    ))
+}
+
+/// The first 16 hex digits of the SHA-256 of this executable: a rebuilt binary (another
+/// commit, other flags) profiles again.
+fn binary_digest() -> Option<&'static str> {
+    static DIGEST: OnceLock<Option<String>> = OnceLock::new();
+    DIGEST
+        .get_or_init(|| {
+            let mut file = std::fs::File::open(std::env::current_exe().ok()?).ok()?;
+            let mut hasher = Sha256::new();
+            let mut buffer = vec![0u8; 1 << 20];
+            loop {
+                let read = file.read(&mut buffer).ok()?;
+                if read == 0 {
+                    break;
+                }
+                hasher.update(&buffer[..read]);
+            }
+            Some(hasher.finalize().iter().take(8).map(|byte| format!("{byte:02x}")).collect())
+        })
+        .as_deref()
+}
+
+/// The trials one profile serves.
+fn trials_of<'a>(trials: &'a [TrialSpec], key: &'a ProfileKey) -> impl Iterator<Item = &'a TrialSpec> + Clone {
+    trials.iter().filter(move |t| key_of(t) == *key)
+}
+
+/// The batch sizes the trials of one (network, data set, threads) need profiled: each
+/// trial's per-worker batch, its micro-batch for pipelines, the global batch for the
+/// thesis's data-parallel form.
+pub(crate) fn sizes_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
+    let mut sizes: Vec<usize> =
+        trials_of(trials, key).flat_map(|t| profiled_samples(&t.strategy, t.workers, t.train.batch_size)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
+/// How many workers of the trials of one (network, data set, threads) compute on this
+/// machine's `cores` at once, at most, and the smallest and largest sample count they
+/// compute at, where that is at least 2 workers: what contention is measured at.
+fn contention_for(trials: &[TrialSpec], key: &ProfileKey, cores: usize) -> Option<(usize, Vec<usize>)> {
+    let sharing: Vec<&TrialSpec> = trials_of(trials, key).filter(|t| t.workers > 1).collect();
+    let workers = sharing.iter().map(|t| t.workers).max()?;
+    let copies = workers.min(cores / key.2.max(1));
+    let samples = sharing.iter().map(|t| t.strategy.stage_samples(t.train.batch_size));
+    let (smallest, largest) = (samples.clone().min()?, samples.max()?);
+    let mut sizes = vec![smallest, largest];
+    sizes.dedup();
+    (copies >= 2).then_some((copies, sizes))
+}
