@@ -18,9 +18,9 @@ use crate::tables::{
     step_breakdown_table, throughput_table, time_to_accuracy_table, SummaryTable,
 };
 use crate::{
-    device_usage, loss_curves, pipeline_bubble, pipeline_timeline, speedup_bars, speedup_scaling, step_breakdown,
-    throughput, time_to_accuracy, write_report_html, FailedTrial, FigureTarget, Format, HtmlTable, ReportError,
-    ReportFigure, ReportPage, ReportSection,
+    device_usage, loss_curves, pipeline_bubble, pipeline_timeline, prediction_errors, speedup_bars, speedup_scaling,
+    step_breakdown, throughput, time_to_accuracy, write_report_html, FailedTrial, FigureTarget, Format, HtmlTable,
+    ReportError, ReportFigure, ReportPage, ReportSection,
 };
 
 /// What was written for a run.
@@ -80,8 +80,15 @@ pub fn write_run_report(
     }
     let predictions: Vec<PredictionRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: PredictionRow::NAME, source })?;
-    if let Some(prediction_tables) = crate::predictions::prediction_tables(&predictions, &trials)? {
-        let section = crate::predictions::prediction_section(&prediction_tables, html_table);
+    if let Some((prediction_tables, errors)) = crate::predictions::prediction_tables(&predictions, &trials)? {
+        let figures = match errors.is_empty() {
+            true => Vec::new(),
+            false => embed(
+                prediction_errors(&errors, &figure("prediction_errors"))?,
+                "Predicted vs measured step: |error| per network, a panel per strategy, a bar per predictor".into(),
+            ),
+        };
+        let section = crate::predictions::prediction_section(&prediction_tables, figures, html_table);
         tables.extend(prediction_tables);
         sections.push(section);
     }

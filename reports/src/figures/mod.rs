@@ -5,6 +5,7 @@ pub mod history;
 pub mod loss_curves;
 pub mod pipeline_bubble;
 pub mod pipeline_timeline;
+pub mod prediction_errors;
 pub mod scaling;
 pub mod speedup_bars;
 pub mod step_breakdown;

@@ -13,20 +13,40 @@ use stratlab_results::{PredictionRow, TrialRow};
 use judge::{judge_cells, recommend, JudgedCell, Predictor, Recommendation};
 
 use crate::tables::SummaryTable;
-use crate::{HtmlTable, ReportError, ReportSection};
+use crate::{HtmlTable, PredictionError, ReportError, ReportFigure, ReportSection};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The section's three tables, or `None` when no prediction meets a finished trial.
+/// The section's three tables and its deviation bars' errors, or `None` when no
+/// prediction meets a finished trial.
 pub(crate) fn prediction_tables(
     predictions: &[PredictionRow],
     trials: &[TrialRow],
-) -> Result<Option<[SummaryTable; 3]>, ReportError> {
+) -> Result<Option<([SummaryTable; 3], Vec<PredictionError>)>, ReportError> {
     let cells = judge_cells(predictions, trials);
     if cells.is_empty() {
         return Ok(None);
     }
-    Ok(Some([cell_table(&cells)?, recommendation_table(&cells)?, summary_table(&cells)?]))
+    let tables = [cell_table(&cells)?, recommendation_table(&cells)?, summary_table(&cells)?];
+    Ok(Some((tables, step_errors(&cells))))
+}
+
+/// Every judged cell's |step error| by each predictor that has a prediction for it.
+fn step_errors(cells: &[JudgedCell]) -> Vec<PredictionError> {
+    cells
+        .iter()
+        .filter(|cell| cell.judged())
+        .flat_map(|cell| {
+            Predictor::BOTH.into_iter().filter_map(move |predictor| {
+                Some(PredictionError {
+                    strategy: cell.strategy.clone(),
+                    network: cell.network.clone(),
+                    predictor: predictor.name().to_owned(),
+                    abs_error_percent: 100.0 * predictor.error(cell)?.abs(),
+                })
+            })
+        })
+        .collect()
 }
 
 fn percent(error: Option<f64>) -> Option<f64> {
@@ -50,6 +70,7 @@ fn frame(name: &str, title: &str, columns: Vec<Column>) -> Result<SummaryTable, 
 /// trial trained, judged against the trials.
 pub(crate) fn prediction_section(
     prediction_tables: &[SummaryTable; 3],
+    figures: Vec<ReportFigure>,
     html_table: fn(&SummaryTable) -> HtmlTable,
 ) -> ReportSection {
     ReportSection {
@@ -67,7 +88,7 @@ pub(crate) fn prediction_section(
                   sample over the fastest's, − 1. Summaries leave out single, whose prediction is \
                   its own profile."
             .to_owned(),
-        figures: Vec::new(),
+        figures,
         tables: prediction_tables.iter().map(html_table).collect(),
     }
 }

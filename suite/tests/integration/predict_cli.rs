@@ -123,6 +123,11 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     }
     let html = std::fs::read_to_string(run_dir.join("report/index.html")).unwrap();
     assert!(html.contains("Predicted vs measured"), "the report has the section");
+    let figures = run_dir.join("report/figures");
+    assert!(
+        ["svg", "png"].iter().any(|ext| figures.join(format!("prediction_errors.{ext}")).is_file()),
+        "the section's deviation bars"
+    );
     let csv = std::fs::read_to_string(run_dir.join("report/tables/predicted_vs_measured.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}: {csv}"));
@@ -263,4 +268,41 @@ fn profiles_are_taken_once_and_reused_until_asked_afresh() {
     let broken = stratlab(&["profile", suite, "--store", store]);
     assert!(!broken.status.success());
     assert!(text(&broken.stderr).contains("broken.parquet"), "{}", text_of(&broken));
+}
+
+/// Thesis fig. 3.2 predicted past this machine: the shipped scaling-predicted suite on the
+/// 64-GPU example cluster, drawn; data parallelism's predicted speedup grows with the
+/// workers and stays below the ideal.
+#[test]
+fn predicted_speedup_is_drawn_for_64_workers_on_the_example_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let suite = root.join("scaling-predicted.yaml");
+    let cluster = root.join("../examples/clusters/sixteen-nodes-4-h100-100gbit.yaml");
+    let figure = dir.path().join("figure");
+    let out = stratlab(&[
+        "predict",
+        suite.to_str().unwrap(),
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--figure",
+        figure.to_str().unwrap(),
+        "--store",
+        dir.path().join("runs").to_str().unwrap(),
+    ]);
+    let stdout = text_of(&out);
+    assert!(out.status.success(), "{stdout}");
+    let svg = std::fs::read_to_string(figure.join("predicted_speedup.svg")).unwrap();
+    assert!(svg.contains("data-parallel") && svg.contains("64"), "the 64-worker points");
+    assert!(figure.join("predicted_speedup.png").is_file());
+    // Per sample, 64 data-parallel workers beat 4 and 4 beat one device, short of 64×.
+    let step_ms = |label: &str| {
+        let line = stdout.lines().find(|line| line.contains(label)).unwrap_or_else(|| panic!("{label}: {stdout}"));
+        predicted_ms(line).unwrap_or_else(|| panic!("{line}"))
+    };
+    let single = step_ms("resnet50 · imagenet:synthetic · single×1");
+    let (four, sixty_four) = (step_ms("data-parallel×4 "), step_ms("data-parallel×64 "));
+    let speedup = |workers: f64, step: f64| workers * single / step;
+    assert!(speedup(4.0, four) > 1.0 && speedup(64.0, sixty_four) > speedup(4.0, four), "{stdout}");
+    assert!(speedup(64.0, sixty_four) < 64.0, "{stdout}");
 }

@@ -1,0 +1,156 @@
+//! Thesis figs. 4.1, 5.1 and 6.2: how far the step predictions made before training were
+//! from the measured steps, a panel per strategy, a group per network, a bar per predictor
+//! (stratlab's model, the thesis's closed forms): the median |error| over the network's
+//! cells (data sets, batches, parameters), whiskers from the smallest to the largest, and
+//! a dashed line at 10 %, where the published step-time predictors land.
+
+use std::path::PathBuf;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::draw::axes::{axis_top, panel_grid};
+use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Reference, YScale};
+use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
+use crate::draw::title::with_title;
+use crate::figures::{check_non_negative, strategies_in_order, unique_in_order};
+use crate::render::{render, DrawError, Figure};
+use crate::style::{category_color, REFERENCE};
+use crate::{FigureTarget, Outcome, ReportError, Stat};
+
+const FIGURE: &str = "prediction_errors";
+
+/// Where the dashed line is drawn: the error the field's predictors report (3–15 %).
+const TARGET_PERCENT: f64 = 10.0;
+
+/// One cell's step error by one predictor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictionError {
+    /// Strategy name, e.g. `"gpipe"`; one panel each.
+    pub strategy: String,
+    /// Network name; one group of bars each.
+    pub network: String,
+    /// The predictor, e.g. `"stratlab model"`; one bar colour each.
+    pub predictor: String,
+    /// |predicted − measured| ÷ measured, in %.
+    pub abs_error_percent: f64,
+}
+
+/// Draws the deviation bars of `errors` into `target`; returns the files.
+pub fn prediction_errors(errors: &[PredictionError], target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+    if errors.is_empty() {
+        return Err(ReportError::Empty { figure: FIGURE });
+    }
+    for (i, error) in errors.iter().enumerate() {
+        check_non_negative(FIGURE, format!("errors[{i}].abs_error_percent"), error.abs_error_percent)?;
+    }
+    render(&PredictionErrors { errors }, target)
+}
+
+struct PredictionErrors<'a> {
+    errors: &'a [PredictionError],
+}
+
+impl PredictionErrors<'_> {
+    /// The median and range of the errors of one (strategy, network, predictor).
+    fn outcome(&self, strategy: &str, network: &str, predictor: &str) -> Option<Outcome> {
+        let errors: Vec<f64> = self
+            .errors
+            .iter()
+            .filter(|e| e.strategy == strategy && e.network == network && e.predictor == predictor)
+            .map(|e| e.abs_error_percent)
+            .collect();
+        Stat::from_samples(&errors).map(Outcome::Measured)
+    }
+}
+
+impl Figure for PredictionErrors<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
+        let strategies = strategies_in_order(self.errors.iter().map(|e| e.strategy.as_str()));
+        let networks = unique_in_order(self.errors.iter().map(|e| e.network.as_str()));
+        let predictors = unique_in_order(self.errors.iter().map(|e| e.predictor.as_str()));
+        let mut outcomes: Vec<Outcome> = Vec::new();
+        for strategy in &strategies {
+            for network in &networks {
+                outcomes.extend(predictors.iter().filter_map(|predictor| self.outcome(strategy, network, predictor)));
+            }
+        }
+        let subtitle = match any_repeats(&outcomes) {
+            true => "bars: median |step error| over the network's cells, whiskers: smallest–largest",
+            false => "every bar is one cell",
+        };
+        let body = with_title(root, "Predicted (before training) vs measured step: |error|", Some(subtitle))?;
+        let mut legend: Vec<LegendEntry> = predictors
+            .iter()
+            .enumerate()
+            .map(|(i, p)| LegendEntry::new(Swatch::Fill(category_color(i)), p.clone()))
+            .collect();
+        legend.push(LegendEntry::new(
+            Swatch::Line { color: REFERENCE, dashed: true },
+            format!("{TARGET_PERCENT} % (published predictors: 3–15 %)"),
+        ));
+        let plot = with_legend_below(&body, &legend)?;
+        let y_max = axis_top(max_value(&outcomes).max(TARGET_PERCENT));
+        for (strategy, area) in strategies.iter().zip(panel_grid(&plot, strategies.len())) {
+            let groups = networks
+                .iter()
+                .map(|network| BarGroup {
+                    label: network.clone(),
+                    bars: predictors
+                        .iter()
+                        .enumerate()
+                        .map(|(pi, predictor)| {
+                            self.outcome(strategy, network, predictor)
+                                .map(|outcome| Bar { color: category_color(pi), outcome })
+                        })
+                        .collect(),
+                })
+                .collect();
+            let panel = BarPanel {
+                title: strategy.clone(),
+                y_desc: "|step error| (%)".into(),
+                x_desc: Some("network".into()),
+                groups,
+                reference: Some(Reference { y: TARGET_PERCENT, label: format!("{TARGET_PERCENT} %") }),
+                y_max,
+                y_scale: YScale::Linear,
+                label_single_runs: false,
+            };
+            draw_bar_panel(&area, &panel)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Format;
+
+    fn error(strategy: &str, network: &str, predictor: &str, abs_error_percent: f64) -> PredictionError {
+        PredictionError {
+            strategy: strategy.into(),
+            network: network.into(),
+            predictor: predictor.into(),
+            abs_error_percent,
+        }
+    }
+
+    #[test]
+    fn deviation_bars_are_drawn_per_strategy_and_bad_values_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let errors = vec![
+            error("data-parallel", "resnet18", "stratlab model", 8.0),
+            error("data-parallel", "resnet18", "stratlab model", 12.0),
+            error("data-parallel", "resnet18", "thesis closed forms", 20.0),
+            error("gpipe", "vgg11", "stratlab model", 31.0),
+        ];
+        let target = FigureTarget::new(dir.path(), "errors").with_formats(&[Format::Svg]);
+        let files = prediction_errors(&errors, &target).unwrap();
+        let svg = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(svg.contains("data-parallel") && svg.contains("gpipe") && svg.contains("thesis closed forms"));
+        let bad = vec![error("gpipe", "vgg11", "stratlab model", f64::NAN)];
+        assert!(prediction_errors(&bad, &target).is_err());
+        assert!(prediction_errors(&[], &target).is_err());
+    }
+}
