@@ -129,6 +129,11 @@ pub enum Command {
         /// error (nothing is fitted to it).
         #[arg(long)]
         against: Option<PathBuf>,
+        /// Also draw thesis fig. 3.2 from the predictions into this folder: each strategy's
+        /// speedup over single against the workers (`predicted_speedup.svg`), the measured
+        /// speedups of `--against`'s run beside them.
+        #[arg(long, value_name = "DIR")]
+        figure: Option<PathBuf>,
         #[command(flatten)]
         profiles: ProfileArgs,
     },

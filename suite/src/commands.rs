@@ -70,9 +70,15 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 },
             )
         }
-        Command::Predict { suite, probe, cluster, against, profiles } => {
+        Command::Predict { suite, probe, cluster, against, figure, profiles } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
-            crate::predict::predict(&suite, probe.as_deref(), cluster.as_deref(), against.as_deref(), &mut cache)
+            let sources = crate::predict::Sources {
+                probe: probe.as_deref(),
+                cluster: cluster.as_deref(),
+                against: against.as_deref(),
+                figure: figure.as_deref(),
+            };
+            crate::predict::predict(&suite, &sources, &mut cache)
         }
         Command::Profile { suite, profiles } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;

@@ -16,6 +16,7 @@ use stratlab_results::{PredictionRow, ProbeRow, RunStore, TrialRow};
 
 use crate::exit::InputError;
 use crate::plan::plan;
+use crate::predicted_speedup::{write_speedup_figure, StepTimes};
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
 use crate::profiles::{key_of, ProfileCache};
 use crate::shapes::input_shape;
@@ -23,15 +24,23 @@ use crate::shapes::input_shape;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 use crate::suite_file::SuiteFile;
 
+/// What `stratlab predict` reads beside the suite, and where it draws.
+#[derive(Debug, Clone, Copy)]
+pub struct Sources<'a> {
+    /// A probe run giving this machine's link.
+    pub probe: Option<&'a Path>,
+    /// A cluster file, or `local`.
+    pub cluster: Option<&'a Path>,
+    /// A run of the same suite to set the predictions beside.
+    pub against: Option<&'a Path>,
+    /// Where to draw the predicted speedup figure.
+    pub figure: Option<&'a Path>,
+}
+
 /// Runs `stratlab predict`: on this machine (`--cluster local` or none), or on the devices
 /// and links of a cluster file.
-pub fn predict(
-    suite_path: &Path,
-    probe: Option<&Path>,
-    cluster: Option<&Path>,
-    against: Option<&Path>,
-    cache: &mut ProfileCache,
-) -> anyhow::Result<ExitCode> {
+pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCache) -> anyhow::Result<ExitCode> {
+    let Sources { probe, cluster, against, figure } = *sources;
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
     let link = probe
@@ -53,6 +62,13 @@ pub fn predict(
     let measured = against.map(measured_steps).transpose()?;
     let workers: BTreeMap<&str, usize> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial.workers)).collect();
     println!("{}", table(&rows, &workers, measured.as_ref(), cluster.as_ref()));
+    if let Some(dir) = figure {
+        let measured_p10: Option<StepTimes> =
+            measured.as_ref().map(|steps| steps.iter().map(|(id, &(p10, _, _))| (id.clone(), p10)).collect());
+        for file in write_speedup_figure(&trials, &rows, measured_p10.as_ref(), dir)? {
+            println!("predicted speedup: {}", file.display());
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

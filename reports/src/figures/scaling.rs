@@ -35,6 +35,16 @@ pub struct ScalingPoint {
 
 /// Draws speedup against W into `target`; returns the files.
 pub fn speedup_scaling(points: &[ScalingPoint], target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+    speedup_scaling_noted(points, None, target)
+}
+
+/// [`speedup_scaling`] with the subtitle `note` instead of one about repeats (predicted
+/// points have none).
+pub fn speedup_scaling_noted(
+    points: &[ScalingPoint],
+    note: Option<&str>,
+    target: &FigureTarget,
+) -> Result<Vec<PathBuf>, ReportError> {
     if points.is_empty() {
         return Err(ReportError::Empty { figure: FIGURE });
     }
@@ -49,11 +59,12 @@ pub fn speedup_scaling(points: &[ScalingPoint], target: &FigureTarget) -> Result
         }
         check_outcome(FIGURE, format!("points[{i}].speedup"), &point.speedup)?;
     }
-    render(&Scaling { points }, target)
+    render(&Scaling { points, note }, target)
 }
 
 struct Scaling<'a> {
     points: &'a [ScalingPoint],
+    note: Option<&'a str>,
 }
 
 impl Figure for Scaling<'_> {
@@ -73,7 +84,9 @@ impl Figure for Scaling<'_> {
         if one_dataset {
             title.push_str(&format!(" — {}", cases[0].1));
         }
-        let note = if any_repeats(outcomes.clone()) {
+        let note = if let Some(note) = self.note {
+            note
+        } else if any_repeats(outcomes.clone()) {
             "points: median over repeats, whiskers: min–max; hollow points: single runs (n=1)"
         } else {
             "every point is a single run (n = 1): no spread measured"

@@ -191,6 +191,7 @@ fn the_shipped_suites_parse_and_plan() {
         ("scaling.yaml", 252),
         ("pipeline-study.yaml", 400),
         ("predictor-validation.yaml", 144),
+        ("scaling-predicted.yaml", 3 * (1 + 4 + 4 + 3 * 4 + 4)),
     ];
     for (file, trials) in shipped {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
