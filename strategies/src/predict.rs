@@ -473,8 +473,8 @@ impl StepQuestion<'_> {
     }
 }
 
-/// Rounds of simulating a pipeline again with the contention its last simulation implies
-/// (the slowdowns settle within a percent in two on the validation suite's pipelines).
+/// Rounds of simulating a pipeline again with the contention its last simulation implies:
+/// slower passes overlap a little differently, and each round moves the step less.
 const CONTENTION_ROUNDS: usize = 2;
 
 /// The cost curve of measured `(samples, seconds)` points.
