@@ -27,6 +27,18 @@ pub struct StageCost {
     pub optimizer_s: f64,
 }
 
+impl StageCost {
+    /// The same stage with its compute (passes and update) `slowdown` times longer.
+    pub fn slowed(&self, slowdown: f64) -> StageCost {
+        StageCost {
+            forward_s: self.forward_s * slowdown,
+            backward_s: self.backward_s * slowdown,
+            optimizer_s: self.optimizer_s * slowdown,
+            ..self.clone()
+        }
+    }
+}
+
 /// The pipeline to simulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pipeline<'a> {

@@ -10,7 +10,7 @@ use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_com
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
 use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
 use stratlab_perf_model::parameter_server::ParameterServerRound;
-use stratlab_perf_model::pipeline::{simulate, Pipeline, PipelineStep, StageCost};
+use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
 use stratlab_perf_model::{CostCurve, Link, StepBreakdown};
 use stratlab_strategy_spec::{check_balance, Balance, Schedule, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
@@ -166,14 +166,7 @@ impl StepQuestion<'_> {
         let ring = |bytes: f64, ranks: usize| 2.0 * ranks.saturating_sub(1) as f64 * bytes;
         match (self.strategy.kind(), partition) {
             (StrategyKind::DataParallel, _) => ring(gradients, self.workers),
-            (StrategyKind::ParameterServer, _) => {
-                let placement = self.strategy.server_placement();
-                let remote = match placement {
-                    ServerPlacement::Colocated => placement.training_ranks(self.workers).saturating_sub(1),
-                    ServerPlacement::Dedicated => placement.training_ranks(self.workers),
-                };
-                2.0 * remote as f64 * gradients
-            }
+            (StrategyKind::ParameterServer, _) => 2.0 * self.remote_workers() as f64 * gradients,
             (StrategyKind::Single, _) | (_, None) => 0.0,
             (_, Some(partition)) => {
                 let replicas = self.strategy.pipeline_shape(self.workers).map_or(1, |(_, replicas)| replicas);
@@ -269,22 +262,28 @@ impl StepQuestion<'_> {
 
     /// The server's round: the training ranks but itself push to it, it updates, they pull.
     fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, String> {
-        let placement = self.strategy.server_placement();
-        let training = placement.training_ranks(self.workers);
+        let training = self.strategy.server_placement().training_ranks(self.workers);
         // The training ranks compute at once; a dedicated server waits for them.
         let slowdown = slowdown * self.contention(training as f64, self.batch);
-        let remote_workers = match placement {
-            ServerPlacement::Colocated => training.saturating_sub(1),
-            ServerPlacement::Dedicated => training,
-        };
         let round = ParameterServerRound {
             compute_s: (self.sequential_s(self.batch) - self.profile.optimizer_s) * slowdown,
             parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
-            remote_workers,
+            remote_workers: self.remote_workers(),
             optimizer_s: self.profile.optimizer_s * slowdown,
             link: self.link()?,
         };
         Ok(round.predict().breakdown)
+    }
+
+    /// The parameter server's ranks that push to it and pull from it over the link: the
+    /// training ranks but the server itself where it trains too.
+    fn remote_workers(&self) -> usize {
+        let placement = self.strategy.server_placement();
+        let training = placement.training_ranks(self.workers);
+        match placement {
+            ServerPlacement::Colocated => training.saturating_sub(1),
+            ServerPlacement::Dedicated => training,
+        }
     }
 
     /// Eq. 5.1, from the sequential time of the global batch.
@@ -303,9 +302,24 @@ impl StepQuestion<'_> {
     /// compute beside it in the simulated schedule (its stages times hybrid's replicas);
     /// slower passes overlap differently, so that is simulated again, a few rounds.
     fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, String> {
+        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
         let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
         let samples = self.strategy.stage_samples(self.batch);
-        let mut step = self.simulate_pipeline(partition, &vec![slowdown; partition.len()])?;
+        let costs = self.stage_costs(partition, samples);
+        let simulate_slowed = |slowdowns: &[f64]| {
+            let slowed: Vec<StageCost> =
+                costs.iter().zip(slowdowns).map(|(cost, &slowdown)| cost.slowed(slowdown)).collect();
+            let pipeline = Pipeline {
+                schedule,
+                micro_batches: self.strategy.micro_batches(),
+                checkpoint: self.strategy.checkpoint(),
+                stages: &slowed,
+                link: self.link()?,
+                replicas,
+            };
+            simulate(&pipeline).map_err(|error| error.to_string())
+        };
+        let mut step = simulate_slowed(&vec![slowdown; costs.len()])?;
         if self.profile.contention.is_some() {
             for _ in 0..CONTENTION_ROUNDS {
                 let slowdowns: Vec<f64> = step
@@ -313,46 +327,32 @@ impl StepQuestion<'_> {
                     .iter()
                     .map(|&stages| slowdown * self.contention(stages * replicas as f64, samples))
                     .collect();
-                step = self.simulate_pipeline(partition, &slowdowns)?;
+                step = simulate_slowed(&slowdowns)?;
             }
         }
         Ok(step.breakdown())
     }
 
-    /// The schedule simulated with each stage's compute multiplied by its slowdown.
-    fn simulate_pipeline(&self, partition: &[Range<usize>], slowdowns: &[f64]) -> Result<PipelineStep, String> {
-        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
-        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
-        let samples = self.strategy.stage_samples(self.batch);
+    /// What each part of `partition` costs per micro-batch of `samples`, from the profile.
+    fn stage_costs(&self, partition: &[Range<usize>], samples: usize) -> Vec<StageCost> {
         let total_parameters = self.gradient_bytes(0..self.profile.stages.len());
-        let costs: Vec<StageCost> = partition
+        partition
             .iter()
-            .zip(slowdowns)
-            .map(|(range, &slowdown)| {
+            .map(|range| {
                 let (forward_s, backward_s) = range
                     .clone()
                     .map(|stage| self.stage_s(stage, samples))
                     .fold((0.0, 0.0), |(forward, backward), (f, b)| (forward + f, backward + b));
                 let gradient_bytes = self.gradient_bytes(range.clone());
                 StageCost {
-                    forward_s: forward_s * slowdown,
-                    backward_s: backward_s * slowdown,
+                    forward_s,
+                    backward_s,
                     output_bytes: (self.profile.stages[range.end - 1].output_bytes_per_sample * samples as u64) as f64,
                     gradient_bytes: gradient_bytes as f64,
-                    optimizer_s: slowdown * self.profile.optimizer_s * gradient_bytes as f64
-                        / total_parameters.max(1) as f64,
+                    optimizer_s: self.profile.optimizer_s * gradient_bytes as f64 / total_parameters.max(1) as f64,
                 }
             })
-            .collect();
-        let pipeline = Pipeline {
-            schedule,
-            micro_batches: self.strategy.micro_batches(),
-            checkpoint: self.strategy.checkpoint(),
-            stages: &costs,
-            link: self.link()?,
-            replicas,
-        };
-        simulate(&pipeline).map_err(|error| error.to_string())
+            .collect()
     }
 
     /// What every worker holds beside the network: its momentum buffers, the loader's
