@@ -65,10 +65,11 @@ pub fn predict_cells(
         Placement::Local(_) => None,
     };
     let mut analytical_profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
-    // Workers share this machine's cores only when the cells run here.
-    let shared_cores = match placement {
-        Placement::Local(_) => Some(cores),
-        Placement::Cluster(_) => None,
+    // Workers share this machine's cores, and copy what they exchange through its kernel,
+    // only when the cells run here.
+    let (shared_cores, host_copy_bandwidth) = match placement {
+        Placement::Local(link) => (Some(cores), link.map(|measured| measured.link.bandwidth.0)),
+        Placement::Cluster(_) => (None, None),
     };
     let mut rows = Vec::new();
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {
@@ -121,10 +122,7 @@ pub fn predict_cells(
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
             cores,
-            host_copy_bandwidth: match placement {
-                Placement::Local(_) => link.map(|measured| measured.link.bandwidth.0),
-                Placement::Cluster(_) => None,
-            },
+            host_copy_bandwidth,
         };
         let prediction = question.predict();
         let step = prediction.model.as_ref().ok();

@@ -81,36 +81,11 @@ impl ProfileCache {
                     profile
                 }
                 None => {
-                    let started = Instant::now();
-                    tch::set_num_threads(trial.train.threads as i32);
-                    let mut profile =
-                        profile_network(spec, Device::Cpu, &sizes, trial.train.momentum, trial.train.weight_decay)?;
-                    let mut contended = String::new();
-                    if let Some((copies, at)) = &contention {
-                        let measured = measure_contention(spec, at, *copies, key.2)?;
-                        contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
-                        profile.contention = Some(measured);
+                    let (profile, seconds) = measure(trial, spec, &sizes, contention.as_ref(), report)?;
+                    if let Some(stored_key) = stored_key.as_deref() {
+                        self.keep(&profile, stored_key, &key, seconds)?;
                     }
-                    profile_s = started.elapsed().as_secs_f64();
-                    report(&format!(
-                        "profiled {} on {} at {} thread(s), batch sizes {sizes:?}{contended}: {profile_s:.1} s",
-                        key.0, key.1, key.2
-                    ));
-                    if let (Some(store), Some(stored_key)) = (&self.store, stored_key.as_deref()) {
-                        let taken_at = UtcTime::now().rfc3339();
-                        let label = ProfileLabel {
-                            key: stored_key,
-                            network: &key.0,
-                            dataset: &key.1,
-                            device: "cpu",
-                            threads: key.2,
-                            taken_at: &taken_at,
-                            profile_s,
-                        };
-                        let rows = profile_rows(&profile, &label);
-                        store.append(&rows)?;
-                        self.stored.extend(rows);
-                    }
+                    profile_s = seconds;
                     profile
                 }
             };
@@ -118,6 +93,59 @@ impl ProfileCache {
         }
         Ok((&self.taken[&key], profile_s))
     }
+
+    /// Adds a profile just taken to the store, if there is one, under `stored_key`.
+    fn keep(
+        &mut self,
+        profile: &NetworkProfile,
+        stored_key: &str,
+        key: &ProfileKey,
+        profile_s: f64,
+    ) -> anyhow::Result<()> {
+        let Some(store) = &self.store else { return Ok(()) };
+        let taken_at = UtcTime::now().rfc3339();
+        let label = ProfileLabel {
+            key: stored_key,
+            network: &key.0,
+            dataset: &key.1,
+            device: "cpu",
+            threads: key.2,
+            taken_at: &taken_at,
+            profile_s,
+        };
+        let rows = profile_rows(profile, &label);
+        store.append(&rows)?;
+        self.stored.extend(rows);
+        Ok(())
+    }
+}
+
+/// `trial`'s network profiled on this machine's CPU at its threads and `sizes`, with the
+/// contention of `contention`'s copies at its sample counts where given; and the seconds it
+/// took, which `report` hears.
+fn measure(
+    trial: &TrialSpec,
+    spec: &NetworkSpec,
+    sizes: &[usize],
+    contention: Option<&(usize, Vec<usize>)>,
+    report: &mut dyn FnMut(&str),
+) -> anyhow::Result<(NetworkProfile, f64)> {
+    let started = Instant::now();
+    let threads = trial.train.threads;
+    tch::set_num_threads(threads as i32);
+    let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
+    let mut contended = String::new();
+    if let Some((copies, at)) = contention {
+        let measured = measure_contention(spec, at, *copies, threads)?;
+        contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
+        profile.contention = Some(measured);
+    }
+    let profile_s = started.elapsed().as_secs_f64();
+    report(&format!(
+        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?}{contended}: {profile_s:.1} s",
+        trial.network, trial.dataset.name
+    ));
+    Ok((profile, profile_s))
 }
 
 fn ratios(points: &[(usize, f64)]) -> Vec<f64> {
