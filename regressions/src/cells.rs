@@ -229,10 +229,11 @@ impl RunCells {
             step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
         })?;
         let predictions: Vec<PredictionRow> = store.load_rows()?;
+        let predicted: BTreeMap<&str, f64> =
+            predictions.iter().filter_map(|row| Some((row.trial_id.as_str(), row.step_s?))).collect();
         for cell in run.cells.values_mut() {
-            cell.predicted_step_s = cell.trials.iter().find_map(|trial| {
-                predictions.iter().find(|row| row.trial_id == trial.trial_id).and_then(|row| row.step_s)
-            });
+            cell.predicted_step_s =
+                cell.trials.iter().find_map(|trial| predicted.get(trial.trial_id.as_str()).copied());
         }
         Ok(run)
     }

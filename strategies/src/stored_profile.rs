@@ -31,16 +31,12 @@ pub struct ProfileLabel<'a> {
 /// contention (measured at profiled sizes only) rides on the first stage's rows.
 pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<ProfileRow> {
     let contention = |samples: usize| {
-        profile.contention.as_ref().and_then(|contention| {
-            let ratio = contention.ratio.iter().find(|&&(at, _)| at == samples).map(|&(_, ratio)| ratio)?;
-            Some((contention.copies as u32, ratio))
-        })
+        let contention = profile.contention.as_ref()?;
+        Some((contention.copies as u32, value_at(&contention.ratio, samples)?))
     };
     let mut rows = Vec::new();
     for (index, stage) in profile.stages.iter().enumerate() {
         for (point, &(samples, forward_s)) in stage.forward_s.iter().enumerate() {
-            let bytes =
-                |points: &[(usize, f64)]| points.iter().find(|&&(at, _)| at == samples).map(|&(_, bytes)| bytes);
             let measured_contention = contention(samples).filter(|_| index == 0);
             rows.push(ProfileRow {
                 profile_key: label.key.to_owned(),
@@ -53,8 +49,8 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 samples: samples as u64,
                 forward_s,
                 backward_s: stage.backward_s.get(point).map_or(0.0, |&(_, seconds)| seconds),
-                kept_bytes: bytes(&stage.kept_bytes),
-                transient_bytes: bytes(&stage.transient_bytes),
+                kept_bytes: value_at(&stage.kept_bytes, samples),
+                transient_bytes: value_at(&stage.transient_bytes, samples),
                 output_bytes_per_sample: stage.output_bytes_per_sample,
                 parameter_bytes: stage.parameter_bytes.clone(),
                 optimizer_s: profile.optimizer_s,
@@ -87,15 +83,20 @@ pub fn stored_profile(
         let has_sizes = profile
             .stages
             .iter()
-            .all(|stage| sizes.iter().all(|&samples| stage.forward_s.iter().any(|&(at, _)| at == samples)));
+            .all(|stage| sizes.iter().all(|&samples| value_at(&stage.forward_s, samples).is_some()));
         let has_contention = match contention {
             None => true,
             Some((copies, at)) => profile.contention.as_ref().is_some_and(|measured| {
-                measured.copies == copies && at.iter().all(|&samples| measured.ratio.iter().any(|&(s, _)| s == samples))
+                measured.copies == copies && at.iter().all(|&samples| value_at(&measured.ratio, samples).is_some())
             }),
         };
         (has_sizes && has_contention).then(|| (profile, taken_at.to_owned()))
     })
+}
+
+/// The value measured at `samples` among `(samples, value)` points.
+fn value_at(points: &[(usize, f64)], samples: usize) -> Option<f64> {
+    points.iter().find(|&&(at, _)| at == samples).map(|&(_, value)| value)
 }
 
 /// One profile from its rows; `None` when they do not make one (a stage missing).

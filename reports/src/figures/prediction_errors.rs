@@ -4,6 +4,7 @@
 //! cells (data sets, batches, parameters), whiskers from the smallest to the largest, and
 //! a dashed line at 10 %, where the published step-time predictors land.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use plotters::coord::Shift;
@@ -51,17 +52,17 @@ struct PredictionErrors<'a> {
     errors: &'a [PredictionError],
 }
 
-impl PredictionErrors<'_> {
-    /// The median and range of the errors of one (strategy, network, predictor).
-    fn outcome(&self, strategy: &str, network: &str, predictor: &str) -> Option<Outcome> {
-        let errors: Vec<f64> = self
-            .errors
-            .iter()
-            .filter(|e| e.strategy == strategy && e.network == network && e.predictor == predictor)
-            .map(|e| e.abs_error_percent)
-            .collect();
-        Stat::from_samples(&errors).map(Outcome::Measured)
+/// The median and range of the errors of each (strategy, network, predictor).
+fn outcomes(errors: &[PredictionError]) -> BTreeMap<(&str, &str, &str), Outcome> {
+    let mut grouped: BTreeMap<(&str, &str, &str), Vec<f64>> = BTreeMap::new();
+    for error in errors {
+        let key = (error.strategy.as_str(), error.network.as_str(), error.predictor.as_str());
+        grouped.entry(key).or_default().push(error.abs_error_percent);
     }
+    grouped
+        .into_iter()
+        .filter_map(|(key, errors)| Some((key, Outcome::Measured(Stat::from_samples(&errors)?))))
+        .collect()
 }
 
 impl Figure for PredictionErrors<'_> {
@@ -69,13 +70,8 @@ impl Figure for PredictionErrors<'_> {
         let strategies = strategies_in_order(self.errors.iter().map(|e| e.strategy.as_str()));
         let networks = unique_in_order(self.errors.iter().map(|e| e.network.as_str()));
         let predictors = unique_in_order(self.errors.iter().map(|e| e.predictor.as_str()));
-        let mut outcomes: Vec<Outcome> = Vec::new();
-        for strategy in &strategies {
-            for network in &networks {
-                outcomes.extend(predictors.iter().filter_map(|predictor| self.outcome(strategy, network, predictor)));
-            }
-        }
-        let subtitle = match any_repeats(&outcomes) {
+        let outcomes = outcomes(self.errors);
+        let subtitle = match any_repeats(outcomes.values()) {
             true => "bars: median |step error| over the network's cells, whiskers: smallest–largest",
             false => "every bar is one cell",
         };
@@ -90,7 +86,7 @@ impl Figure for PredictionErrors<'_> {
             format!("{TARGET_PERCENT} % (published predictors: 3–15 %)"),
         ));
         let plot = with_legend_below(&body, &legend)?;
-        let y_max = axis_top(max_value(&outcomes).max(TARGET_PERCENT));
+        let y_max = axis_top(max_value(outcomes.values()).max(TARGET_PERCENT));
         for (strategy, area) in strategies.iter().zip(panel_grid(&plot, strategies.len())) {
             let groups = networks
                 .iter()
@@ -100,8 +96,8 @@ impl Figure for PredictionErrors<'_> {
                         .iter()
                         .enumerate()
                         .map(|(pi, predictor)| {
-                            self.outcome(strategy, network, predictor)
-                                .map(|outcome| Bar { color: category_color(pi), outcome })
+                            let outcome = outcomes.get(&(strategy.as_str(), network.as_str(), predictor.as_str()))?;
+                            Some(Bar { color: category_color(pi), outcome: outcome.clone() })
                         })
                         .collect(),
                 })
