@@ -16,3 +16,15 @@ mod probe_cli;
 mod run_inputs;
 mod runner_faults;
 mod suite_errors;
+
+use std::path::{Path, PathBuf};
+
+/// The run folders of a store, in name order: beside them it keeps the profiles its runs
+/// took. None before the store exists.
+pub(crate) fn run_folders(store: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(store) else { return Vec::new() };
+    let mut runs: Vec<PathBuf> =
+        entries.map(|entry| entry.unwrap().path()).filter(|path| path.join("fingerprint.json").is_file()).collect();
+    runs.sort();
+    runs
+}

@@ -2,7 +2,7 @@
 //! `crashed` without leaving its peer hanging, and a data-parallel trial's trace shows every
 //! rank with all-reduces overlapping the backward pass.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
@@ -19,12 +19,7 @@ fn run_suite(dir: &Path, suite: &str, fault: Option<&str>) -> RunStore {
     }
     let output = command.timeout(Duration::from_secs(300)).output().unwrap();
     assert!(output.status.success(), "runner failed: {}", String::from_utf8_lossy(&output.stderr));
-    let runs: Vec<PathBuf> = std::fs::read_dir(&results)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("fingerprint.json").is_file())
-        .collect();
-    RunStore::open(&runs[0]).unwrap()
+    RunStore::open(&crate::run_folders(&results)[0]).unwrap()
 }
 
 const SUITE: &str = "name: multi

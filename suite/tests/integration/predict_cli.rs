@@ -64,18 +64,13 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
     let probe =
         stratlab(&["probe", "--workers", "2", "--sizes", "4,1M", "--repeats", "3", "--warmup", "1", "--store", store]);
     assert!(probe.status.success(), "{}", text(&probe.stderr));
-    let probe_run = std::fs::read_dir(store)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.to_string_lossy().ends_with("-probe"))
-        .expect("the probe run");
+    let probe_run = crate::run_folders(Path::new(store)).into_iter().next().expect("the probe run");
     let run = stratlab(&["run", suite, "--store", store]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let reused = "reused the profile of small-cnn on mnist at 1 thread(s)";
     assert!(text(&run.stderr).contains(reused), "{}", text(&run.stderr));
-    let run_dir = std::fs::read_dir(store)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
+    let run_dir = crate::run_folders(Path::new(store))
+        .into_iter()
         .find(|path| path.to_string_lossy().ends_with("predict-check"))
         .expect("the run's folder");
 
@@ -112,11 +107,7 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     let stderr = text(&run.stderr);
     assert!(run.status.success(), "{stderr}");
     assert!(stderr.contains("predicted every cell before training in"), "{stderr}");
-    let run_dir = std::fs::read_dir(&store)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .find(|path| path.join("fingerprint.json").is_file())
-        .expect("the run's folder");
+    let run_dir = crate::run_folders(&store).into_iter().next().expect("the run's folder");
     for table in ["predictions", "probes"] {
         let parts = std::fs::read_dir(run_dir.join(table)).unwrap().count();
         assert_eq!(parts, 1, "{table}: one part written before the trials");

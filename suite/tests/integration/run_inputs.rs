@@ -28,11 +28,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// The run folder of a store holding one run (beside the profiles it took).
 fn only_run(store: &Path) -> PathBuf {
-    let mut runs = std::fs::read_dir(store)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("fingerprint.json").is_file());
-    runs.next().expect("a run folder")
+    crate::run_folders(store).into_iter().next().expect("a run folder")
 }
 
 fn entries(dir: &Path) -> usize {

@@ -16,12 +16,7 @@ fn write_suite(dir: &Path, text: &str) -> PathBuf {
 }
 
 fn only_run_dir(results: &Path) -> PathBuf {
-    // Beside the run, the store keeps the profiles the run took.
-    let runs: Vec<PathBuf> = std::fs::read_dir(results)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("fingerprint.json").is_file())
-        .collect();
+    let runs = crate::run_folders(results);
     assert_eq!(runs.len(), 1, "one run folder expected: {runs:?}");
     runs.into_iter().next().unwrap()
 }
@@ -135,10 +130,9 @@ eval: {samples: 256, batch_size: 256}
     // Wait until at least one trial is recorded, then kill the runner without warning.
     let started = Instant::now();
     let finished_parts = |results: &Path| -> usize {
-        std::fs::read_dir(results)
-            .ok()
-            .and_then(|mut runs| runs.find(|run| run.as_ref().unwrap().path().join("fingerprint.json").is_file()))
-            .and_then(|run| std::fs::read_dir(run.unwrap().path().join("trials")).ok())
+        crate::run_folders(results)
+            .first()
+            .and_then(|run| std::fs::read_dir(run.join("trials")).ok())
             .map(|parts| {
                 parts.filter(|p| p.as_ref().unwrap().path().extension().is_some_and(|e| e == "parquet")).count()
             })
