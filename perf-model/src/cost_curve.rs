@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Seconds (or bytes) against samples: measured points, linear between them, and beyond
+/// Seconds (or bytes) against a count (samples; bytes for an all-reduce): measured points, linear between them, and beyond
 /// them the line through the nearest two (one point: proportional to the samples).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CostCurve {

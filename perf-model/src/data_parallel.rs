@@ -7,7 +7,7 @@
 use serde::Serialize;
 use stratlab_strategy_spec::buckets::plan_buckets;
 
-use crate::{Link, StepBreakdown};
+use crate::{AllReduce, StepBreakdown};
 
 /// What one network stage costs one worker at the per-worker batch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -50,12 +50,12 @@ impl DataParallelStep {
     }
 }
 
-/// The step of `workers` workers running `stages`, all-reducing over `link` in buckets of
-/// at most `fusion_threshold_bytes`, then taking an update of `optimizer_s`.
+/// The step of `workers` workers running `stages`, all-reducing (at `all_reduce`'s cost) in
+/// buckets of at most `fusion_threshold_bytes`, then taking an update of `optimizer_s`.
 pub fn data_parallel_step(
     stages: &[StageWork],
     workers: usize,
-    link: &Link,
+    all_reduce: &AllReduce<'_>,
     fusion_threshold_bytes: u64,
     optimizer_s: f64,
 ) -> DataParallelStep {
@@ -71,7 +71,7 @@ pub fn data_parallel_step(
     for (stage, buckets) in stages.iter().zip(&plan).rev() {
         now += stage.backward_s;
         for bucket in buckets {
-            let reduce_s = link.ring_all_reduce_s(bucket.bytes as f64, workers);
+            let reduce_s = all_reduce.seconds(bucket.bytes as f64, workers);
             comm_free = comm_free.max(now) + reduce_s;
             comm_s += reduce_s;
             launched += 1;
@@ -93,6 +93,11 @@ pub fn data_parallel_step(
 mod tests {
     use super::*;
     use crate::closed_forms::thesis_data_parallel_s;
+    use crate::{AllReduceCurve, Link};
+
+    fn ring(link: &Link) -> AllReduce<'_> {
+        AllReduce { link, measured: None }
+    }
 
     fn stage(forward_s: f64, backward_s: f64, parameter_bytes: Vec<u64>) -> StageWork {
         StageWork { forward_s, backward_s, parameter_bytes }
@@ -104,7 +109,7 @@ mod tests {
         let link = Link::new(1e9, 20e-6);
         let (t_seq, workers, gradients) = (0.8, 4, 40e6);
         let stages = [stage(0.3 * t_seq / workers as f64, 0.7 * t_seq / workers as f64, vec![10_000_000, 30_000_000])];
-        let step = data_parallel_step(&stages, workers, &link, 64 << 20, 0.0);
+        let step = data_parallel_step(&stages, workers, &ring(&link), 64 << 20, 0.0);
         let thesis = thesis_data_parallel_s(t_seq, workers, gradients, 64.0 * 1024.0 * 1024.0, &link);
         assert!((step.step_s - thesis).abs() < 1e-12, "{} vs {thesis}", step.step_s);
         assert_eq!(step.buckets, 1);
@@ -116,24 +121,38 @@ mod tests {
         let link = Link::new(1e8, 0.0);
         // Two workers: a 10 MB bucket takes 2 × 1 × 5 MB ÷ 100 MB/s = 0.1 s.
         let stages = [stage(0.1, 0.5, vec![1_000]), stage(0.1, 0.2, vec![10_000_000])];
-        let step = data_parallel_step(&stages, 2, &link, 64 << 20, 0.05);
+        let step = data_parallel_step(&stages, 2, &ring(&link), 64 << 20, 0.05);
         // Stage 1's bucket runs 0.4–0.5 s under stage 0's backward (0.4–0.9 s); stage 0's
         // tiny bucket follows at 0.9 s.
         assert!((step.compute_s - 0.9).abs() < 1e-12);
         assert!(step.exposed_comm_s < 1e-4 && step.exposed_comm_s > 0.0, "{}", step.exposed_comm_s);
         assert!((step.step_s - (0.9 + step.exposed_comm_s + 0.05)).abs() < 1e-12);
         // One worker all-reduces nothing.
-        assert_eq!(data_parallel_step(&stages, 1, &link, 64 << 20, 0.0).comm_s, 0.0);
+        assert_eq!(data_parallel_step(&stages, 1, &ring(&link), 64 << 20, 0.0).comm_s, 0.0);
     }
 
     #[test]
     fn a_small_threshold_splits_the_gradients_into_more_all_reduces_each_paying_the_latency() {
         let link = Link::new(1e9, 1e-3);
         let stages = [stage(0.0, 0.01, vec![1_000; 8])];
-        let fused = data_parallel_step(&stages, 2, &link, 1 << 20, 0.0);
-        let split = data_parallel_step(&stages, 2, &link, 1_000, 0.0);
+        let fused = data_parallel_step(&stages, 2, &ring(&link), 1 << 20, 0.0);
+        let split = data_parallel_step(&stages, 2, &ring(&link), 1_000, 0.0);
         assert_eq!((fused.buckets, split.buckets), (1, 8));
         // Each all-reduce of 2 workers pays 2 latencies: 8 buckets pay 14 more.
         assert!((split.comm_s - fused.comm_s - 14e-3).abs() < 1e-9, "{} {}", split.comm_s, fused.comm_s);
+    }
+
+    #[test]
+    fn a_measured_all_reduce_sets_the_exposed_tail_where_the_ring_formula_would_not() {
+        // The link says a 4 KB bucket costs microseconds; the probe, under load, measured 3 ms.
+        let link = Link::new(1e9, 20e-6);
+        let loaded = AllReduceCurve::new(2, vec![(4, 3e-3), (1 << 20, 5e-3)]).unwrap();
+        let stages = [stage(0.01, 0.02, vec![4_000]), stage(0.01, 0.02, vec![4_000])];
+        let measured = data_parallel_step(&stages, 2, &AllReduce { link: &link, measured: Some(&loaded) }, 1_000, 0.0);
+        let formula = data_parallel_step(&stages, 2, &ring(&link), 1_000, 0.0);
+        // The last stage's bucket hides behind the first's backward; the first's is exposed.
+        assert!((measured.exposed_comm_s - loaded.seconds(4_000.0)).abs() < 1e-12, "{}", measured.exposed_comm_s);
+        assert!(formula.exposed_comm_s < 1e-4, "{}", formula.exposed_comm_s);
+        assert_eq!(measured.buckets, 2);
     }
 }

@@ -1,6 +1,7 @@
 //! Predicts a training step of every strategy, libtorch-free, from what a profile and a
 //! probe measure: per-stage forward and backward seconds against the samples
-//! ([`CostCurve`]), and the links between workers ([`Link`]).
+//! ([`CostCurve`]), and the links between workers ([`Link`]) with the all-reduce time the
+//! probe measured over them ([`AllReduceCurve`]).
 //!
 //! The model follows what stratlab's implementation does rather than a textbook formula:
 //! pipelines are simulated on the very action lists the stage workers execute
@@ -11,6 +12,7 @@
 mod breakdown;
 pub mod closed_forms;
 pub mod cluster;
+mod collective;
 mod contention;
 mod cost_curve;
 pub mod data_parallel;
@@ -23,6 +25,7 @@ mod units;
 
 pub use breakdown::StepBreakdown;
 pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
+pub use collective::{AllReduce, AllReduceCurve};
 pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
 pub use link::{Bandwidth, Latency, Link};

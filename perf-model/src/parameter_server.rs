@@ -20,6 +20,10 @@ pub struct ParameterServerRound {
     pub remote_workers: usize,
     /// The server's update of every parameter.
     pub optimizer_s: f64,
+    /// Seconds to copy every gradient into one new flat buffer: what each of the round's
+    /// whole-model host copies costs (a fresh buffer the size of the model: a large one
+    /// takes its pages from the kernel every time).
+    pub flatten_s: f64,
     /// The link between each worker and the server.
     pub link: Link,
 }
@@ -33,6 +37,8 @@ pub struct ParameterServerStep {
     pub push_s: f64,
     /// Seconds of the weights' way out.
     pub pull_s: f64,
+    /// Seconds of whole-model host copies on the round's critical path.
+    pub host_copies_s: f64,
 }
 
 impl ParameterServerRound {
@@ -46,7 +52,15 @@ impl ParameterServerRound {
         let push_s = control_s + queued_s(self.parameter_bytes);
         // The weights travel with a one-element stop flag.
         let pull_s = queued_s(self.parameter_bytes + 4.0);
-        let exposed_comm_s = push_s + pull_s;
+        // The round's whole-model copies, as the implementation makes them one after the
+        // other: the server allocates a receive buffer per remote worker and flattens its
+        // own gradients (a dedicated server: zeros), adds each worker's in, divides into a
+        // new buffer, copies the mean into its gradients, flattens the new weights; a
+        // worker copies the weights it pulls into its own. (A worker flattens its
+        // gradients while the server prepares, so that copy is hidden.)
+        let copies = 2.0 * remote + 4.0 + if self.remote_workers > 0 { 1.0 } else { 0.0 };
+        let host_copies_s = copies * self.flatten_s;
+        let exposed_comm_s = push_s + pull_s + host_copies_s;
         ParameterServerStep {
             breakdown: StepBreakdown {
                 step_s: self.compute_s + exposed_comm_s + self.optimizer_s,
@@ -57,6 +71,7 @@ impl ParameterServerRound {
             },
             push_s,
             pull_s,
+            host_copies_s,
         }
     }
 }
@@ -68,8 +83,14 @@ mod tests {
     #[test]
     fn the_server_link_queues_every_workers_gradients_and_weights() {
         let link = Link::new(1e9, 1e-4);
-        let round =
-            ParameterServerRound { compute_s: 0.1, parameter_bytes: 1e7, remote_workers: 3, optimizer_s: 0.002, link };
+        let round = ParameterServerRound {
+            compute_s: 0.1,
+            parameter_bytes: 1e7,
+            remote_workers: 3,
+            optimizer_s: 0.002,
+            flatten_s: 0.0,
+            link,
+        };
         let step = round.predict();
         // Three pushes and three pulls of 10 MB at 1 GB/s, each paying 0.1 ms.
         let push = link.transfer_s(24.0) + 3.0 * (1e-4 + 1e-2);
@@ -82,5 +103,27 @@ mod tests {
         // Alone, a server only updates.
         let alone = ParameterServerRound { remote_workers: 0, ..round }.predict();
         assert_eq!(alone.breakdown.step_s, 0.1 + 0.002);
+    }
+
+    #[test]
+    fn every_whole_model_copy_on_the_critical_path_is_charged_once() {
+        let link = Link::new(1e9, 0.0);
+        let round = |remote_workers| ParameterServerRound {
+            compute_s: 0.1,
+            parameter_bytes: 1e7,
+            remote_workers,
+            optimizer_s: 0.0,
+            flatten_s: 0.01,
+            link,
+        };
+        // One remote worker: its receive buffer, the server's own flat gradients, the sum,
+        // the mean, the copy into the gradients, the flat weights, the worker's copy back.
+        let one = round(1).predict();
+        assert!((one.host_copies_s - 0.07).abs() < 1e-12, "{}", one.host_copies_s);
+        assert!((one.breakdown.exposed_comm_s - (one.push_s + one.pull_s + 0.07)).abs() < 1e-12);
+        // Each further worker adds its receive buffer and its sum.
+        assert!((round(3).predict().host_copies_s - 0.11).abs() < 1e-12);
+        // A server alone still flattens, averages, copies back and flattens the weights.
+        assert!((round(0).predict().host_copies_s - 0.04).abs() < 1e-12);
     }
 }

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Schedule};
 
-use crate::{Link, StepBreakdown};
+use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
 
 /// What one pipeline stage costs, per micro-batch of the size the step runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -55,6 +55,8 @@ pub struct Pipeline<'a> {
     /// Pipelines side by side (hybrid's data parallelism; 1 otherwise), all-reducing each
     /// stage's gradients over the same link.
     pub replicas: usize,
+    /// The probe's all-reduce against size on that link, where measured.
+    pub measured_all_reduce: Option<&'a AllReduceCurve>,
 }
 
 /// One simulated pass.
@@ -206,7 +208,8 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
         let compute_s: f64 =
             own.iter().map(|pass| pass.end_s - pass.start_s - pass.recompute_s - pass.optimizer_s).sum();
         let all_reduce_s = match pipeline.replicas > 1 && synchronous {
-            true => pipeline.link.ring_all_reduce_s(cost.gradient_bytes, pipeline.replicas),
+            true => AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
+                .seconds(cost.gradient_bytes, pipeline.replicas),
             false => 0.0,
         };
         let flush_optimizer_s = if synchronous { cost.optimizer_s } else { 0.0 };

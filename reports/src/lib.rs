@@ -45,6 +45,7 @@ pub use format::Format;
 pub use history_section::{history_chart_of, write_history_figures};
 pub use html::{write_report_html, FailedTrial, HtmlTable, ReportFigure, ReportPage, ReportSection};
 pub use outcome::{Failure, Outcome};
+pub use predictions::judged_predictions;
 pub use report_error::ReportError;
 pub use run_report::{write_run_report, RunReport};
 pub use stat::Stat;

@@ -18,17 +18,22 @@ pub enum ProbeKind {
     P2p,
     /// All ranks all-reduce a buffer.
     AllReduce,
+    /// All ranks all-reduce a buffer while every core of theirs computes, as a training
+    /// step's buckets do: on a machine whose workers share the cores, the collective then
+    /// waits for a core as well as for the wire.
+    AllReduceLoaded,
 }
 
 impl ProbeKind {
-    /// Both kinds.
-    pub const ALL: [ProbeKind; 2] = [ProbeKind::P2p, ProbeKind::AllReduce];
+    /// Every kind.
+    pub const ALL: [ProbeKind; 3] = [ProbeKind::P2p, ProbeKind::AllReduce, ProbeKind::AllReduceLoaded];
 
     /// The name stored in `probes.kind`.
     pub fn name(self) -> &'static str {
         match self {
             ProbeKind::P2p => "p2p",
             ProbeKind::AllReduce => "all_reduce",
+            ProbeKind::AllReduceLoaded => "all_reduce_loaded",
         }
     }
 
@@ -38,8 +43,10 @@ impl ProbeKind {
     pub fn bus_factor(self, world_size: u32) -> f64 {
         match self {
             ProbeKind::P2p => 1.0,
-            ProbeKind::AllReduce if world_size == 0 => 0.0,
-            ProbeKind::AllReduce => 2.0 * (f64::from(world_size) - 1.0) / f64::from(world_size),
+            ProbeKind::AllReduce | ProbeKind::AllReduceLoaded if world_size == 0 => 0.0,
+            ProbeKind::AllReduce | ProbeKind::AllReduceLoaded => {
+                2.0 * (f64::from(world_size) - 1.0) / f64::from(world_size)
+            }
         }
     }
 }
@@ -50,9 +57,9 @@ impl fmt::Display for ProbeKind {
     }
 }
 
-/// A stored probe kind that is neither `p2p` nor `all_reduce`.
+/// A stored probe kind that is none of `p2p`, `all_reduce` and `all_reduce_loaded`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown probe kind {0:?} (expected p2p or all_reduce)")]
+#[error("unknown probe kind {0:?} (expected p2p, all_reduce or all_reduce_loaded)")]
 pub struct UnknownProbeKind(pub String);
 
 impl FromStr for ProbeKind {
@@ -121,7 +128,7 @@ pub enum ProbeError {
 pub struct ProbeRow {
     /// The run the probe belongs to.
     pub run_id: String,
-    /// `p2p` or `all_reduce` ([`ProbeKind`]).
+    /// `p2p`, `all_reduce` or `all_reduce_loaded` ([`ProbeKind`]).
     pub kind: String,
     /// Communication backend (`gloo`, `nccl`).
     pub backend: String,
@@ -141,6 +148,11 @@ pub struct ProbeRow {
     pub min_s: f64,
     /// Slowest transfer, seconds.
     pub max_s: f64,
+    /// Mean time, seconds: what a transfer costs on average where its times are bimodal
+    /// (an all-reduce on busy cores either finds one at once or waits for the scheduler),
+    /// so the expected cost of a step's many transfers. `None` in runs made before it was
+    /// stored.
+    pub mean_s: Option<f64>,
     /// `bytes ÷ median_s`, GB/s (1e9 bytes/s).
     pub algorithm_gbps: f64,
     /// `algorithm_gbps × ProbeKind::bus_factor(world_size)`: `2(W−1)/W` for all-reduce
@@ -150,7 +162,7 @@ pub struct ProbeRow {
 
 impl ProbeRow {
     /// The row for `spec` timed as `times_s` (one entry per repeat): median (of an even
-    /// count, the mean of the middle two), min, max, and bandwidths from the median.
+    /// count, the mean of the middle two), min, max, mean, and bandwidths from the median.
     pub fn from_times(spec: ProbeSpec, times_s: &[f64]) -> Result<ProbeRow, ProbeError> {
         let (kind, bytes) = (spec.kind, spec.bytes);
         if spec.world_size == 0 {
@@ -160,7 +172,9 @@ impl ProbeRow {
             return Err(ProbeError::BadTime { kind, bytes, time_s });
         }
         let times = Float64Chunked::from_slice("times_s".into(), times_s);
-        let (Some(median_s), Some(min_s), Some(max_s)) = (times.median(), times.min(), times.max()) else {
+        let (Some(median_s), Some(min_s), Some(max_s), Some(mean_s)) =
+            (times.median(), times.min(), times.max(), times.mean())
+        else {
             return Err(ProbeError::NoTimes { kind, bytes });
         };
         let algorithm = algorithm_gbps(bytes, median_s);
@@ -176,6 +190,7 @@ impl ProbeRow {
             median_s,
             min_s,
             max_s,
+            mean_s: Some(mean_s),
             algorithm_gbps: algorithm,
             bus_gbps: algorithm * kind.bus_factor(spec.world_size),
         })
@@ -205,6 +220,7 @@ impl Table for ProbeRow {
             ("median_s", Float64),
             ("min_s", Float64),
             ("max_s", Float64),
+            ("mean_s", Float64),
             ("algorithm_gbps", Float64),
             ("bus_gbps", Float64),
         ])
@@ -235,6 +251,7 @@ mod tests {
     fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
         let row = ProbeRow::from_times(spec(ProbeKind::P2p, 2), &[4.0, 1.0, 2.0, 8.0]).unwrap();
         assert_eq!((row.median_s, row.min_s, row.max_s, row.repeats), (3.0, 1.0, 8.0, 4));
+        assert_eq!(row.mean_s, Some(3.75));
         // 1e9 bytes in 3 s.
         assert_eq!(row.algorithm_gbps, 1.0 / 3.0);
         assert_eq!(row.bus_gbps, row.algorithm_gbps);

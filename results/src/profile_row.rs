@@ -42,10 +42,17 @@ pub struct ProfileRow {
     pub parameter_bytes: Vec<u64>,
     /// Median seconds of the whole network's optimizer step (the same in every row).
     pub optimizer_s: f64,
+    /// Median seconds to copy every gradient into one new flat buffer (the same in every
+    /// row); null in profiles stored before it was measured.
+    pub flatten_s: Option<f64>,
     /// Workers that ran at once when the contention at `samples` was measured.
     pub contention_copies: Option<u32>,
     /// Their pass over a pass alone, at `samples`; null where not measured.
     pub contention_ratio: Option<f64>,
+    /// 10th percentile of a few real training steps of the whole network at `samples` (one
+    /// worker, the trial's data and optimizer), on the first stage's row; null where not
+    /// measured (and in profiles stored before it was).
+    pub training_step_s: Option<f64>,
     /// When it was taken (UTC, RFC 3339).
     pub taken_at: String,
     /// Seconds taking the whole profile took.
@@ -74,8 +81,10 @@ impl Table for ProfileRow {
             ("output_bytes_per_sample", UInt64),
             ("parameter_bytes", List(Box::new(UInt64))),
             ("optimizer_s", Float64),
+            ("flatten_s", Float64),
             ("contention_copies", UInt32),
             ("contention_ratio", Float64),
+            ("training_step_s", Float64),
             ("taken_at", String),
             ("profile_s", Float64),
         ])

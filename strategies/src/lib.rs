@@ -34,6 +34,7 @@ pub mod timeline;
 pub mod train_config;
 pub mod train_error;
 pub mod train_loop;
+pub mod training_steps;
 
 pub use device::{DeviceChoice, DeviceError};
 pub use dispatch::train;

@@ -11,7 +11,7 @@ use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
 use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
 use stratlab_perf_model::parameter_server::ParameterServerRound;
 use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
-use stratlab_perf_model::{CostCurve, Link, StepBreakdown};
+use stratlab_perf_model::{AllReduce, AllReduceCurve, CostCurve, Link, StepBreakdown};
 use stratlab_strategy_spec::{check_balance, Balance, Schedule, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
 
@@ -47,6 +47,9 @@ pub struct StepQuestion<'a> {
     pub profile: &'a NetworkProfile,
     /// The link between workers, where known.
     pub link: Option<&'a Link>,
+    /// All-reduce time against size over that link, where the probe measured it (with the
+    /// cores busy, where the workers share them, as a step's buckets find them).
+    pub all_reduce: Option<&'a AllReduceCurve>,
     /// SGD's momentum (a momentum buffer per parameter when not 0).
     pub momentum: f64,
     /// Batches the data loader prefetches.
@@ -102,7 +105,7 @@ impl StepQuestion<'_> {
             false => uncontended,
         };
         let thesis_s = match (self.strategy.kind(), &partition) {
-            (StrategyKind::Single, _) => Ok(self.sequential_s(self.batch)),
+            (StrategyKind::Single, _) => Ok(self.single_s()),
             (StrategyKind::DataParallel, _) => self.thesis_data_parallel_s(),
             (StrategyKind::ModelParallel | StrategyKind::Gpipe | StrategyKind::OneFOneB, Some(partition)) => {
                 partition.clone().and_then(|ranges| self.thesis_pipeline_s(&ranges))
@@ -124,7 +127,7 @@ impl StepQuestion<'_> {
     ) -> Result<StepBreakdown, String> {
         match (self.strategy.kind(), partition) {
             (StrategyKind::Single, _) => {
-                let step_s = self.sequential_s(self.batch) * slowdown;
+                let step_s = self.single_s() * slowdown;
                 let optimizer_s = self.profile.optimizer_s * slowdown;
                 Ok(StepBreakdown {
                     step_s,
@@ -230,6 +233,13 @@ impl StepQuestion<'_> {
             + self.profile.optimizer_s
     }
 
+    /// One worker's step at the batch: the training steps measured at it where the profile
+    /// has them (the trials' own statistic), else the stages summed.
+    fn single_s(&self) -> f64 {
+        let measured = self.profile.training_step_s.iter().find(|&&(samples, _)| samples == self.batch);
+        measured.map_or_else(|| self.sequential_s(self.batch), |&(_, seconds)| seconds)
+    }
+
     /// Bytes of all the network's gradients.
     fn gradient_bytes(&self, stages: Range<usize>) -> u64 {
         self.profile.stages[stages].iter().flat_map(|stage| &stage.parameter_bytes).sum()
@@ -257,7 +267,9 @@ impl StepQuestion<'_> {
             .collect();
         let fusion = self.strategy.fusion_threshold_bytes();
         let optimizer_s = self.profile.optimizer_s * slowdown;
-        Ok(data_parallel_step(&stages, self.workers, &self.link()?, fusion, optimizer_s).breakdown())
+        let link = self.link()?;
+        let all_reduce = AllReduce { link: &link, measured: self.all_reduce };
+        Ok(data_parallel_step(&stages, self.workers, &all_reduce, fusion, optimizer_s).breakdown())
     }
 
     /// The server's round: the training ranks but itself push to it, it updates, they pull.
@@ -270,6 +282,7 @@ impl StepQuestion<'_> {
             parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
             remote_workers: self.remote_workers(),
             optimizer_s: self.profile.optimizer_s * slowdown,
+            flatten_s: self.profile.flatten_s * slowdown,
             link: self.link()?,
         };
         Ok(round.predict().breakdown)
@@ -316,6 +329,7 @@ impl StepQuestion<'_> {
                 stages: &slowed,
                 link: self.link()?,
                 replicas,
+                measured_all_reduce: self.all_reduce,
             };
             simulate(&pipeline).map_err(|error| error.to_string())
         };

@@ -60,10 +60,20 @@ pub struct NetworkProfile {
     /// Median seconds of one SGD step over all the network's parameters (with the
     /// momentum asked for; a stage's share is proportional to its parameters).
     pub optimizer_s: f64,
+    /// Median seconds to copy every gradient into one new flat buffer (`cat`), as a
+    /// parameter server builds its messages (0 where not measured).
+    #[serde(default)]
+    pub flatten_s: f64,
     /// How much slower the passes run while the machine's other workers compute, measured
     /// apart ([`crate::contention`]); `None` where no two workers share a machine.
     #[serde(default)]
     pub contention: Option<Contention>,
+    /// `(samples, seconds)`: the 10th percentile of a few real training steps of the whole
+    /// network by one worker at this thread count, on the trial's data with its optimizer,
+    /// measured apart at the batches single cells train; the sequential step as the trials
+    /// time it (empty where not measured).
+    #[serde(default)]
+    pub training_step_s: Vec<(usize, f64)>,
 }
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
@@ -151,9 +161,8 @@ pub fn profile_network(
     }
     // `zero_grad` left only the last stage its gradients: one whole pass gives every
     // parameter its gradient again, as a training step's backward does before its update.
-    let dims: Vec<i64> = std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64)
-        .chain(spec.input.sample_dims())
-        .collect();
+    let dims: Vec<i64> =
+        std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64).chain(spec.input.sample_dims()).collect();
     let output = model.forward_t(&Tensor::ones(dims, (Kind::Float, device)), true);
     backward_with_grad(&output, &Tensor::ones_like(&output))?;
     let mut steps = Vec::with_capacity(PROFILE_REPEATS);
@@ -165,7 +174,25 @@ pub fn profile_network(
         synchronize(device);
         steps.push(start.elapsed().as_secs_f64());
     }
-    Ok(NetworkProfile { stages, optimizer_s: crate::stats::median(&steps).unwrap_or(0.0), contention: None })
+    // A fresh buffer each time, as every round makes one: the first copy is untimed.
+    let mut flattens = Vec::with_capacity(PROFILE_REPEATS);
+    for attempt in 0..=PROFILE_REPEATS {
+        synchronize(device);
+        let start = Instant::now();
+        let flat = tch::no_grad(|| Tensor::cat(&variables.iter().map(|v| v.grad().view([-1])).collect::<Vec<_>>(), 0));
+        synchronize(device);
+        if attempt > 0 {
+            flattens.push(start.elapsed().as_secs_f64());
+        }
+        drop(flat);
+    }
+    Ok(NetworkProfile {
+        stages,
+        optimizer_s: crate::stats::median(&steps).unwrap_or(0.0),
+        flatten_s: crate::stats::median(&flattens).unwrap_or(0.0),
+        contention: None,
+        training_step_s: Vec::new(),
+    })
 }
 
 /// A profile of `spec` on a device known only by its datasheet: every stage's passes on the
@@ -212,6 +239,9 @@ pub fn analytical_profile(
     Ok(NetworkProfile {
         stages,
         optimizer_s: seconds(2.0 * per_sample.total_parameters as f64, states * weights),
+        // Read the gradients, write the buffer.
+        flatten_s: seconds(0.0, 2.0 * weights),
         contention: None,
+        training_step_s: Vec::new(),
     })
 }

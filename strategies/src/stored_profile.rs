@@ -28,7 +28,8 @@ pub struct ProfileLabel<'a> {
 }
 
 /// The rows of `profile`: every stage at every sample count it was measured at; the
-/// contention (measured at profiled sizes only) rides on the first stage's rows.
+/// contention and the training steps (measured at profiled sizes only) ride on the first
+/// stage's rows.
 pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<ProfileRow> {
     let contention = |samples: usize| {
         let contention = profile.contention.as_ref()?;
@@ -54,8 +55,10 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 output_bytes_per_sample: stage.output_bytes_per_sample,
                 parameter_bytes: stage.parameter_bytes.clone(),
                 optimizer_s: profile.optimizer_s,
+                flatten_s: Some(profile.flatten_s),
                 contention_copies: measured_contention.map(|(copies, _)| copies),
                 contention_ratio: measured_contention.map(|(_, ratio)| ratio),
+                training_step_s: value_at(&profile.training_step_s, samples).filter(|_| index == 0),
                 taken_at: label.taken_at.to_owned(),
                 profile_s: label.profile_s,
             });
@@ -64,15 +67,23 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
     rows
 }
 
-/// The latest profile stored under `key` that has every one of `sizes` for every stage
-/// and, where `contention` names copies and sample counts, the contention of that many
-/// copies at each of them; `None` when no stored profile has all that.
-pub fn stored_profile(
-    rows: &[ProfileRow],
-    key: &str,
-    sizes: &[usize],
-    contention: Option<(usize, &[usize])>,
-) -> Option<(NetworkProfile, String)> {
+/// What a stored profile must hold to serve: every stage at every one of `sizes`; where
+/// `contention` names copies and sample counts, the contention of that many copies at each
+/// of them; and training steps at each of `training_steps`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProfileNeeds<'a> {
+    /// Sample counts every stage must have been timed at.
+    pub sizes: &'a [usize],
+    /// Copies and the sample counts their contention must have been measured at.
+    pub contention: Option<(usize, &'a [usize])>,
+    /// Batches whole training steps must have been timed at.
+    pub training_steps: &'a [usize],
+}
+
+/// The latest profile stored under `key` that has all `needs` asks; `None` when no stored
+/// profile has.
+pub fn stored_profile(rows: &[ProfileRow], key: &str, needs: &ProfileNeeds<'_>) -> Option<(NetworkProfile, String)> {
+    let ProfileNeeds { sizes, contention, training_steps } = *needs;
     // Profiles under one key, by when they were taken.
     let mut taken: BTreeMap<&str, Vec<&ProfileRow>> = BTreeMap::new();
     for row in rows.iter().filter(|row| row.profile_key == key) {
@@ -90,7 +101,9 @@ pub fn stored_profile(
                 measured.copies == copies && at.iter().all(|&samples| value_at(&measured.ratio, samples).is_some())
             }),
         };
-        (has_sizes && has_contention).then(|| (profile, taken_at.to_owned()))
+        let has_training_steps =
+            training_steps.iter().all(|&samples| value_at(&profile.training_step_s, samples).is_some());
+        (has_sizes && has_contention && has_training_steps).then(|| (profile, taken_at.to_owned()))
     })
 }
 
@@ -105,7 +118,11 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
     let mut profiles: Vec<Option<StageProfile>> = vec![None; stages];
     let mut ratio = Vec::new();
     let mut copies = None;
+    let mut training_step_s = Vec::new();
     for row in rows {
+        if let Some(seconds) = row.training_step_s {
+            training_step_s.push((row.samples as usize, seconds));
+        }
         if let (Some(row_copies), Some(row_ratio)) = (row.contention_copies, row.contention_ratio) {
             copies = Some(row_copies as usize);
             ratio.push((row.samples as usize, row_ratio));
@@ -129,10 +146,13 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
     }
     let stages: Option<Vec<StageProfile>> = profiles.into_iter().collect();
     ratio.sort_by_key(|&(samples, _)| samples);
+    training_step_s.sort_by_key(|&(samples, _)| samples);
     Some(NetworkProfile {
         stages: stages?,
         optimizer_s: rows[0].optimizer_s,
+        flatten_s: rows[0].flatten_s.unwrap_or(0.0),
         contention: copies.map(|copies| Contention { copies, ratio }),
+        training_step_s,
     })
 }
 
@@ -150,7 +170,17 @@ mod tests {
             kept_bytes: vec![(8, 1e5), (32, 4e5)],
             transient_bytes: vec![(8, 2e4), (32, 8e4)],
         };
-        NetworkProfile { stages: vec![stage("conv", 1.0), stage("head", 0.5)], optimizer_s: 0.004, contention }
+        NetworkProfile {
+            stages: vec![stage("conv", 1.0), stage("head", 0.5)],
+            optimizer_s: 0.004,
+            flatten_s: 0.002,
+            contention,
+            training_step_s: vec![(32, 0.1)],
+        }
+    }
+
+    fn needs<'a>(sizes: &'a [usize], contention: Option<(usize, &'a [usize])>) -> ProfileNeeds<'a> {
+        ProfileNeeds { sizes, contention, training_steps: &[] }
     }
 
     fn label(key: &str) -> ProfileLabel<'_> {
@@ -170,7 +200,7 @@ mod tests {
         let measured = profile(Some(Contention { copies: 2, ratio: vec![(8, 1.2), (32, 1.1)] }));
         let rows = profile_rows(&measured, &label("k"));
         assert_eq!(rows.len(), 4, "two stages at two sizes");
-        let (back, taken_at) = stored_profile(&rows, "k", &[8, 32], Some((2, &[8, 32]))).unwrap();
+        let (back, taken_at) = stored_profile(&rows, "k", &needs(&[8, 32], Some((2, &[8, 32])))).unwrap();
         assert_eq!(back, measured);
         assert_eq!(taken_at, "2026-11-25T21:00:00Z");
     }
@@ -178,12 +208,15 @@ mod tests {
     #[test]
     fn a_profile_is_reused_only_under_its_key_with_every_size_and_the_contention_asked_for() {
         let rows = profile_rows(&profile(None), &label("k"));
-        assert!(stored_profile(&rows, "other binary", &[8], None).is_none());
-        assert!(stored_profile(&rows, "k", &[8, 16], None).is_none(), "16 was never measured");
-        assert!(stored_profile(&rows, "k", &[8], Some((2, &[8]))).is_none(), "no contention stored");
-        assert!(stored_profile(&rows, "k", &[32], None).is_some());
+        assert!(stored_profile(&rows, "other binary", &needs(&[8], None)).is_none());
+        assert!(stored_profile(&rows, "k", &needs(&[8, 16], None)).is_none(), "16 was never measured");
+        assert!(stored_profile(&rows, "k", &needs(&[8], Some((2, &[8])))).is_none(), "no contention stored");
+        assert!(stored_profile(&rows, "k", &needs(&[32], None)).is_some());
+        let stepped = |training_steps| ProfileNeeds { training_steps, ..needs(&[8, 32], None) };
+        assert!(stored_profile(&rows, "k", &stepped(&[32])).is_some());
+        assert!(stored_profile(&rows, "k", &stepped(&[8])).is_none(), "no training steps at 8 samples");
         let three = profile_rows(&profile(Some(Contention { copies: 3, ratio: vec![(8, 1.3)] })), &label("k"));
-        assert!(stored_profile(&three, "k", &[8], Some((2, &[8]))).is_none(), "measured with 3 copies, not 2");
+        assert!(stored_profile(&three, "k", &needs(&[8], Some((2, &[8])))).is_none(), "measured with 3 copies, not 2");
     }
 
     #[test]
@@ -193,7 +226,7 @@ mod tests {
         let mut rows = profile_rows(&older, &label("k"));
         let newer_label = ProfileLabel { taken_at: "2026-11-25T22:00:00Z", ..label("k") };
         rows.extend(profile_rows(&profile(None), &newer_label));
-        let (reused, taken_at) = stored_profile(&rows, "k", &[8], None).unwrap();
+        let (reused, taken_at) = stored_profile(&rows, "k", &needs(&[8], None)).unwrap();
         assert_eq!((reused.optimizer_s, taken_at.as_str()), (0.004, "2026-11-25T22:00:00Z"));
     }
 }

@@ -104,7 +104,8 @@ pub enum Command {
         out: Option<PathBuf>,
     },
     /// Measure the links between ranks: point-to-point latency and bandwidth for every
-    /// ordered pair, all-reduce time against message size; stored as a probe run.
+    /// ordered pair, all-reduce time against message size, idle and again with every rank's
+    /// cores kept busy (as a training step's buckets find them); stored as a probe run.
     /// Starts `--workers` ranks on this machine, or is one rank when RANK and WORLD_SIZE are
     /// set (torchrun, srun).
     Probe(ProbeArgs),
@@ -126,7 +127,8 @@ pub enum Command {
         #[arg(long, value_name = "FILE|local")]
         cluster: Option<PathBuf>,
         /// A run of the same suite: each prediction beside its measured step time, with the
-        /// error (nothing is fitted to it).
+        /// error, and the report's judgement (each group's pick, top-1, regret, Kendall τ);
+        /// nothing is fitted to it.
         #[arg(long)]
         against: Option<PathBuf>,
         /// Also draw thesis fig. 3.2 from the predictions into this folder: each strategy's

@@ -14,14 +14,14 @@ use std::time::Instant;
 use anyhow::Context;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
 
-use crate::predict::link_from_probes;
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
 use crate::profiles::ProfileCache;
 use crate::trial::TrialSpec;
 
 /// Message sizes of the run's probe: a small one for the latency, large ones for the
-/// bandwidth (the size of a small network's gradients, and of a large one's bucket).
-const PROBE_SIZES: &str = "4,65536,1048576,16777216";
+/// bandwidth (the size of a small network's gradients, and of a large one's bucket), and
+/// sizes between for the all-reduce curve the model interpolates.
+const PROBE_SIZES: &str = "4,65536,1048576,4194304,16777216";
 
 /// Predicts every cell of `trials` into `store`, unless it already holds predictions (a
 /// resumed run keeps the ones made before its first trial).
@@ -68,7 +68,9 @@ fn probe_loopback(store: &RunStore) -> anyhow::Result<Option<MeasuredLink>> {
 fn probe_into(store: &RunStore, scratch: &Path) -> anyhow::Result<Option<MeasuredLink>> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     let output = Command::new(exe)
-        .args(["probe", "--workers", "2", "--repeats", "10", "--warmup", "3", "--sizes", PROBE_SIZES])
+        // 20 repeats: an all-reduce with the cores busy either finds a core at once or waits
+        // for the scheduler's tick, and its median needs the repeats to settle.
+        .args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", PROBE_SIZES])
         .arg("--time-limit")
         .arg("120")
         .arg("--store")
@@ -94,5 +96,5 @@ fn probe_into(store: &RunStore, scratch: &Path) -> anyhow::Result<Option<Measure
         row.run_id = store.run_id().to_owned();
     }
     store.write_probes(&rows)?;
-    Ok(link_from_probes(&rows).map(|link| MeasuredLink { link, source: "probe before the run's trials".into() }))
+    Ok(MeasuredLink::from_probes(&rows, "probe before the run's trials"))
 }

@@ -11,8 +11,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
-use stratlab_perf_model::{Cluster, Link};
-use stratlab_results::{PredictionRow, ProbeRow, RunStore, TrialRow};
+use stratlab_perf_model::Cluster;
+use stratlab_reports::judged_predictions;
+use stratlab_results::{PredictionRow, RunStore, TrialRow};
 
 use crate::exit::InputError;
 use crate::plan::plan;
@@ -43,9 +44,7 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
     let Sources { probe, cluster, against, figure } = *sources;
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
-    let link = probe
-        .map(|run| link_from_probe(run).map(|link| MeasuredLink { link, source: run.display().to_string() }))
-        .transpose()?;
+    let link = probe.map(MeasuredLink::from_probe_run).transpose()?;
     let cluster = match cluster {
         Some(path) if path != Path::new("local") => {
             Some(Cluster::load(path).map_err(|error| InputError(error.to_string()))?)
@@ -59,9 +58,16 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
     let started = Instant::now();
     let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
     eprintln!("{} cells predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
-    let measured = against.map(measured_steps).transpose()?;
+    let measured_trials: Option<Vec<TrialRow>> = against.map(|run| RunStore::open(run)?.load_rows()).transpose()?;
+    let measured = measured_trials.as_deref().map(measured_steps);
     let workers: BTreeMap<&str, usize> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial.workers)).collect();
     println!("{}", table(&rows, &workers, measured.as_ref(), cluster.as_ref()));
+    // The report's judgement of the same predictions: each group's pick, top-1 and regret.
+    if let Some(judged) = measured_trials.map(|trials| judged_predictions(&rows, &trials)).transpose()?.flatten() {
+        for table in judged {
+            println!("{}", table.to_markdown());
+        }
+    }
     if let Some(dir) = figure {
         let measured_p10: Option<StepTimes> =
             measured.as_ref().map(|steps| steps.iter().map(|(id, &(p10, _, _))| (id.clone(), p10)).collect());
@@ -91,41 +97,16 @@ pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-/// A link from a probe run (see [`link_from_probes`]).
-pub(crate) fn link_from_probe(run: &Path) -> anyhow::Result<Link> {
-    let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
-    link_from_probes(&rows).ok_or_else(|| {
-        InputError(format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display())).into()
-    })
-}
-
-/// A link from probe rows: the one-way latency of the smallest point-to-point message and
-/// the bandwidth of the largest (medians over pairs); `None` without point-to-point rows.
-pub(crate) fn link_from_probes(rows: &[ProbeRow]) -> Option<Link> {
-    let p2p: Vec<&ProbeRow> = rows.iter().filter(|row| row.kind == "p2p").collect();
-    let smallest = p2p.iter().map(|row| row.bytes).min()?;
-    let largest = p2p.iter().map(|row| row.bytes).max()?;
-    let median_of = |bytes: u64| {
-        let times: Vec<f64> = p2p.iter().filter(|row| row.bytes == bytes).map(|row| row.median_s).collect();
-        stratlab_results::stats::median(&times).unwrap_or(0.0)
-    };
-    let latency_s = median_of(smallest);
-    let bandwidth = largest as f64 / (median_of(largest) - latency_s).max(1e-9);
-    Some(Link::new(bandwidth, latency_s))
-}
-
 /// The measured step time (10th percentile and median) and peak memory of each trial's
 /// first repeat, by trial id: the trials `predict` answers for.
-fn measured_steps(run: &Path) -> anyhow::Result<BTreeMap<String, (f64, f64, Option<u64>)>> {
-    let rows: Vec<TrialRow> = RunStore::open(run)?.load_rows()?;
-    Ok(rows
-        .into_iter()
+fn measured_steps(rows: &[TrialRow]) -> BTreeMap<String, (f64, f64, Option<u64>)> {
+    rows.iter()
         .filter(|row| row.outcome == "ok" && row.repeat == 0)
         .filter_map(|row| {
             let memory = row.training.peak_memory_bytes;
-            Some((row.trial_id, (row.training.step_time_p10_s?, row.training.step_time_median_s?, memory)))
+            Some((row.trial_id.clone(), (row.training.step_time_p10_s?, row.training.step_time_median_s?, memory)))
         })
-        .collect())
+        .collect()
 }
 
 /// The predictions as a table, beside the measured steps when given, and a summary of the

@@ -4,15 +4,17 @@
 //! performance model (`stratlab_strategies::predict`). `stratlab predict` prints the rows;
 //! `stratlab run` stores them with the run before its first trial.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
-use stratlab_perf_model::Link;
-use stratlab_results::PredictionRow;
+use stratlab_perf_model::{AllReduceCurve, Link};
+use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
 use stratlab_strategies::predict::StepQuestion;
 use stratlab_strategies::profile::{analytical_profile, NetworkProfile};
 use tch::Device;
 
+use crate::exit::InputError;
 use crate::profiles::{key_of, sizes_for, ProfileCache, ProfileKey};
 use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
@@ -21,8 +23,53 @@ use crate::trial::TrialSpec;
 pub struct MeasuredLink {
     /// Bandwidth and latency.
     pub link: Link,
+    /// All-reduce time against size, where a probe measured it.
+    pub all_reduce: Option<AllReduceCurve>,
     /// Where it came from, as stored in `predictions.link_source`.
     pub source: String,
+}
+
+impl MeasuredLink {
+    /// The link a probe run measured (see [`MeasuredLink::from_probes`]).
+    pub fn from_probe_run(run: &Path) -> anyhow::Result<MeasuredLink> {
+        let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
+        MeasuredLink::from_probes(&rows, &run.display().to_string()).ok_or_else(|| {
+            InputError(format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display())).into()
+        })
+    }
+
+    /// The link probe rows measure: the one-way latency of the smallest point-to-point
+    /// message and the bandwidth of the largest (medians over pairs), and the all-reduce's
+    /// mean time against size (its expected cost: under load its times are bimodal),
+    /// measured with the ranks' cores busy where the probe did so (runs before that kind
+    /// existed give their idle all-reduce, and their median); `None` without
+    /// point-to-point rows.
+    pub fn from_probes(rows: &[ProbeRow], source: &str) -> Option<MeasuredLink> {
+        let time_of = |kind: ProbeKind, bytes: u64| {
+            let times: Vec<f64> = rows
+                .iter()
+                .filter(|row| row.kind == kind.name() && row.bytes == bytes)
+                .map(|row| match kind {
+                    ProbeKind::P2p => row.median_s,
+                    ProbeKind::AllReduce | ProbeKind::AllReduceLoaded => row.mean_s.unwrap_or(row.median_s),
+                })
+                .collect();
+            stratlab_results::stats::median(&times)
+        };
+        let sizes_of = |kind: ProbeKind| -> BTreeSet<u64> {
+            rows.iter().filter(|row| row.kind == kind.name()).map(|row| row.bytes).collect()
+        };
+        let p2p = sizes_of(ProbeKind::P2p);
+        let (smallest, largest) = (*p2p.first()?, *p2p.last()?);
+        let latency_s = time_of(ProbeKind::P2p, smallest).unwrap_or(0.0);
+        let bandwidth = largest as f64 / (time_of(ProbeKind::P2p, largest).unwrap_or(0.0) - latency_s).max(1e-9);
+        let all_reduce = [ProbeKind::AllReduceLoaded, ProbeKind::AllReduce].into_iter().find_map(|kind| {
+            let ranks = rows.iter().find(|row| row.kind == kind.name())?.world_size as usize;
+            let points = sizes_of(kind).into_iter().filter_map(|bytes| Some((bytes, time_of(kind, bytes)?))).collect();
+            AllReduceCurve::new(ranks, points).ok()
+        });
+        Some(MeasuredLink { link: Link::new(bandwidth, latency_s), all_reduce, source: source.to_owned() })
+    }
 }
 
 /// The cluster the cells are predicted on: this machine, its workers sharing its cores and
@@ -53,7 +100,11 @@ pub fn predict_cells(
         Placement::Cluster(cluster) => {
             // A device per worker: nothing shares its cores.
             cores = usize::MAX / 2;
-            cluster_link = MeasuredLink { link: cluster.intra_node, source: format!("cluster {}", cluster.name) };
+            cluster_link = MeasuredLink {
+                link: cluster.intra_node,
+                all_reduce: None,
+                source: format!("cluster {}", cluster.name),
+            };
             Some(&cluster_link)
         }
     };
@@ -106,6 +157,7 @@ pub fn predict_cells(
         let ring_link = match placement {
             Placement::Cluster(cluster) if trial.workers > 1 => Some(MeasuredLink {
                 link: cluster.ring_link(trial.workers)?,
+                all_reduce: None,
                 source: format!("cluster {}", cluster.name),
             }),
             _ => None,
@@ -118,6 +170,7 @@ pub fn predict_cells(
             spec: &spec,
             profile,
             link: link.map(|measured| &measured.link),
+            all_reduce: link.and_then(|measured| measured.all_reduce.as_ref()),
             momentum: trial.train.momentum,
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
@@ -170,5 +223,55 @@ fn unavailable(trial: &TrialSpec, run_id: &str, why: &str) -> PredictionRow {
         link_latency_s: None,
         link_source: None,
         profile_s: 0.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kind: ProbeKind, bytes: u64, median_s: f64, mean_s: Option<f64>) -> ProbeRow {
+        ProbeRow {
+            run_id: "probe".into(),
+            kind: kind.name().into(),
+            backend: "gloo".into(),
+            world_size: 2,
+            src: (kind == ProbeKind::P2p).then_some(0),
+            dst: (kind == ProbeKind::P2p).then_some(1),
+            bytes,
+            repeats: 20,
+            median_s,
+            min_s: median_s / 2.0,
+            max_s: median_s * 2.0,
+            mean_s,
+            algorithm_gbps: 1.0,
+            bus_gbps: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_probe_gives_the_link_and_the_loaded_all_reduce_by_its_mean() {
+        let mut rows = vec![
+            row(ProbeKind::P2p, 4, 50e-6, None),
+            row(ProbeKind::P2p, 1 << 20, 50e-6 + 1e-3, None),
+            row(ProbeKind::AllReduce, 4, 100e-6, Some(120e-6)),
+            row(ProbeKind::AllReduce, 1 << 20, 2e-3, Some(2.5e-3)),
+        ];
+        let idle = MeasuredLink::from_probes(&rows, "idle").unwrap();
+        assert!((idle.link.latency.0 - 50e-6).abs() < 1e-15);
+        assert!((idle.link.bandwidth.0 - (1 << 20) as f64 / 1e-3).abs() < 1e-3);
+        let curve = idle.all_reduce.unwrap();
+        assert_eq!(curve.ranks(), 2);
+        assert!((curve.seconds(4.0) - 120e-6).abs() < 1e-15, "the mean, not the median");
+        // Bimodal under load: the mean is the expected cost, and the loaded rows win.
+        rows.push(row(ProbeKind::AllReduceLoaded, 4, 150e-6, Some(2e-3)));
+        rows.push(row(ProbeKind::AllReduceLoaded, 1 << 20, 4e-3, Some(5e-3)));
+        let loaded = MeasuredLink::from_probes(&rows, "loaded").unwrap().all_reduce.unwrap();
+        assert!((loaded.seconds(4.0) - 2e-3).abs() < 1e-15);
+        // A run from before the mean was stored falls back to its median.
+        rows.iter_mut().for_each(|row| row.mean_s = None);
+        let old = MeasuredLink::from_probes(&rows, "old").unwrap().all_reduce.unwrap();
+        assert!((old.seconds((1 << 20) as f64) - 4e-3).abs() < 1e-15);
+        assert!(MeasuredLink::from_probes(&rows[2..], "no p2p").is_none());
     }
 }

@@ -15,10 +15,13 @@ use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
 use stratlab_strategies::contention::measure_contention;
 use stratlab_strategies::predict::profiled_samples;
 use stratlab_strategies::profile::{profile_network, NetworkProfile};
-use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel};
-use stratlab_strategies::{LibtorchBuild, Numerics};
+use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
+use stratlab_strategies::training_steps::measure_training_steps;
+use stratlab_strategies::{LibtorchBuild, Numerics, TrainContext};
+use stratlab_strategy_spec::StrategyKind;
 use tch::Device;
 
+use crate::training::open_data;
 use crate::trial::TrialSpec;
 
 /// Which network, data set and threads a profile was taken for.
@@ -67,10 +70,15 @@ impl ProfileCache {
         if !self.taken.contains_key(&key) {
             let sizes = sizes_for(trials, &key);
             let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
+            let training_steps = training_steps_for(trials, &key);
             let stored_key = stored_key(trial);
             let reused = stored_key.as_deref().and_then(|stored_key| {
-                let wanted = contention.as_ref().map(|(copies, at)| (*copies, at.as_slice()));
-                stored_profile(&self.stored, stored_key, &sizes, wanted)
+                let needs = ProfileNeeds {
+                    sizes: &sizes,
+                    contention: contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
+                    training_steps: &training_steps,
+                };
+                stored_profile(&self.stored, stored_key, &needs)
             });
             let profile = match reused {
                 Some((profile, taken_at)) => {
@@ -81,7 +89,9 @@ impl ProfileCache {
                     profile
                 }
                 None => {
-                    let (profile, seconds) = measure(trial, spec, &sizes, contention.as_ref(), report)?;
+                    let wanted =
+                        Wanted { sizes: &sizes, contention: contention.as_ref(), training_steps: &training_steps };
+                    let (profile, seconds) = measure(trial, spec, &wanted, report)?;
                     if let Some(stored_key) = stored_key.as_deref() {
                         self.keep(&profile, stored_key, &key, seconds)?;
                     }
@@ -120,29 +130,53 @@ impl ProfileCache {
     }
 }
 
-/// `trial`'s network profiled on this machine's CPU at its threads and `sizes`, with the
-/// contention of `contention`'s copies at its sample counts where given; and the seconds it
-/// took, which `report` hears.
+/// What one profile is taken for: the sample counts its stages are timed at, the copies
+/// and sample counts of its contention, and the batches of its training steps.
+struct Wanted<'a> {
+    sizes: &'a [usize],
+    contention: Option<&'a (usize, Vec<usize>)>,
+    training_steps: &'a [usize],
+}
+
+/// `trial`'s network profiled on this machine's CPU at its threads and the sizes
+/// `wanted`, with the contention of its copies and its training steps where asked; and
+/// the seconds it took, which `report` hears. Training steps need the trial's data on
+/// this machine: without it single cells are predicted from the stages, and `report` says
+/// why.
 fn measure(
     trial: &TrialSpec,
     spec: &NetworkSpec,
-    sizes: &[usize],
-    contention: Option<&(usize, Vec<usize>)>,
+    wanted: &Wanted<'_>,
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(NetworkProfile, f64)> {
     let started = Instant::now();
     let threads = trial.train.threads;
     tch::set_num_threads(threads as i32);
+    let sizes = wanted.sizes;
     let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
     let mut contended = String::new();
-    if let Some((copies, at)) = contention {
+    if let Some((copies, at)) = wanted.contention {
         let measured = measure_contention(spec, at, *copies, threads)?;
         contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
         profile.contention = Some(measured);
     }
+    let mut stepped = String::new();
+    if !wanted.training_steps.is_empty() {
+        match open_data(&trial.dataset, trial.train.seed, false) {
+            Ok(data) => {
+                let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
+                profile.training_step_s = measure_training_steps(&context, wanted.training_steps)?;
+                stepped = format!("; training steps at {:?} samples", wanted.training_steps);
+            }
+            Err(error) => report(&format!(
+                "no training steps of {} on {} (single cells predicted from its stages): {error}",
+                trial.network, trial.dataset.name
+            )),
+        }
+    }
     let profile_s = started.elapsed().as_secs_f64();
     report(&format!(
-        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?}{contended}: {profile_s:.1} s",
+        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?}{contended}{stepped}: {profile_s:.1} s",
         trial.network, trial.dataset.name
     ));
     Ok((profile, profile_s))
@@ -203,6 +237,18 @@ pub(crate) fn sizes_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
     sizes.sort_unstable();
     sizes.dedup();
     sizes
+}
+
+/// The batches the single cells of one (network, data set, threads) train at: their
+/// prediction is a few real training steps at each.
+fn training_steps_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
+    let mut batches: Vec<usize> = trials_of(trials, key)
+        .filter(|t| t.strategy.kind() == StrategyKind::Single)
+        .map(|t| t.train.batch_size)
+        .collect();
+    batches.sort_unstable();
+    batches.dedup();
+    batches
 }
 
 /// How many workers of the trials of one (network, data set, threads) compute on this

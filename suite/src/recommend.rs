@@ -17,7 +17,6 @@ use stratlab_strategies::TrainConfig;
 use stratlab_strategy_spec::search_space;
 
 use crate::exit::InputError;
-use crate::predict::link_from_probe;
 use crate::predictions::{predict_cells, MeasuredLink, Placement};
 use crate::profiles::ProfileCache;
 use crate::shapes::input_shape;
@@ -59,10 +58,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         }
         _ => None,
     };
-    let link = question
-        .probe
-        .map(|run| link_from_probe(run).map(|link| MeasuredLink { link, source: run.display().to_string() }))
-        .transpose()?;
+    let link = question.probe.map(MeasuredLink::from_probe_run).transpose()?;
     // Threads matter only where the speed is profiled here: a cluster's device per worker
     // is one core of this machine when profiled, and a roofline ignores them.
     let (placement, device_memory, cores) = match &cluster {

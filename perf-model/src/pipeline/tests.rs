@@ -16,7 +16,15 @@ fn equal_stages(p: usize, forward_s: f64, backward_s: f64) -> Vec<StageCost> {
 }
 
 fn pipeline(schedule: Schedule, stages: &[StageCost], micro_batches: usize, link: Link) -> Pipeline<'_> {
-    Pipeline { schedule, micro_batches, checkpoint: Checkpoint::Never, stages, link, replicas: 1 }
+    Pipeline {
+        schedule,
+        micro_batches,
+        checkpoint: Checkpoint::Never,
+        stages,
+        link,
+        replicas: 1,
+        measured_all_reduce: None,
+    }
 }
 
 fn close(a: f64, b: f64) -> bool {

@@ -31,6 +31,20 @@ pub(crate) fn prediction_tables(
     Ok(Some((tables, step_errors(&cells))))
 }
 
+/// The recommendation table (thesis tables 8.1/8.2) and the summary of both predictors,
+/// for predictions judged against a run's trials outside a report (`stratlab predict
+/// --against`), or `None` when no prediction meets a finished trial.
+pub fn judged_predictions(
+    predictions: &[PredictionRow],
+    trials: &[TrialRow],
+) -> Result<Option<[SummaryTable; 2]>, ReportError> {
+    let cells = judge_cells(predictions, trials);
+    if cells.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some([recommendation_table(&cells)?, summary_table(&cells)?]))
+}
+
 /// Every judged cell's |step error| by each predictor that has a prediction for it.
 fn step_errors(cells: &[JudgedCell]) -> Vec<PredictionError> {
     cells

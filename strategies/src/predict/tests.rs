@@ -23,7 +23,7 @@ fn profile(spec: &NetworkSpec, contention: Option<Contention>) -> NetworkProfile
             transient_bytes: vec![(16, 1e4)],
         })
         .collect();
-    NetworkProfile { stages, optimizer_s: 0.0, contention }
+    NetworkProfile { stages, optimizer_s: 0.0, flatten_s: 0.0, contention, training_step_s: Vec::new() }
 }
 
 fn question<'a>(
@@ -40,6 +40,7 @@ fn question<'a>(
         spec,
         profile,
         link: Some(link),
+        all_reduce: None,
         momentum: 0.0,
         prefetch: 0,
         threads: 1,
@@ -86,4 +87,38 @@ fn contention_slows_workers_that_compute_at_once_not_those_that_take_turns() {
     let model_parallel = Strategy::new(StrategyKind::ModelParallel, parameters).unwrap();
     let ratio = step(&model_parallel, &contended) / step(&model_parallel, &alone);
     assert!((ratio - 1.0).abs() < 1e-6, "model-parallel's stages take turns: {ratio}");
+}
+
+#[test]
+fn single_is_its_measured_training_step_where_there_is_one_and_its_stages_elsewhere() {
+    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
+    let link = Link::new(1e15, 0.0);
+    let single = Strategy::new(StrategyKind::Single, Parameters::default()).unwrap();
+    let stages_only = profile(&spec, None);
+    let summed = question(&single, &spec, &stages_only, &link, None).predict();
+    let stages_s = spec.stages.len() as f64 * 0.030;
+    assert!((summed.model_s().unwrap() - stages_s).abs() < 1e-12);
+    // Steps trained at 16 samples (the question's batch) answer for it, in both predictors.
+    let stepped = NetworkProfile { training_step_s: vec![(8, 0.5), (16, 0.25)], ..profile(&spec, None) };
+    let measured = question(&single, &spec, &stepped, &link, None).predict();
+    assert_eq!(measured.model_s().unwrap(), 0.25);
+    assert_eq!(measured.thesis_s.unwrap(), 0.25);
+    // Data parallelism still times its stages: the steps say nothing of their split.
+    let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
+    let step = |profile: &NetworkProfile| question(&data_parallel, &spec, profile, &link, None).predict().model_s();
+    assert_eq!(step(&stepped).unwrap(), step(&stages_only).unwrap());
+}
+
+#[test]
+fn the_parameter_server_pays_its_whole_model_copies() {
+    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
+    let link = Link::new(1e15, 0.0);
+    let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
+    let step = |flatten_s: f64| {
+        let profile = NetworkProfile { flatten_s, ..profile(&spec, None) };
+        question(&server, &spec, &profile, &link, None).predict().model.unwrap()
+    };
+    let (free, copying) = (step(0.0), step(0.01));
+    // Two workers, the server colocated: one remote worker, seven copies in the round.
+    assert!((copying.exposed_comm_s - free.exposed_comm_s - 0.07).abs() < 1e-9, "{copying:?} vs {free:?}");
 }

@@ -203,6 +203,7 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
             stages: &costs,
             link: stratlab_perf_model::Link::new(1e9, 1e-5),
             replicas: 1,
+            measured_all_reduce: None,
         })
         .unwrap();
         for (stage, events) in timelines.iter().enumerate() {

@@ -1,6 +1,11 @@
 //! The measurements: ping-pong between every ordered pair, all-reduce per size, each
-//! iteration after a barrier, the all-reduce's time the slowest rank's.
+//! iteration after a barrier, the all-reduce's time the slowest rank's; then the all-reduce
+//! again with every libtorch thread's core kept busy, as a training step's buckets find
+//! them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -45,7 +50,50 @@ pub(super) fn measure(
             all_reduce(group, bytes, plan).with_context(|| format!("all-reduce of {}", format_size(bytes)))?;
         measurements.push(Measurement { kind: ProbeKind::AllReduce, src: None, dst: None, bytes, times_s });
     }
+    let busy_threads = tch::get_num_threads().max(1) as usize;
+    if report_progress {
+        eprintln!("probe: all-reduce again with {busy_threads} busy thread(s) per rank");
+    }
+    for &bytes in &plan.sizes {
+        let load = CoreLoad::start(busy_threads);
+        let times_s = all_reduce(group, bytes, plan);
+        drop(load);
+        let times_s = times_s.with_context(|| format!("all-reduce of {} under load", format_size(bytes)))?;
+        measurements.push(Measurement { kind: ProbeKind::AllReduceLoaded, src: None, dst: None, bytes, times_s });
+    }
     Ok(measurements)
+}
+
+/// Threads that keep cores busy, as a worker's compute threads do, until dropped.
+struct CoreLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl CoreLoad {
+    fn start(threads: usize) -> CoreLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        CoreLoad { stop, threads }
+    }
+}
+
+impl Drop for CoreLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// `src` sends `bytes` to `dst`, which sends them back; half the round trip is one transfer.

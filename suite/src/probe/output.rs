@@ -45,6 +45,8 @@ pub(super) fn print_tables(rows: &[ProbeRow], world_size: usize, plan: &ProbePla
         BACKEND.name()
     );
     println!("{}", kind_table(rows, ProbeKind::AllReduce));
+    println!("all-reduce again, every libtorch thread's core kept busy (as during a training step's backward)");
+    println!("{}", kind_table(rows, ProbeKind::AllReduceLoaded));
 }
 
 pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {

@@ -201,7 +201,8 @@ fn probe_between_two_network_namespaces_measures_both_directions_over_the_veth()
         assert!(all_reduce.bus_gbps > 0.0, "{all_reduce:?}");
         assert!((all_reduce.bus_gbps - all_reduce.algorithm_gbps).abs() <= 1e-12 * all_reduce.algorithm_gbps);
     }
-    assert_eq!(rows.len(), SIZES.len() * 3, "2 pairs and the all-reduce per size: {rows:#?}");
+    assert_eq!(rows.len(), SIZES.len() * 4, "2 pairs and the all-reduce, idle and loaded, per size: {rows:#?}");
+    assert_eq!(rows.iter().filter(|row| row.kind == "all_reduce_loaded").count(), SIZES.len());
 
     // The bytes really crossed the veth: every timed p2p transfer moved `bytes` from rank 0's
     // namespace to rank 1's (the ping of 0→1, the pong of 1→0), warm-up and all-reduce on top.

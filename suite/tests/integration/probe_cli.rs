@@ -43,6 +43,8 @@ fn local_probe_of_two_workers_stores_both_pairs_and_the_all_reduce_and_prints_th
     let expected: Vec<(String, Option<u32>, Option<u32>, u64)> = vec![
         ("all_reduce".into(), None, None, 4),
         ("all_reduce".into(), None, None, 65536),
+        ("all_reduce_loaded".into(), None, None, 4),
+        ("all_reduce_loaded".into(), None, None, 65536),
         ("p2p".into(), Some(0), Some(1), 4),
         ("p2p".into(), Some(0), Some(1), 65536),
         ("p2p".into(), Some(1), Some(0), 4),
