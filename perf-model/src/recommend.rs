@@ -1,6 +1,8 @@
 //! The recommender's verdict, as the thesis's does it: drop what does not fit the device's
 //! memory, then rank the rest by predicted time per sample; keep each strategy's best
-//! parameters; say in words why each loses to the first.
+//! parameters; say in words why each loses to the first. One departure: more workers are
+//! recommended only for a predicted gain larger than the model's own error
+//! ([`SCALE_OUT_MARGIN`]); a smaller one the prediction cannot resolve, and it costs devices.
 
 use crate::StepBreakdown;
 
@@ -15,6 +17,8 @@ pub struct Candidate {
     pub step: StepBreakdown,
     /// Samples per step over all workers.
     pub global_batch: usize,
+    /// Workers (devices) it takes.
+    pub workers: usize,
     /// Predicted peak bytes of the fullest worker.
     pub peak_memory_bytes: f64,
 }
@@ -40,6 +44,28 @@ pub struct Ranked {
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// More workers are recommended over fewer only when predicted faster per sample by more
+/// than this share: the model's median |step error| over the multi-worker cells of
+/// `suite/predictor-validation.yaml` in the run before this rule existed (8.3 %, run
+/// `20261125T214843Z`, 2-core CPU). A predicted gain inside it is inside the model's
+/// error, and scaling out for it costs devices.
+pub const SCALE_OUT_MARGIN: f64 = 0.08;
+
+/// Which of `options` — (predicted seconds per sample, workers) — to recommend: the
+/// fastest, unless options on fewer workers are predicted within [`SCALE_OUT_MARGIN`] of
+/// it; then the fastest of those on the fewest workers. `None` for no options.
+pub fn recommended(options: &[(f64, usize)]) -> Option<usize> {
+    let fastest = options.iter().map(|&(per_sample, _)| per_sample).min_by(f64::total_cmp)?;
+    let within = |&(_, &(per_sample, _)): &(usize, &(f64, usize))| per_sample <= fastest * (1.0 + SCALE_OUT_MARGIN);
+    let fewest = options.iter().enumerate().filter(within).map(|(_, &(_, workers))| workers).min()?;
+    options
+        .iter()
+        .enumerate()
+        .filter(|option| within(option) && option.1 .1 == fewest)
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+        .map(|(index, _)| index)
+}
 
 /// Strategies ranked: those that fit `device_memory_bytes` by time per sample, then those
 /// that do not by memory.
@@ -67,6 +93,16 @@ pub fn rank(candidates: &[Candidate], device_memory_bytes: f64) -> Vec<Ranked> {
             false => a.candidate.peak_memory_bytes.total_cmp(&b.candidate.peak_memory_bytes),
         })
     });
+    // The pick among those that fit goes first; the rest stay in order of time.
+    let fitting: Vec<(f64, usize)> = best
+        .iter()
+        .take_while(|ranked| ranked.fits)
+        .map(|ranked| (ranked.candidate.seconds_per_sample(), ranked.candidate.workers))
+        .collect();
+    if let Some(pick) = recommended(&fitting) {
+        let picked = best.remove(pick);
+        best.insert(0, picked);
+    }
     let first = best.first().map(|ranked| ranked.candidate.clone());
     for ranked in &mut best {
         ranked.why = explain(ranked, first.as_ref(), device_memory_bytes);
@@ -88,6 +124,16 @@ fn explain(ranked: &Ranked, first: Option<&Candidate>, device_memory_bytes: f64)
         return "fastest that fits".to_owned();
     };
     let slower = candidate.seconds_per_sample() / first.seconds_per_sample() - 1.0;
+    if slower < 0.0 {
+        return format!(
+            "{:.0} % faster per sample than {} predicted, within the model's {:.0} % error, on {} workers instead of {}",
+            -100.0 * slower,
+            first.strategy,
+            100.0 * SCALE_OUT_MARGIN,
+            candidate.workers,
+            first.workers
+        );
+    }
     let (overhead, share) = candidate.step.largest_overhead();
     let first_share = match overhead {
         "exposed communication" => first.step.exposed_comm_s / first.step.step_s,
@@ -111,7 +157,33 @@ mod tests {
         let [compute_s, exposed_comm_s, bubble_s, optimizer_s] = step;
         let step_s = compute_s + exposed_comm_s + bubble_s + optimizer_s;
         let step = StepBreakdown { step_s, compute_s, exposed_comm_s, bubble_s, optimizer_s };
-        Candidate { strategy: strategy.into(), label: label.into(), step, global_batch, peak_memory_bytes: gib * GIB }
+        let workers = if strategy == "single" { 1 } else { 4 };
+        Candidate {
+            strategy: strategy.into(),
+            label: label.into(),
+            step,
+            global_batch,
+            workers,
+            peak_memory_bytes: gib * GIB,
+        }
+    }
+
+    #[test]
+    fn more_workers_win_only_by_more_than_the_models_error() {
+        // Four workers 5 % faster per sample than one: within the margin, one is picked.
+        assert_eq!(recommended(&[(1.0, 1), (0.95, 4), (0.97, 2)]), Some(0));
+        // 20 % faster: the gain is real, the fastest is picked.
+        assert_eq!(recommended(&[(1.0, 1), (0.8, 4)]), Some(1));
+        // Within the margin the fewest workers win, the fastest among them.
+        assert_eq!(recommended(&[(0.99, 2), (1.0, 2), (0.96, 4), (1.5, 1)]), Some(0));
+        assert_eq!(recommended(&[]), None);
+        let candidates = [
+            candidate("single", "single ×1", [0.0105, 0.0, 0.0, 0.0], 1, 1.0),
+            candidate("data-parallel", "data-parallel ×4", [0.040, 0.0, 0.0, 0.0], 4, 1.0),
+        ];
+        let ranked = rank(&candidates, 16.0 * GIB);
+        assert_eq!(ranked[0].candidate.strategy, "single", "{ranked:?}");
+        assert!(ranked[1].why.contains("faster per sample") && ranked[1].why.contains("within"), "{}", ranked[1].why);
     }
 
     #[test]

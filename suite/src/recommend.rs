@@ -115,6 +115,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 label: row.trial_id.clone(),
                 step,
                 global_batch: trial.global_batch(),
+                workers: trial.workers,
                 peak_memory_bytes: row.peak_memory_bytes?,
             })
         })

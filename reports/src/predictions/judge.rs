@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use stratlab_perf_model::recommend::recommended;
 use stratlab_regressions::CellKey;
 use stratlab_results::stats::{kendall_tau, median};
 use stratlab_results::{PredictionRow, TrialRow};
@@ -42,7 +43,7 @@ impl JudgedCell {
         let measured = self.measured_memory_bytes?;
         self.prediction.peak_memory_bytes.map(|predicted| relative(predicted, measured))
     }
-    /// Whether its errors count in the summaries: `single`'s prediction is its own profile.
+    /// Whether its errors count in the summaries: `single`'s prediction is its own training steps.
     pub(crate) fn judged(&self) -> bool {
         self.workers > 1
     }
@@ -167,7 +168,9 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
                 .map(|cell| predictor.step_s(cell).unwrap_or(f64::INFINITY) / cell.global_batch)
                 .collect();
             let measured: Vec<f64> = members.iter().map(|cell| cell.measured_per_sample()).collect();
-            let pick = argmin(&predicted);
+            let options: Vec<(f64, usize)> =
+                members.iter().zip(&predicted).map(|(cell, &per_sample)| (per_sample, cell.workers as usize)).collect();
+            let pick = recommended(&options).unwrap_or(0);
             let best = argmin(&measured);
             let regret = measured[pick] / measured[best] - 1.0;
             let name = |cell: &JudgedCell| format!("{}×{}", cell.strategy, cell.workers);

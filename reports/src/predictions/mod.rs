@@ -7,6 +7,7 @@
 mod judge;
 
 use polars::prelude::{Column, DataFrame};
+use stratlab_perf_model::recommend::SCALE_OUT_MARGIN;
 use stratlab_results::stats::{mean, median};
 use stratlab_results::{PredictionRow, TrialRow};
 
@@ -90,18 +91,20 @@ pub(crate) fn prediction_section(
     ReportSection {
         id: "predicted-vs-measured".to_owned(),
         title: "Predicted vs measured".to_owned(),
-        caption: "Before its first trial the run profiled every network on this machine and probed \
-                  the link, and the performance model predicted every cell's step and its fullest \
-                  worker's peak memory; the thesis's closed forms (eq. 5.1, 6.1 + 6.2) predicted the \
-                  cells they cover. Nothing was fitted to the trials. Errors are (predicted − \
-                  measured) ÷ measured, against the median over repeats of each trial's \
-                  10th-percentile step; peak memory against the largest worker's measured peak. \
-                  Groups rank every cell of one network, data set and batch per worker by time per \
-                  sample; a pick counts as top-1 when it is the measured fastest or within the \
-                  fastest's step spread (median ÷ p10 − 1); regret is the pick's measured time per \
-                  sample over the fastest's, − 1. Summaries leave out single, whose prediction is \
-                  its own profile."
-            .to_owned(),
+        caption: format!(
+            "Before its first trial the run profiled every network on this machine and probed the link, and \
+             the performance model predicted every cell's step and its fullest worker's peak memory; the \
+             thesis's closed forms (eq. 5.1, 6.1 + 6.2) predicted the cells they cover. Nothing was fitted to \
+             the trials. Errors are (predicted − measured) ÷ measured, against the median over repeats of \
+             each trial's 10th-percentile step; peak memory against the largest worker's measured peak. \
+             Groups rank every cell of one network, data set and batch per worker by time per sample; each \
+             predictor picks its predicted fastest, unless cells on fewer workers are predicted within {:.0} % \
+             of it (the model's typical error: a gain inside it is not worth a device), then the fastest of \
+             those. A pick counts as top-1 when it is the measured fastest or within the fastest's step \
+             spread (median ÷ p10 − 1); regret is the pick's measured time per sample over the fastest's, \
+             − 1. Summaries leave out single, whose prediction is its own training steps.",
+            100.0 * SCALE_OUT_MARGIN
+        ),
         figures,
         tables: prediction_tables.iter().map(html_table).collect(),
     }
