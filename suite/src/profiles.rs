@@ -71,15 +71,13 @@ impl ProfileCache {
             let sizes = sizes_for(trials, &key);
             let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
             let training_steps = training_steps_for(trials, &key);
+            let needs = ProfileNeeds {
+                sizes: &sizes,
+                contention: contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
+                training_steps: &training_steps,
+            };
             let stored_key = stored_key(trial);
-            let reused = stored_key.as_deref().and_then(|stored_key| {
-                let needs = ProfileNeeds {
-                    sizes: &sizes,
-                    contention: contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
-                    training_steps: &training_steps,
-                };
-                stored_profile(&self.stored, stored_key, &needs)
-            });
+            let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
             let profile = match reused {
                 Some((profile, taken_at)) => {
                     report(&format!(
@@ -89,9 +87,7 @@ impl ProfileCache {
                     profile
                 }
                 None => {
-                    let wanted =
-                        Wanted { sizes: &sizes, contention: contention.as_ref(), training_steps: &training_steps };
-                    let (profile, seconds) = measure(trial, spec, &wanted, report)?;
+                    let (profile, seconds) = measure(trial, spec, &needs, report)?;
                     if let Some(stored_key) = stored_key.as_deref() {
                         self.keep(&profile, stored_key, &key, seconds)?;
                     }
@@ -130,43 +126,35 @@ impl ProfileCache {
     }
 }
 
-/// What one profile is taken for: the sample counts its stages are timed at, the copies
-/// and sample counts of its contention, and the batches of its training steps.
-struct Wanted<'a> {
-    sizes: &'a [usize],
-    contention: Option<&'a (usize, Vec<usize>)>,
-    training_steps: &'a [usize],
-}
-
-/// `trial`'s network profiled on this machine's CPU at its threads and the sizes
-/// `wanted`, with the contention of its copies and its training steps where asked; and
+/// `trial`'s network profiled on this machine's CPU at its threads and everything
+/// `needs` asks, with the contention of its copies and its training steps where asked; and
 /// the seconds it took, which `report` hears. Training steps need the trial's data on
 /// this machine: without it single cells are predicted from the stages, and `report` says
 /// why.
 fn measure(
     trial: &TrialSpec,
     spec: &NetworkSpec,
-    wanted: &Wanted<'_>,
+    needs: &ProfileNeeds<'_>,
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(NetworkProfile, f64)> {
     let started = Instant::now();
     let threads = trial.train.threads;
     tch::set_num_threads(threads as i32);
-    let sizes = wanted.sizes;
+    let sizes = needs.sizes;
     let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
     let mut contended = String::new();
-    if let Some((copies, at)) = wanted.contention {
-        let measured = measure_contention(spec, at, *copies, threads)?;
+    if let Some((copies, at)) = needs.contention {
+        let measured = measure_contention(spec, at, copies, threads)?;
         contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
         profile.contention = Some(measured);
     }
     let mut stepped = String::new();
-    if !wanted.training_steps.is_empty() {
+    if !needs.training_steps.is_empty() {
         match open_data(&trial.dataset, trial.train.seed, false) {
             Ok(data) => {
                 let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
-                profile.training_step_s = measure_training_steps(&context, wanted.training_steps)?;
-                stepped = format!("; training steps at {:?} samples", wanted.training_steps);
+                profile.training_step_s = measure_training_steps(&context, needs.training_steps)?;
+                stepped = format!("; training steps at {:?} samples", needs.training_steps);
             }
             Err(error) => report(&format!(
                 "no training steps of {} on {} (single cells predicted from its stages): {error}",

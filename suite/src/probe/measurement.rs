@@ -42,24 +42,21 @@ pub(super) fn measure(
             measurements.push(Measurement { kind: ProbeKind::P2p, src: Some(src), dst: Some(dst), bytes, times_s });
         }
     }
-    if report_progress {
-        eprintln!("probe: all-reduce over {world_size} ranks, {} sizes", plan.sizes.len());
-    }
-    for &bytes in &plan.sizes {
-        let times_s =
-            all_reduce(group, bytes, plan).with_context(|| format!("all-reduce of {}", format_size(bytes)))?;
-        measurements.push(Measurement { kind: ProbeKind::AllReduce, src: None, dst: None, bytes, times_s });
-    }
     let busy_threads = tch::get_num_threads().max(1) as usize;
-    if report_progress {
-        eprintln!("probe: all-reduce again with {busy_threads} busy thread(s) per rank");
-    }
-    for &bytes in &plan.sizes {
-        let load = CoreLoad::start(busy_threads);
-        let times_s = all_reduce(group, bytes, plan);
-        drop(load);
-        let times_s = times_s.with_context(|| format!("all-reduce of {} under load", format_size(bytes)))?;
-        measurements.push(Measurement { kind: ProbeKind::AllReduceLoaded, src: None, dst: None, bytes, times_s });
+    for (kind, load) in [(ProbeKind::AllReduce, 0), (ProbeKind::AllReduceLoaded, busy_threads)] {
+        if report_progress {
+            eprintln!(
+                "probe: all-reduce over {world_size} ranks, {} sizes, {load} busy thread(s) per rank",
+                plan.sizes.len()
+            );
+        }
+        for &bytes in &plan.sizes {
+            let busy = CoreLoad::start(load);
+            let times_s = all_reduce(group, bytes, plan);
+            drop(busy);
+            let times_s = times_s.with_context(|| format!("{kind} of {}", format_size(bytes)))?;
+            measurements.push(Measurement { kind, src: None, dst: None, bytes, times_s });
+        }
     }
     Ok(measurements)
 }
