@@ -68,6 +68,11 @@ impl ProfileCache {
         let key = key_of(trial);
         let mut profile_s = 0.0;
         if !self.taken.contains_key(&key) {
+            // The trial's numerics, in force before the key reads them and while the profile
+            // is measured: a training step sets them, so reading whatever an earlier profile
+            // left behind gave the first lookup of every process another key than the one
+            // its profile had been stored under, and it was measured again.
+            trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
             let sizes = sizes_for(trials, &key);
             let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
             let training_steps = training_steps_for(trials, &key);
@@ -142,19 +147,30 @@ fn measure(
     tch::set_num_threads(threads as i32);
     let sizes = needs.sizes;
     let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
+    let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
+        let began = Instant::now();
         let measured = measure_contention(spec, at, copies, threads)?;
-        contended = format!("; {copies} at once at {at:?} samples: ×{:.2?}", ratios(&measured.ratio));
+        contended = format!(
+            "; {copies} at once at {at:?} samples: ×{:.2?} ({:.1} s)",
+            ratios(&measured.ratio),
+            began.elapsed().as_secs_f64()
+        );
         profile.contention = Some(measured);
     }
     let mut stepped = String::new();
     if !needs.training_steps.is_empty() {
         match open_data(&trial.dataset, trial.train.seed, false) {
             Ok(data) => {
+                let began = Instant::now();
                 let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
                 profile.training_step_s = measure_training_steps(&context, needs.training_steps)?;
-                stepped = format!("; training steps at {:?} samples", needs.training_steps);
+                stepped = format!(
+                    "; training steps at {:?} samples ({:.1} s)",
+                    needs.training_steps,
+                    began.elapsed().as_secs_f64()
+                );
             }
             Err(error) => report(&format!(
                 "no training steps of {} on {} (single cells predicted from its stages): {error}",
@@ -164,7 +180,7 @@ fn measure(
     }
     let profile_s = started.elapsed().as_secs_f64();
     report(&format!(
-        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?}{contended}{stepped}: {profile_s:.1} s",
+        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?} ({stages_s:.1} s){contended}{stepped}: {profile_s:.1} s",
         trial.network, trial.dataset.name
     ));
     Ok((profile, profile_s))
