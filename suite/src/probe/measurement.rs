@@ -46,19 +46,46 @@ pub(super) fn measure(
     for (kind, load) in [(ProbeKind::AllReduce, 0), (ProbeKind::AllReduceLoaded, busy_threads)] {
         if report_progress {
             eprintln!(
-                "probe: all-reduce over {world_size} ranks, {} sizes, {load} busy thread(s) per rank",
-                plan.sizes.len()
+                "probe: all-reduce over {world_size} ranks, {} sizes in {} rounds, {load} busy thread(s) per rank",
+                plan.sizes.len(),
+                ALL_REDUCE_ROUNDS.min(plan.repeats)
             );
         }
-        for &bytes in &plan.sizes {
-            let busy = CoreLoad::start(load);
-            let times_s = all_reduce(group, bytes, plan);
-            drop(busy);
-            let times_s = times_s.with_context(|| format!("{kind} of {}", format_size(bytes)))?;
+        let per_size = interleaved_all_reduce(group, plan, load).with_context(|| format!("{kind}"))?;
+        for (&bytes, times_s) in plan.sizes.iter().zip(per_size) {
             measurements.push(Measurement { kind, src: None, dst: None, bytes, times_s });
         }
     }
     Ok(measurements)
+}
+
+/// Rounds the all-reduce's repeats are split into, every size measured in each. On this
+/// project's 2-core VM a small all-reduce takes 0.15–0.4 ms or 2–10 ms depending on how the
+/// scheduler happens to treat Gloo's threads, and the regime holds for seconds: four probes
+/// in a row, each timing 20 consecutive repeats per size, gave a loaded 1 MiB all-reduce a
+/// mean of 1.7, 2.2, 10.6 and 3.4 ms. Consecutive repeats sample one regime; rounds over
+/// all sizes, each with its own busy threads, spread the regimes over every size.
+const ALL_REDUCE_ROUNDS: usize = 4;
+
+/// Every size's all-reduce times, `plan.repeats` per size, taken in
+/// [`ALL_REDUCE_ROUNDS`] rounds over all sizes (the warm-up in the first), with `load`
+/// busy threads per rank started afresh each round.
+fn interleaved_all_reduce(group: &ProcessGroup, plan: &ProbePlan, load: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+    let rounds = ALL_REDUCE_ROUNDS.min(plan.repeats).max(1);
+    let mut per_size: Vec<Vec<f64>> = vec![Vec::with_capacity(plan.repeats); plan.sizes.len()];
+    for round in 0..rounds {
+        // The repeats split as evenly as they go: 20 in 4 rounds of 5, 10 in 3, 3, 2, 2.
+        let repeats = plan.repeats / rounds + usize::from(round < plan.repeats % rounds);
+        let warmup = if round == 0 { plan.warmup } else { 0 };
+        let busy = CoreLoad::start(load);
+        for (&bytes, times_s) in plan.sizes.iter().zip(&mut per_size) {
+            let taken = all_reduce(group, bytes, warmup, repeats)
+                .with_context(|| format!("all-reduce of {} (round {})", format_size(bytes), round + 1))?;
+            times_s.extend(taken);
+        }
+        drop(busy);
+    }
+    Ok(per_size)
 }
 
 /// Threads that keep cores busy, as a worker's compute threads do, until dropped.
@@ -127,18 +154,18 @@ pub(super) fn ping_pong(
     share_max(group, &times_s)
 }
 
-/// All ranks all-reduce (sum) `bytes` of float32; each iteration's time is the slowest
-/// rank's, the time of the collective.
-pub(super) fn all_reduce(group: &ProcessGroup, bytes: u64, plan: &ProbePlan) -> Result<Vec<f64>, CommError> {
+/// All ranks all-reduce (sum) `bytes` of float32, `warmup` untimed times and `repeats`
+/// timed; each iteration's time is the slowest rank's, the time of the collective.
+fn all_reduce(group: &ProcessGroup, bytes: u64, warmup: usize, repeats: usize) -> Result<Vec<f64>, CommError> {
     // Zeros stay zeros under a sum, so repeated reductions never overflow.
     let mut buffer = float_buffer(bytes);
-    let mut times_s = vec![0.0; plan.repeats];
-    for iteration in 0..plan.warmup + plan.repeats {
+    let mut times_s = vec![0.0; repeats];
+    for iteration in 0..warmup + repeats {
         group.barrier()?;
         let started = Instant::now();
         group.all_reduce(&mut buffer, ReduceOp::Sum)?;
         let elapsed_s = started.elapsed().as_secs_f64();
-        if let Some(slot) = iteration.checked_sub(plan.warmup) {
+        if let Some(slot) = iteration.checked_sub(warmup) {
             times_s[slot] = elapsed_s;
         }
     }
