@@ -36,6 +36,8 @@ pub struct CellKey {
     /// The trial's threads, where its suite swept them (otherwise threads are a setting,
     /// and a run with other threads is the same cell run differently).
     pub swept_threads: Option<i64>,
+    /// The emulated link, where the workers talked over one (`None`: loopback).
+    pub link: Option<String>,
 }
 
 impl CellKey {
@@ -49,6 +51,7 @@ impl CellKey {
             workers: trial.workers,
             batch_size: trial.batch_size,
             swept_threads: trial.swept_threads,
+            link: trial.link.clone(),
         })
     }
 
@@ -64,7 +67,8 @@ impl CellKey {
     /// `gpipe ×2 m4 bal time` (how rankings name their entries).
     pub fn strategy_label(&self) -> String {
         let threads = self.swept_threads.map(|threads| format!(" {}", threads_label(threads))).unwrap_or_default();
-        format!("{}{threads}", self.strategy.label_with_workers(self.workers as usize))
+        let link = self.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
+        format!("{}{threads}{link}", self.strategy.label_with_workers(self.workers as usize))
     }
 
     /// What cells sort by: the columns in the order the `trials` table has them (the
@@ -76,6 +80,7 @@ impl CellKey {
             (columns.strategy.clone(), self.workers, self.batch_size),
             columns,
             self.swept_threads,
+            &self.link,
         )
     }
 }

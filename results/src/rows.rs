@@ -70,6 +70,10 @@ pub struct TrialRow {
     /// and for runs stored before the column existed.
     #[serde(default)]
     pub swept_threads: Option<i64>,
+    /// The emulated link the workers talked over (`1 Gbit/s`, `100 Mbit/s · 1 ms`), part of
+    /// the cell; null on loopback, and for runs stored before the column existed.
+    #[serde(default)]
+    pub link: Option<String>,
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
@@ -133,6 +137,7 @@ impl Table for TrialRow {
             ("host_name", String),
             ("threads", Int64),
             ("swept_threads", Int64),
+            ("link", String),
             ("cudnn_benchmark", Boolean),
             ("matmul_precision", String),
             ("cudnn_tf32", Boolean),

@@ -6,6 +6,7 @@ pub mod ex_ante;
 pub mod exit;
 pub mod fault;
 pub mod fingerprint;
+pub mod link_axis;
 pub mod memory_guard;
 pub mod plan;
 pub mod predict;

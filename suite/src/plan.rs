@@ -8,6 +8,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::{Precision, TrainConfig};
 use stratlab_strategy_spec::{Strategy, StrategyKind};
 
+use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
 use crate::suite_file::{BatchSizes, CellRule, SuiteFile};
 use crate::trial::TrialSpec;
@@ -22,6 +23,8 @@ struct Cell<'a> {
     /// The trial's threads when the suite sweeps them; `None` when it gives one count (or
     /// none) for every trial.
     swept_threads: Option<usize>,
+    /// Where the workers talk (loopback for a single worker).
+    link: TrialLink,
 }
 
 /// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
@@ -46,16 +49,21 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                         // would repeat the cell at one thread per worker under another name.
                         let per_worker = swept_threads.iter().filter(|threads| threads.is_none_or(|t| t >= workers));
                         for &swept_threads in per_worker {
-                            let cell = Cell {
-                                network: &network.0,
-                                dataset,
-                                strategy: strategy.clone(),
-                                workers,
-                                batch_size,
-                                swept_threads,
-                            };
-                            if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
-                                cells.push(cell);
+                            // One worker talks to no one: it runs once, not once per link.
+                            let links = if workers > 1 { suite.link.as_slice() } else { &[TrialLink::Loopback] };
+                            for &link in links {
+                                let cell = Cell {
+                                    network: &network.0,
+                                    dataset,
+                                    strategy: strategy.clone(),
+                                    workers,
+                                    batch_size,
+                                    swept_threads,
+                                    link,
+                                };
+                                if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
+                                    cells.push(cell);
+                                }
                             }
                         }
                     }
@@ -84,6 +92,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 workers,
                 batch_size,
                 swept_threads: swept_threads[0],
+                link: if workers > 1 { suite.link[0] } else { TrialLink::Loopback },
             });
         }
     }
@@ -132,6 +141,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
     if let Some(threads) = cell.swept_threads {
         trial_id += &format!("__t{threads}");
     }
+    trial_id += &cell.link.id_part();
     trial_id += &format!("__r{repeat}");
     TrialSpec {
         trial_id,
@@ -141,6 +151,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         strategy: cell.strategy.clone(),
         workers: cell.workers,
         swept_threads: cell.swept_threads,
+        link: cell.link,
         repeat,
         train: TrainConfig {
             batch_size: cell.batch_size,
@@ -197,6 +208,9 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     }
     if suite.repeats == 0 {
         return err("repeats", "must be at least 1".into());
+    }
+    if suite.link.is_empty() {
+        return err("link", "empty axis; give `loopback` or links such as {bandwidth: 1 Gbit/s, latency: 1 ms}".into());
     }
     if !(suite.timeout_s.is_finite() && suite.timeout_s > 0.0) {
         return err("timeout_s", format!("must be a finite positive number of seconds, got {}", suite.timeout_s));

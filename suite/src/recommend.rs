@@ -83,6 +83,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 dataset: dataset.clone(),
                 workers,
                 swept_threads: None,
+                link: crate::link_axis::TrialLink::Loopback,
                 repeat: 0,
                 train: TrainConfig {
                     batch_size: batch,

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use stratlab_datasets::Source;
+use stratlab_link_emulation::{EmulatedLink, EmulationError, WorkerEnd as LinkEnd};
 use stratlab_strategies::DeviceChoice;
 
 use crate::exit::InputError;
@@ -75,6 +76,9 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     }
     resolve_devices(&mut trials)?;
     prepare_real_data(&trials)?;
+    if trials.iter().any(|trial| trial.link.emulated().is_some()) {
+        sweep_emulated_links();
+    }
     let fingerprint = crate::fingerprint::collect(Some(&options.suite_path));
     let store = match &options.resume {
         Some(run_dir) => {
@@ -100,6 +104,22 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     }
     progress.finish();
     Ok(RunSummary { run_dir: store.run_dir().to_path_buf(), planned: trials.len(), already_done, outcomes })
+}
+
+/// Removes the namespaces and interfaces of emulated links a killed runner left behind
+/// (their owner's pid is gone), saying what it removed; where links cannot be emulated
+/// there is nothing to sweep, and the trials say why they are infeasible.
+fn sweep_emulated_links() {
+    if stratlab_link_emulation::check_feasible().is_err() {
+        return;
+    }
+    match stratlab_link_emulation::sweep_leftovers() {
+        Ok(removed) if !removed.is_empty() => {
+            eprintln!("removed what an earlier, killed run left of its emulated links: {}", removed.join(", "))
+        }
+        Ok(_) => {}
+        Err(error) => eprintln!("warning: could not remove an earlier run's emulated links: {error}"),
+    }
 }
 
 /// A resumed run must continue the same matrix, or its tables would mix two suites.
@@ -178,23 +198,45 @@ fn run_trial(
 ) -> anyhow::Result<RecordedTrial> {
     let started_at = UtcTime::now();
     let started = Instant::now();
-    if let Some(reason) = trial.infeasibility() {
-        let ends = vec![WorkerEnd::Failed(Outcome::Infeasible, reason)];
+    let not_started = |outcome: Outcome, reason: String| {
+        let ends = vec![WorkerEnd::Failed(outcome, reason)];
         let summary = TelemetrySummary::from_samples(&[]);
         let identity = Identity::of(trial, fingerprint, &summary, &[]);
-        return Ok(record(trial, run_id, &identity, &ends, Vec::new(), &summary, started_at, started));
+        record(trial, run_id, &identity, &ends, Vec::new(), &summary, started_at, started)
+    };
+    if let Some(reason) = trial.infeasibility() {
+        return Ok(not_started(Outcome::Infeasible, reason));
     }
+    // The emulated link lives as long as this function: dropped however the trial ends,
+    // which removes its namespaces, interfaces and qdiscs.
+    let emulated = match trial.link.emulated() {
+        None => None,
+        Some(link) => match EmulatedLink::create(run_id, trial.workers, link) {
+            Ok(emulated) => Some(emulated),
+            Err(error @ EmulationError::Infeasible(_)) => {
+                return Ok(not_started(Outcome::Infeasible, format!("the {} link: {error}", trial.link)))
+            }
+            Err(error) => return Ok(not_started(Outcome::Crashed, format!("the {} link: {error}", trial.link))),
+        },
+    };
 
     let mut children = Vec::new();
     let (events, receiver) = mpsc::channel::<(usize, WorkerEvent)>();
     let mut stderr_tails = Vec::new();
     let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
     let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
-    // The group's rendezvous port, free on loopback now; every rank of the trial gets it.
-    let master = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let port = stratlab_comm::free_port(master).context("finding a free port for the workers' rendezvous")?;
+    // The group's rendezvous: on loopback a port free now; on an emulated link worker 0's
+    // address, in namespaces of the trial's own where every port is free.
+    let (master, port) = match &emulated {
+        Some(emulated) => (IpAddr::V4(emulated.ends()[0].address), EMULATED_LINK_PORT),
+        None => {
+            let master = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            (master, stratlab_comm::free_port(master).context("finding a free port for the workers' rendezvous")?)
+        }
+    };
     for rank in 0..trial.workers {
-        let mut child = spawn_worker(trial, rank, master, port, memory_limit)?;
+        let end = emulated.as_ref().map(|emulated| &emulated.ends()[rank]);
+        let mut child = spawn_worker(trial, rank, (master, port), end, memory_limit)?;
         let mut stdin = child.stdin.take().context("worker stdin")?;
         writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
         drop(stdin);
@@ -296,14 +338,19 @@ fn run_trial(
     Ok(record(trial, run_id, &identity, &ends, samples, &summary, started_at, started))
 }
 
+/// The rendezvous port on an emulated link (torchrun's default): each trial's namespaces
+/// are new, so it is free.
+const EMULATED_LINK_PORT: u16 = 29500;
+
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
 /// it started), dying with the runner (so a killed runner leaves no orphans that keep
-/// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]).
+/// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]),
+/// and on an emulated link inside its end's network namespace, talking through its end.
 fn spawn_worker(
     trial: &TrialSpec,
     rank: usize,
-    master: IpAddr,
-    port: u16,
+    (master, port): (IpAddr, u16),
+    end: Option<&LinkEnd>,
     memory_limit: MemoryLimit,
 ) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
@@ -311,7 +358,18 @@ fn spawn_worker(
         MemoryLimit::AddressSpace(bytes) => Some(bytes),
         _ => None,
     };
+    // Opened here, entered between fork and exec (setns is async-signal-safe); closed on exec.
+    let namespace = end
+        .map(|end| {
+            let path = format!("/run/netns/{}", end.namespace);
+            std::fs::File::open(&path).with_context(|| format!("opening the network namespace {path}"))
+        })
+        .transpose()?;
+    let namespace_fd = namespace.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let mut command = Command::new(exe);
+    if let Some(end) = end {
+        command.env("GLOO_SOCKET_IFNAME", &end.interface);
+    }
     command
         .arg("worker")
         .envs(stratlab_comm::Launch::local_env(rank, trial.workers, master, port))
@@ -321,9 +379,15 @@ fn spawn_worker(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setpgid, prctl, setrlimit) run between fork and exec.
+    // SAFETY: only async-signal-safe calls (setns, setpgid, prctl, setrlimit) run between fork and
+    // exec, and the namespace file outlives the spawn.
     unsafe {
         command.pre_exec(move || {
+            if let Some(fd) = namespace_fd {
+                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if let Some(bytes) = address_space_limit {

@@ -12,6 +12,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, DEFAULT_METRICS_EVERY_STEPS};
 use stratlab_strategy_spec::{StrategyKind, StrategySweep};
 
+use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
 
 /// A suite file as written by the user.
@@ -49,6 +50,12 @@ pub struct SuiteFile {
     /// (an axis); default: all cores.
     #[serde(default)]
     pub threads: Option<Threads>,
+    /// Where multi-worker trials' workers talk (an axis): `loopback`, or emulated links
+    /// `{bandwidth: 1 Gbit/s, latency: 1 ms}` (network namespaces, veth or TUN, tbf; needs
+    /// root, `ip` and `tc`, else those trials are recorded infeasible). Single-worker
+    /// trials run once, on loopback. Default: loopback.
+    #[serde(default = "loopback_only")]
+    pub link: Vec<TrialLink>,
     /// Test-accuracy targets per data set name, overriding the registry's defaults.
     #[serde(default)]
     pub targets: BTreeMap<String, f64>,
@@ -84,6 +91,10 @@ pub struct SuiteFile {
     /// Extra cells to add (network, data set and strategy required), as in CI matrices.
     #[serde(default)]
     pub include: Vec<IncludeCell>,
+}
+
+fn loopback_only() -> Vec<TrialLink> {
+    vec![TrialLink::Loopback]
 }
 
 fn one() -> usize {

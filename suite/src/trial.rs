@@ -6,6 +6,8 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::TrainConfig;
 use stratlab_strategy_spec::{threads_label, Strategy};
 
+use crate::link_axis::TrialLink;
+
 /// A resolved trial, handed to the worker process as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialSpec {
@@ -24,6 +26,9 @@ pub struct TrialSpec {
     /// The trial's libtorch threads (shared among its workers) when the suite sweeps
     /// threads, making them part of the cell; `None` when they are a suite-wide setting.
     pub swept_threads: Option<usize>,
+    /// Where the workers talk.
+    #[serde(default)]
+    pub link: TrialLink,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).
@@ -46,8 +51,9 @@ impl TrialSpec {
     pub fn label(&self) -> String {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
+        let link = self.link.emulated().map(|_| format!(" · {}", self.link)).unwrap_or_default();
         format!(
-            "{} · {} · {}×{} · b{}{threads}",
+            "{} · {} · {}×{} · b{}{threads}{link}",
             self.network,
             self.dataset,
             self.strategy.name(),

@@ -121,6 +121,8 @@ struct TrialStrategy {
     columns: StrategyColumns,
     #[serde(default)]
     swept_threads: Option<i64>,
+    #[serde(default)]
+    link: Option<String>,
 }
 
 /// Aggregates already loaded tables.
@@ -183,10 +185,9 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
             let varies =
                 |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
             let label = strategy.report_label(varies);
-            Some(match row.swept_threads {
-                Some(threads) => format!("{label} · {}", threads_label(threads)),
-                None => label,
-            })
+            let threads = row.swept_threads.map(|threads| format!(" · {}", threads_label(threads))).unwrap_or_default();
+            let link = row.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
+            Some(format!("{label}{threads}{link}"))
         })
         .collect();
     trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;

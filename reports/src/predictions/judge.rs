@@ -1,8 +1,8 @@
 //! The run's predictions set beside its measurements: one judged cell per prediction, and
-//! per group of cells that answer the same question (network × data set × batch × threads)
-//! which strategy each predictor would recommend and what that would have cost.
+//! per group of cells that answer the same question (network × data set × batch × threads
+//! × link) which strategy each predictor would recommend and what that would have cost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stratlab_perf_model::recommend::recommended;
 use stratlab_regressions::CellKey;
@@ -17,8 +17,14 @@ pub(crate) struct JudgedCell {
     pub(crate) strategy: String,
     pub(crate) workers: i64,
     pub(crate) batch: i64,
-    /// The question the cell answers with the others of its group.
+    /// The question the cell answers with the others of its group: network, data set,
+    /// batch and threads, and the link where one was emulated.
     pub(crate) group: String,
+    /// The group without its link: a single worker talks to no one, runs once per such
+    /// group on loopback, and joins the group of every link its group ran over.
+    pub(crate) linkless_group: String,
+    /// The emulated link (`None`: loopback).
+    pub(crate) link: Option<String>,
     /// Samples per step over all workers: steps of different strategies compare per sample.
     pub(crate) global_batch: f64,
     pub(crate) prediction: PredictionRow,
@@ -80,13 +86,19 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
             let of =
                 |get: fn(&TrialRow) -> Option<f64>| median(&repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>());
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
+            let linkless_group = format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size);
             Some(JudgedCell {
                 network: first.network.clone(),
                 dataset: first.dataset.clone(),
                 strategy: first.strategy.strategy.clone(),
                 workers: first.workers,
                 batch: first.batch_size,
-                group: format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size),
+                group: match &first.link {
+                    Some(link) => format!("{linkless_group} · {link}"),
+                    None => linkless_group.clone(),
+                },
+                linkless_group,
+                link: first.link.clone(),
                 global_batch: first.global_batch.max(1) as f64,
                 prediction: prediction.clone(),
                 measured_p10_s: of(|t| t.training.step_time_p10_s)?,
@@ -155,9 +167,20 @@ pub(crate) struct Recommendation {
 
 /// Per group with at least two cells the predictor predicts: its pick, judged.
 pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recommendation> {
-    let mut groups: BTreeMap<&str, Vec<&JudgedCell>> = BTreeMap::new();
+    let mut links: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for cell in cells {
+        if let Some(link) = &cell.link {
+            links.entry(cell.linkless_group.as_str()).or_default().insert(link);
+        }
+    }
+    let mut groups: BTreeMap<String, Vec<&JudgedCell>> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
-        groups.entry(cell.group.as_str()).or_default().push(cell);
+        groups.entry(cell.group.clone()).or_default().push(cell);
+        if cell.workers == 1 && cell.link.is_none() {
+            for link in links.get(cell.linkless_group.as_str()).into_iter().flatten() {
+                groups.entry(format!("{} · {link}", cell.linkless_group)).or_default().push(cell);
+            }
+        }
     }
     groups
         .into_iter()
@@ -175,7 +198,7 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             let regret = measured[pick] / measured[best] - 1.0;
             let name = |cell: &JudgedCell| format!("{}×{}", cell.strategy, cell.workers);
             Recommendation {
-                group: group.to_owned(),
+                group,
                 ranked: members.len(),
                 recommended: name(members[pick]),
                 fastest: name(members[best]),

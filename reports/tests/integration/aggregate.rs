@@ -63,6 +63,7 @@ fn trial(
         host_name: None,
         threads: 1,
         swept_threads: None,
+        link: None,
         cudnn_benchmark: None,
         matmul_precision: None,
         cudnn_tf32: None,

@@ -175,6 +175,10 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
         ("batch_size: [64, 0]\n", "batch size must be a positive integer, got 0"),
         ("batch_size: []\n", "an empty list of batch sizes"),
         ("batch_size: {mnist: [8, -1]}\n", "got -1"),
+        ("link: []\n", "link: empty axis"),
+        ("link: [ethernet]\n", "unknown link `ethernet`: valid are `loopback` and a map"),
+        ("link: [{bandwidth: 1 Gbit}]\n", "Gbit/s"),
+        ("link: [{bandwidth: 1 Gbit/s, jitter: 1 ms}]\n", "jitter"),
     ] {
         let text = format!("{base}{extra}");
         let error = match SuiteFile::parse(&text) {
@@ -226,4 +230,33 @@ include:
     assert_eq!(trials[2].strategy.micro_batches(), 2);
     assert_eq!(trials[3].strategy.micro_batches(), 4);
     assert!(trials[2..].iter().all(|trial| trial.workers == 2));
+}
+
+#[test]
+fn multi_worker_cells_run_once_per_link_and_single_once_on_loopback() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+budget: {steps: 1}
+link: [loopback, {bandwidth: 1 Gbit/s}, {bandwidth: 100 Mbit/s, latency: 1 ms}]
+",
+    );
+    let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "small-cnn__mnist-synthetic__single__w1__b128__r0",
+            // Loopback keeps the id runs made before the axis existed gave the cell.
+            "small-cnn__mnist-synthetic__data-parallel__w2__b128__r0",
+            "small-cnn__mnist-synthetic__data-parallel__w2__b128__link-1Gbit__r0",
+            "small-cnn__mnist-synthetic__data-parallel__w2__b128__link-100Mbit-1ms__r0",
+        ]
+    );
+    let slow = &trials[3];
+    let link = slow.link.emulated().expect("an emulated link");
+    assert_eq!((link.bandwidth.0, link.latency.0), (12.5e6, 1e-3));
+    assert!(slow.label().ends_with("· 100 Mbit/s · 1 ms"), "{}", slow.label());
+    assert!(trials[..2].iter().all(|t| t.link == TrialLink::Loopback));
 }

@@ -47,6 +47,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         host_name: Some("node-a".into()),
         threads: 1,
         swept_threads: None,
+        link: None,
         cudnn_benchmark: Some(true),
         matmul_precision: Some("highest".into()),
         cudnn_tf32: Some(true),

@@ -1,0 +1,138 @@
+//! The suite's `link:` axis: where a multi-worker trial's workers talk. `loopback` (this
+//! machine's, unshaped) or an emulated link written like a cluster file's,
+//! `{bandwidth: 1 Gbit/s, latency: 1 ms}`, which the runner builds from network namespaces
+//! (`stratlab_link_emulation`) for the trial's lifetime.
+
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use stratlab_perf_model::Link;
+
+/// Where a trial's workers talk.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum TrialLink {
+    /// This machine's loopback, as it is.
+    #[default]
+    Loopback,
+    /// An emulated link of this bandwidth and one-way latency.
+    Emulated(Link),
+}
+
+impl TrialLink {
+    /// How tables and reports name it: `loopback`, `1 Gbit/s`, `100 Mbit/s · 1 ms`.
+    pub fn label(&self) -> String {
+        match self {
+            TrialLink::Loopback => "loopback".into(),
+            TrialLink::Emulated(link) => {
+                let rate = rate_label(link.bandwidth.0);
+                match link.latency.0 > 0.0 {
+                    true => format!("{rate} · {}", latency_label(link.latency.0)),
+                    false => rate,
+                }
+            }
+        }
+    }
+
+    /// Its part of a trial id: empty for loopback (the ids of runs made before the axis
+    /// existed stay the same), else `__link-100Mbit-1ms`.
+    pub fn id_part(&self) -> String {
+        match self {
+            TrialLink::Loopback => String::new(),
+            TrialLink::Emulated(_) => {
+                format!("__link-{}", self.label().replace("/s", "").replace(" · ", "-").replace(' ', ""))
+            }
+        }
+    }
+
+    /// The emulated link, if any.
+    pub fn emulated(&self) -> Option<&Link> {
+        match self {
+            TrialLink::Loopback => None,
+            TrialLink::Emulated(link) => Some(link),
+        }
+    }
+}
+
+/// Bits per second in the largest unit that keeps a whole number in front.
+fn rate_label(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    let (value, unit) = match bits {
+        b if b >= 1e9 => (b / 1e9, "Gbit/s"),
+        b if b >= 1e6 => (b / 1e6, "Mbit/s"),
+        b if b >= 1e3 => (b / 1e3, "kbit/s"),
+        b => (b, "bit/s"),
+    };
+    format!("{} {unit}", trimmed(value))
+}
+
+fn latency_label(seconds: f64) -> String {
+    match seconds {
+        s if s >= 1.0 => format!("{} s", trimmed(s)),
+        s if s >= 1e-3 => format!("{} ms", trimmed(s * 1e3)),
+        s => format!("{} us", trimmed(s * 1e6)),
+    }
+}
+
+/// At most three decimals, none trailing.
+fn trimmed(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+impl fmt::Display for TrialLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+impl Serialize for TrialLink {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TrialLink::Loopback => serializer.serialize_str("loopback"),
+            TrialLink::Emulated(link) => link.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TrialLink {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LinkVisitor;
+        impl<'de> Visitor<'de> for LinkVisitor {
+            type Value = TrialLink;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`loopback` or a link such as {bandwidth: 1 Gbit/s, latency: 1 ms}")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<TrialLink, E> {
+                match name {
+                    "loopback" => Ok(TrialLink::Loopback),
+                    other => Err(E::custom(format!(
+                        "unknown link `{other}`: valid are `loopback` and a map {{bandwidth: 1 Gbit/s, latency: 1 ms}} \
+                         (latency optional)"
+                    ))),
+                }
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<TrialLink, M::Error> {
+                Link::deserialize(de::value::MapAccessDeserializer::new(map)).map(TrialLink::Emulated)
+            }
+        }
+        deserializer.deserialize_any(LinkVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_are_labelled_for_tables_and_ids() {
+        let link = |bandwidth: f64, latency: f64| TrialLink::Emulated(Link::new(bandwidth / 8.0, latency));
+        assert_eq!(TrialLink::Loopback.label(), "loopback");
+        assert_eq!(TrialLink::Loopback.id_part(), "");
+        assert_eq!(link(1e9, 0.0).label(), "1 Gbit/s");
+        assert_eq!(link(1e9, 0.0).id_part(), "__link-1Gbit");
+        assert_eq!(link(100e6, 1e-3).label(), "100 Mbit/s · 1 ms");
+        assert_eq!(link(100e6, 1e-3).id_part(), "__link-100Mbit-1ms");
+        assert_eq!(link(2.5e9, 50e-6).label(), "2.5 Gbit/s · 50 us");
+    }
+}
