@@ -8,6 +8,8 @@
 //! is removed by [`sweep_leftovers`], which knows a leftover by its owner's pid being gone.
 
 use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -60,6 +62,29 @@ pub struct WorkerEnd {
     pub interface: String,
     /// Its address on that interface.
     pub address: Ipv4Addr,
+}
+
+impl WorkerEnd {
+    /// Makes `command` start inside this end's namespace (entered between fork and exec)
+    /// and tells c10d which interface to use (`GLOO_SOCKET_IFNAME`).
+    pub fn start_inside(&self, command: &mut Command) -> std::io::Result<()> {
+        let path = format!("/run/netns/{}", self.namespace);
+        let namespace = std::fs::File::open(&path).map_err(|error| {
+            std::io::Error::new(error.kind(), format!("opening the network namespace {path}: {error}"))
+        })?;
+        command.env("GLOO_SOCKET_IFNAME", &self.interface);
+        // SAFETY: setns is async-signal-safe; the file moves into the closure, so its
+        // descriptor is open until the command is dropped (it is close-on-exec).
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
 }
 
 /// An emulated link between `workers` namespaces; removed on drop, whatever happened.

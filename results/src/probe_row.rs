@@ -153,6 +153,10 @@ pub struct ProbeRow {
     /// so the expected cost of a step's many transfers. `None` in runs made before it was
     /// stored.
     pub mean_s: Option<f64>,
+    /// The emulated link the ranks talked over (`1 Gbit/s`, `100 Mbit/s · 1 ms`); `None` on
+    /// the machine's own links, and in runs made before it was stored.
+    #[serde(default)]
+    pub link: Option<String>,
     /// `bytes ÷ median_s`, GB/s (1e9 bytes/s).
     pub algorithm_gbps: f64,
     /// `algorithm_gbps × ProbeKind::bus_factor(world_size)`: `2(W−1)/W` for all-reduce
@@ -191,6 +195,7 @@ impl ProbeRow {
             min_s,
             max_s,
             mean_s: Some(mean_s),
+            link: None,
             algorithm_gbps: algorithm,
             bus_gbps: algorithm * kind.bus_factor(spec.world_size),
         })
@@ -221,6 +226,7 @@ impl Table for ProbeRow {
             ("min_s", Float64),
             ("max_s", Float64),
             ("mean_s", Float64),
+            ("link", String),
             ("algorithm_gbps", Float64),
             ("bus_gbps", Float64),
         ])

@@ -347,6 +347,12 @@ pub struct ProbeArgs {
     /// launcher).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Measure over an emulated link, `bandwidth=100Mbit/s,latency=1ms` (latency optional):
+    /// locally the ranks run in network namespaces joined by it (needs root, `ip`, `tc`),
+    /// as a suite's `link:` trials do; under a launcher it only labels the rows. Recorded in
+    /// the probe table's `link` column.
+    #[arg(long, value_parser = str::parse::<crate::link_axis::TrialLink>)]
+    pub link: Option<crate::link_axis::TrialLink>,
 }
 
 /// Options of `stratlab train`.

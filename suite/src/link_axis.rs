@@ -4,10 +4,11 @@
 //! (`stratlab_link_emulation`) for the trial's lifetime.
 
 use std::fmt;
+use std::str::FromStr;
 
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use stratlab_perf_model::Link;
+use stratlab_perf_model::{Bandwidth, Latency, Link};
 
 /// Where a trial's workers talk.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -80,6 +81,34 @@ fn trimmed(value: f64) -> String {
     text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
+impl FromStr for TrialLink {
+    type Err = String;
+
+    /// `loopback`, or `bandwidth=100Mbit/s,latency=1ms` (latency optional), as a command
+    /// line gives it.
+    fn from_str(text: &str) -> Result<TrialLink, String> {
+        if text.trim() == "loopback" {
+            return Ok(TrialLink::Loopback);
+        }
+        let (mut bandwidth, mut latency) = (None, Latency(0.0));
+        for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+            match part.split_once('=').map(|(key, value)| (key.trim(), value.trim())) {
+                Some(("bandwidth", value)) => bandwidth = Some(value.parse::<Bandwidth>().map_err(|e| e.to_string())?),
+                Some(("latency", value)) => latency = value.parse::<Latency>().map_err(|e| e.to_string())?,
+                _ => {
+                    return Err(format!(
+                        "`{part}` in link `{text}`: give `loopback` or `bandwidth=<rate>[,latency=<time>]`, \
+                         e.g. bandwidth=100Mbit/s,latency=1ms"
+                    ))
+                }
+            }
+        }
+        let bandwidth =
+            bandwidth.ok_or_else(|| format!("link `{text}` has no bandwidth=<rate>, e.g. bandwidth=1Gbit/s"))?;
+        Ok(TrialLink::Emulated(Link { bandwidth, latency }))
+    }
+}
+
 impl fmt::Display for TrialLink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.label())
@@ -134,5 +163,19 @@ mod tests {
         assert_eq!(link(100e6, 1e-3).label(), "100 Mbit/s · 1 ms");
         assert_eq!(link(100e6, 1e-3).id_part(), "__link-100Mbit-1ms");
         assert_eq!(link(2.5e9, 50e-6).label(), "2.5 Gbit/s · 50 us");
+    }
+
+    #[test]
+    fn command_lines_give_links_as_key_value_pairs() {
+        let link = |bandwidth: f64, latency: f64| TrialLink::Emulated(Link::new(bandwidth / 8.0, latency));
+        assert_eq!("loopback".parse::<TrialLink>(), Ok(TrialLink::Loopback));
+        assert_eq!("bandwidth=100Mbit/s,latency=1ms".parse::<TrialLink>(), Ok(link(100e6, 1e-3)));
+        assert_eq!("bandwidth=1 Gbit/s".parse::<TrialLink>(), Ok(link(1e9, 0.0)));
+        let error = "latency=1ms".parse::<TrialLink>().unwrap_err();
+        assert!(error.contains("no bandwidth"), "{error}");
+        let error = "bandwidth=1Gbit/s,jitter=1ms".parse::<TrialLink>().unwrap_err();
+        assert!(error.contains("`jitter=1ms`"), "{error}");
+        let error = "bandwidth=fast".parse::<TrialLink>().unwrap_err();
+        assert!(error.contains("fast") && error.contains("Gbit/s"), "{error}");
     }
 }

@@ -358,17 +358,9 @@ fn spawn_worker(
         MemoryLimit::AddressSpace(bytes) => Some(bytes),
         _ => None,
     };
-    // Opened here, entered between fork and exec (setns is async-signal-safe); closed on exec.
-    let namespace = end
-        .map(|end| {
-            let path = format!("/run/netns/{}", end.namespace);
-            std::fs::File::open(&path).with_context(|| format!("opening the network namespace {path}"))
-        })
-        .transpose()?;
-    let namespace_fd = namespace.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let mut command = Command::new(exe);
     if let Some(end) = end {
-        command.env("GLOO_SOCKET_IFNAME", &end.interface);
+        end.start_inside(&mut command).context("starting a worker on the emulated link")?;
     }
     command
         .arg("worker")
@@ -379,15 +371,9 @@ fn spawn_worker(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setns, setpgid, prctl, setrlimit) run between fork and
-    // exec, and the namespace file outlives the spawn.
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, setrlimit) run between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            if let Some(fd) = namespace_fd {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
             libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             if let Some(bytes) = address_space_limit {

@@ -9,21 +9,41 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use stratlab_comm::{free_port, Launch};
 
-use crate::cli::ProbeArgs;
+use stratlab_link_emulation::EmulatedLink;
 
-/// Starts `workers` ranks of this binary on 127.0.0.1, each with its share of the cores,
-/// and waits for all of them.
+use crate::cli::ProbeArgs;
+use crate::link_axis::TrialLink;
+
+/// Starts `workers` ranks of this binary on 127.0.0.1, or on `--link`'s emulated link each
+/// in a network namespace of its own, each with its share of the cores, and waits for all
+/// of them; the emulated link is removed after.
 pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<ExitCode> {
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let threads = args.threads.unwrap_or((cores / workers).max(1));
-    let addr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let port = free_port(addr).context("finding a free port for the rendezvous store")?;
+    let emulated = match args.link.as_ref().and_then(TrialLink::emulated) {
+        Some(link) => {
+            stratlab_link_emulation::sweep_leftovers().context("removing what killed runs left of their links")?;
+            Some(EmulatedLink::create("probe", workers, link).context("emulating the --link")?)
+        }
+        None => None,
+    };
+    let (addr, port) = match &emulated {
+        Some(emulated) => (IpAddr::V4(emulated.ends()[0].address), EMULATED_PORT),
+        None => {
+            let addr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            (addr, free_port(addr).context("finding a free port for the rendezvous store")?)
+        }
+    };
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    eprintln!("probe: starting {workers} ranks on {addr}:{port}, {threads} libtorch thread(s) each");
+    let over = args.link.map(|link| format!(" over {link}")).unwrap_or_default();
+    eprintln!("probe: starting {workers} ranks on {addr}:{port}{over}, {threads} libtorch thread(s) each");
     let mut ranks = LocalRanks { children: Vec::with_capacity(workers) };
     for rank in 0..workers {
         let mut command = Command::new(&exe);
         command.args(rank_args(args, threads)).envs(Launch::local_env(rank, workers, addr, port));
+        if let Some(emulated) = &emulated {
+            emulated.ends()[rank].start_inside(&mut command).context("starting a rank on the emulated link")?;
+        }
         // SAFETY: only async-signal-safe calls (setpgid, prctl) run between fork and exec.
         unsafe {
             command.pre_exec(|| {
@@ -38,8 +58,14 @@ pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<Exit
         ranks.children.push(Some(child));
     }
     ranks.wait_all(Duration::from_secs(args.time_limit_s))?;
+    if let Some(emulated) = &emulated {
+        eprintln!("probe: the delay line used {:.2} CPU s", emulated.delay_line_cpu_s());
+    }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The rendezvous port inside the link's own namespaces, where every port is free.
+const EMULATED_PORT: u16 = 29500;
 
 /// The command line of a local rank: the same probe, with the launch variables in its
 /// environment instead of `--workers`.
@@ -63,6 +89,10 @@ pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
     .map(OsString::from)
     .collect();
     command.push(args.store.clone().into_os_string());
+    if let Some(TrialLink::Emulated(link)) = args.link {
+        // Exact, in the units the parser reads: the rank only labels its rows with it.
+        command.push(format!("--link=bandwidth={}B/s,latency={}s", link.bandwidth.0, link.latency.0).into());
+    }
     command
 }
 

@@ -12,6 +12,7 @@ pub(super) fn probe_rows(
     run_id: &str,
     world_size: usize,
     measurements: &[Measurement],
+    link: Option<&str>,
 ) -> anyhow::Result<Vec<ProbeRow>> {
     let world_size = u32::try_from(world_size).context("world size")?;
     measurements
@@ -26,7 +27,8 @@ pub(super) fn probe_rows(
                 dst: m.dst.map(|rank| rank as u32),
                 bytes: m.bytes,
             };
-            ProbeRow::from_times(spec, &m.times_s).map_err(anyhow::Error::from)
+            let row = ProbeRow::from_times(spec, &m.times_s)?;
+            Ok(ProbeRow { link: link.map(str::to_owned), ..row })
         })
         .collect()
 }

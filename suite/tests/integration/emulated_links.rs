@@ -1,0 +1,222 @@
+//! Emulated links seen from outside: a probe over one measures what it was given, and
+//! nothing of a link is left after its trial is killed or after the runner itself is.
+//!
+//! Needs root (CAP_NET_ADMIN), `ip` and `tc`, which CI and `just setup` have. Where links
+//! cannot be emulated the tests fail saying why, unless STRATLAB_SKIP_NETNS is set: a skip
+//! is asked for, never assumed.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use stratlab_results::{ProbeRow, RunStore, TrialRow};
+
+fn stratlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(args)
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("run stratlab")
+}
+
+fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// Whether links can be emulated here; failing the test when not, unless asked to skip.
+fn feasible_or_skip() -> bool {
+    match stratlab_link_emulation::check_feasible() {
+        Ok(()) => true,
+        Err(reason) if std::env::var_os("STRATLAB_SKIP_NETNS").is_some() => {
+            eprintln!("skipped as STRATLAB_SKIP_NETNS asks: {reason}");
+            false
+        }
+        Err(reason) => panic!(
+            "{reason}: this test needs root (CAP_NET_ADMIN), `ip` and `tc` (`just setup` installs iproute2); \
+             run it as root, or set STRATLAB_SKIP_NETNS=1 to skip it knowingly"
+        ),
+    }
+}
+
+/// The network namespaces process `pid` made (its names carry `-p<pid>-`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let needle = format!("-p{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter(|name| name.contains(&needle))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Interfaces `slk<pid>…` left in this (the root) namespace.
+fn interfaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("slk{pid}");
+    std::fs::read_dir("/sys/class/net")
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter(|name| name.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given() {
+    if !feasible_or_skip() {
+        return;
+    }
+    let store = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["probe", "--link", "bandwidth=100Mbit/s,latency=1ms", "--sizes", "4,1M,4M", "--repeats", "5"])
+        .args(["--warmup", "2", "--store"])
+        .arg(store.path())
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("delay line used"), "{}", text(&out));
+    let run = crate::run_folders(store.path()).into_iter().next().expect("the probe run");
+    let rows: Vec<ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
+    assert!(rows.iter().all(|row| row.link.as_deref() == Some("100 Mbit/s · 1 ms")), "{rows:#?}");
+    let p2p = |bytes: u64| {
+        let times: Vec<f64> =
+            rows.iter().filter(|row| row.kind == "p2p" && row.bytes == bytes).map(|row| row.median_s).collect();
+        assert_eq!(times.len(), 2, "both directions of {bytes} bytes: {rows:#?}");
+        times.iter().sum::<f64>() / 2.0
+    };
+    // A 4-byte message's one-way time is the latency: within 0.2 ms + 10 % of 1 ms.
+    let latency_s = p2p(4);
+    assert!((latency_s - 1e-3).abs() <= 0.2e-3 + 0.1e-3, "one-way latency {latency_s} s against 1 ms");
+    // 3 MiB more take 3 MiB ÷ bandwidth longer: within 10 % of 100 Mbit/s.
+    let bandwidth = 3.0 * 1048576.0 / (p2p(4 << 20) - p2p(1 << 20));
+    assert!((bandwidth / 12.5e6 - 1.0).abs() <= 0.1, "bandwidth {} Mbit/s against 100", bandwidth * 8e-6);
+    assert!(namespaces_of(pid).is_empty() && interfaces_of(pid).is_empty(), "the probe's link is gone");
+}
+
+/// A suite of one data-parallel cell over `link` (YAML) that trains `budget` (YAML).
+fn suite_over(dir: &Path, link: &str, budget: &str, timeout_s: u32) -> String {
+    let suite = dir.join("suite.yaml");
+    std::fs::write(
+        &suite,
+        format!(
+            "name: link-check\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
+             strategies: [{{name: data-parallel, workers: [2]}}]\nbatch_size: 16\nthreads: 2\n\
+             budget: {budget}\nwarmup_steps: 1\ntimeout_s: {timeout_s}\nlink: [{link}]\n"
+        ),
+    )
+    .unwrap();
+    suite.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
+    if !feasible_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The delay line's TUN devices, tbf, and a budget the timeout cuts short.
+    let suite = suite_over(dir.path(), "{bandwidth: 10 Mbit/s, latency: 2 ms}", "{seconds: 120}", 6);
+    let store = dir.path().join("runs");
+    let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["run", &suite, "--store"])
+        .arg(&store)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let run = crate::run_folders(&store).into_iter().next().expect("the run");
+    let trials: Vec<TrialRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
+    assert_eq!(trials.len(), 1);
+    assert_eq!(trials[0].outcome, "timeout", "{:?}", trials[0].reason);
+    assert_eq!(trials[0].link.as_deref(), Some("10 Mbit/s · 2 ms"));
+    assert!(trials[0].trial_id.ends_with("__link-10Mbit-2ms__r0"), "{}", trials[0].trial_id);
+    assert!(namespaces_of(pid).is_empty() && interfaces_of(pid).is_empty(), "the trial's link is gone");
+}
+
+#[test]
+fn what_a_killed_runner_left_is_swept_at_the_next_start() {
+    if !feasible_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let suite = suite_over(dir.path(), "{bandwidth: 100 Mbit/s}", "{seconds: 120}", 300);
+    let store = dir.path().join("runs");
+    let mut runner = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["run", &suite, "--store"])
+        .arg(&store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = runner.id();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while namespaces_of(pid).len() < 2 {
+        assert!(Instant::now() < deadline, "the runner never made its link");
+        assert!(runner.try_wait().unwrap().is_none(), "the runner ended before it was killed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let left = namespaces_of(pid);
+    assert_eq!(left.len(), 2, "a killed runner cannot clean up: {left:?}");
+
+    let quick = suite_over(dir.path(), "{bandwidth: 1 Gbit/s}", "{steps: 3}", 120);
+    let next = stratlab(&["run", &quick, "--store", store.to_str().unwrap()]);
+    assert!(next.status.success(), "{}", text(&next));
+    assert!(text(&next).contains("removed what an earlier, killed run left of its emulated links"), "{}", text(&next));
+    assert!(left.iter().all(|name| text(&next).contains(name.as_str())), "{}", text(&next));
+    assert!(namespaces_of(pid).is_empty() && interfaces_of(pid).is_empty(), "swept");
+}
+
+/// Without `ip` and `tc` (here: a PATH without them) a shaped trial is recorded infeasible
+/// with the reason, never run on loopback instead, and the rest of the suite runs.
+#[test]
+fn where_links_cannot_be_emulated_shaped_trials_are_infeasible_and_the_rest_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        "name: no-tools\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
+         strategies: [single, {name: data-parallel, workers: [2]}]\nbatch_size: 16\nthreads: 2\n\
+         budget: {steps: 3}\nwarmup_steps: 1\nlink: [loopback, {bandwidth: 1 Gbit/s}]\n",
+    )
+    .unwrap();
+    let store = dir.path().join("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["run", suite.to_str().unwrap(), "--store"])
+        .arg(&store)
+        .env("PATH", dir.path().join("no-tools-here"))
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap();
+    let run = crate::run_folders(&store).into_iter().next().unwrap_or_else(|| panic!("no run: {}", text(&out)));
+    let mut trials: Vec<TrialRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
+    trials.sort_by_key(|trial| trial.index);
+    let outcomes: Vec<(&str, &str)> = trials.iter().map(|t| (t.trial_id.as_str(), t.outcome.as_str())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("small-cnn__mnist-synthetic__single__w1__b16__r0", "ok"),
+            ("small-cnn__mnist-synthetic__data-parallel__w2__b16__r0", "ok"),
+            ("small-cnn__mnist-synthetic__data-parallel__w2__b16__link-1Gbit__r0", "infeasible"),
+        ],
+        "{}",
+        text(&out)
+    );
+    let reason = trials[2].reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("1 Gbit/s link") && reason.contains("`ip` (iproute2) is not installed"), "{reason}");
+}
