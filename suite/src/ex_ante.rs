@@ -1,6 +1,6 @@
-//! The ex-ante half of every run: before its first trial, `stratlab run` measures the link
-//! its multi-worker trials will use (a short `stratlab probe` over loopback, stored in the
-//! run's `probes` table), profiles each network, and stores the performance model's
+//! The ex-ante half of every run: before its first trial, `stratlab run` measures the links
+//! its multi-worker trials will use (a short `stratlab probe` over loopback and over each
+//! emulated link, stored in the run's `probes` table), profiles each network, and stores the performance model's
 //! prediction of every cell in `predictions`. The report sets them beside what the trials
 //! then measure; nothing of the model is fitted to those trials.
 //!
@@ -14,7 +14,8 @@ use std::time::Instant;
 use anyhow::Context;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
 
-use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::link_axis::TrialLink;
+use crate::predictions::{predict_cells, LocalLinks, MeasuredLink, Placement};
 use crate::profiles::ProfileCache;
 use crate::trial::TrialSpec;
 
@@ -39,38 +40,70 @@ pub fn predict_run(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&
 }
 
 fn predict_into(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
-    let link = match trials.iter().any(|trial| trial.workers > 1) {
-        true => match probe_loopback(store) {
-            Ok(link) => link,
-            Err(error) => {
-                say(&format!("warning: the link probe failed, multi-worker cells go unpredicted: {error:#}"));
-                None
+    let mut links = LocalLinks::default();
+    if trials.iter().any(|trial| trial.workers > 1) {
+        // Loopback always: the workers' kernel copies go at its speed whatever link they
+        // talk over; then every emulated link the trials use, each probed over itself.
+        let mut probed: Vec<TrialLink> = vec![TrialLink::Loopback];
+        for trial in trials.iter().filter(|trial| trial.workers > 1) {
+            if !probed.contains(&trial.link) {
+                probed.push(trial.link);
             }
-        },
-        false => None,
-    };
+        }
+        for link in probed {
+            match probe_link(store, &link) {
+                Ok(Some(measured)) => links.insert(&link, measured),
+                Ok(None) => {}
+                Err(error) => say(&format!(
+                    "warning: the probe of {link} failed, its multi-worker cells go unpredicted: {error:#}"
+                )),
+            }
+        }
+    }
     // The store's profiles sit beside its runs.
     let mut cache = ProfileCache::open(store.run_dir().parent(), false)?;
-    let rows = predict_cells(trials, &Placement::Local(link.as_ref()), &mut cache, store.run_id(), say)?;
+    let rows = predict_cells(trials, &Placement::Local(&links), &mut cache, store.run_id(), say)?;
     store.write_run_rows(&rows)?;
     Ok(())
 }
 
-/// Runs `stratlab probe` with two local ranks into a scratch folder of the run, moves its
-/// rows into the run's `probes` table, and returns the link they measure.
-fn probe_loopback(store: &RunStore) -> anyhow::Result<Option<MeasuredLink>> {
+/// Seconds the largest message of an emulated link's probe may take: sizes above are left
+/// out (a 16 MiB transfer takes 1.3 s at 100 Mbit/s, and the probe repeats each 26 times).
+const LARGEST_TRANSFER_S: f64 = 0.2;
+
+/// Runs `stratlab probe` with two local ranks over `link` into a scratch folder of the run,
+/// moves its rows into the run's `probes` table, and returns the link they measure.
+fn probe_link(store: &RunStore, link: &TrialLink) -> anyhow::Result<Option<MeasuredLink>> {
     let scratch = store.run_dir().join(".probe");
-    let result = probe_into(store, &scratch);
+    let result = probe_into(store, &scratch, link);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn probe_into(store: &RunStore, scratch: &Path) -> anyhow::Result<Option<MeasuredLink>> {
+fn probe_into(store: &RunStore, scratch: &Path, link: &TrialLink) -> anyhow::Result<Option<MeasuredLink>> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    let output = Command::new(exe)
-        // 20 repeats: an all-reduce with the cores busy either finds a core at once or waits
-        // for the scheduler's tick, and its median needs the repeats to settle.
-        .args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", PROBE_SIZES])
+    let mut command = Command::new(exe);
+    // 20 repeats on loopback: an all-reduce with the cores busy either finds a core at once
+    // or waits for the scheduler's tick, and its mean needs the repeats to settle. An
+    // emulated link's tbf paces every transfer alike: 10 do.
+    match link.emulated() {
+        None => command.args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", PROBE_SIZES]),
+        Some(emulated) => {
+            let sizes: Vec<&str> = PROBE_SIZES
+                .split(',')
+                .enumerate()
+                .filter(|&(index, size)| {
+                    let bytes: f64 = size.parse().unwrap_or(0.0);
+                    index < 3 || bytes / emulated.bandwidth.0 <= LARGEST_TRANSFER_S
+                })
+                .map(|(_, size)| size)
+                .collect();
+            let link_arg = format!("bandwidth={}B/s,latency={}s", emulated.bandwidth.0, emulated.latency.0);
+            command.args(["probe", "--workers", "2", "--repeats", "10", "--warmup", "3", "--sizes", &sizes.join(",")]);
+            command.args(["--link", &link_arg])
+        }
+    };
+    let output = command
         .arg("--time-limit")
         .arg("120")
         .arg("--store")
@@ -96,5 +129,5 @@ fn probe_into(store: &RunStore, scratch: &Path) -> anyhow::Result<Option<Measure
         row.run_id = store.run_id().to_owned();
     }
     store.write_probes(&rows)?;
-    Ok(MeasuredLink::from_probes(&rows, "probe before the run's trials"))
+    Ok(MeasuredLink::from_probes(&rows, &format!("probe of {link} before the run's trials")))
 }

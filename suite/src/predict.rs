@@ -18,7 +18,7 @@ use stratlab_results::{PredictionRow, RunStore, TrialRow};
 use crate::exit::InputError;
 use crate::plan::plan;
 use crate::predicted_speedup::{write_speedup_figure, StepTimes};
-use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::predictions::{predict_cells, LocalLinks, Placement};
 use crate::profiles::{key_of, ProfileCache};
 use crate::shapes::input_shape;
 
@@ -44,7 +44,7 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
     let Sources { probe, cluster, against, figure } = *sources;
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
-    let link = probe.map(MeasuredLink::from_probe_run).transpose()?;
+    let links = probe.map(LocalLinks::from_probe_run).transpose()?.unwrap_or_default();
     let cluster = match cluster {
         Some(path) if path != Path::new("local") => {
             Some(Cluster::load(path).map_err(|error| InputError(error.to_string()))?)
@@ -53,7 +53,7 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
     };
     let placement = match &cluster {
         Some(cluster) => Placement::Cluster(cluster),
-        None => Placement::Local(link.as_ref()),
+        None => Placement::Local(&links),
     };
     let started = Instant::now();
     let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;

@@ -15,6 +15,7 @@ use stratlab_strategies::profile::{analytical_profile, NetworkProfile};
 use tch::Device;
 
 use crate::exit::InputError;
+use crate::link_axis::TrialLink;
 use crate::profiles::{key_of, sizes_for, ProfileCache, ProfileKey};
 use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
@@ -29,15 +30,55 @@ pub struct MeasuredLink {
     pub source: String,
 }
 
-impl MeasuredLink {
-    /// The link a probe run measured (see [`MeasuredLink::from_probes`]).
-    pub fn from_probe_run(run: &Path) -> anyhow::Result<MeasuredLink> {
+/// This machine's links, as probed: loopback and each emulated link a suite's trials talk
+/// over, by label (`loopback`, `1 Gbit/s`, `100 Mbit/s · 1 ms`, as [`TrialLink::label`]).
+#[derive(Default)]
+pub struct LocalLinks {
+    by_label: BTreeMap<String, MeasuredLink>,
+}
+
+impl LocalLinks {
+    /// The links a probe run, or a suite run's probes, measured: one per link its rows
+    /// name (rows without one are loopback's).
+    pub fn from_probe_run(run: &Path) -> anyhow::Result<LocalLinks> {
         let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
-        MeasuredLink::from_probes(&rows, &run.display().to_string()).ok_or_else(|| {
-            InputError(format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display())).into()
-        })
+        let links = LocalLinks::from_probes(&rows, &run.display().to_string());
+        if links.by_label.is_empty() {
+            let message = format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display());
+            return Err(InputError(message).into());
+        }
+        Ok(links)
     }
 
+    /// The links `rows` measured, each from its own rows (see [`MeasuredLink::from_probes`]).
+    pub fn from_probes(rows: &[ProbeRow], source: &str) -> LocalLinks {
+        let mut by_label: BTreeMap<String, Vec<ProbeRow>> = BTreeMap::new();
+        for row in rows {
+            let label = row.link.clone().unwrap_or_else(|| TrialLink::Loopback.label());
+            by_label.entry(label).or_default().push(row.clone());
+        }
+        let by_label = by_label
+            .into_iter()
+            .filter_map(|(label, rows)| {
+                let measured = MeasuredLink::from_probes(&rows, &format!("{source} ({label})"))?;
+                Some((label, measured))
+            })
+            .collect();
+        LocalLinks { by_label }
+    }
+
+    /// Adds (or replaces) the measurement of `link`.
+    pub fn insert(&mut self, link: &TrialLink, measured: MeasuredLink) {
+        self.by_label.insert(link.label(), measured);
+    }
+
+    /// What `link` measured, if it was probed.
+    pub fn of(&self, link: &TrialLink) -> Option<&MeasuredLink> {
+        self.by_label.get(&link.label())
+    }
+}
+
+impl MeasuredLink {
     /// The link probe rows measure: the one-way latency of the smallest point-to-point
     /// message and the bandwidth of the largest (medians over pairs), and the all-reduce's
     /// mean time against size (its expected cost: under load its times are bimodal),
@@ -75,8 +116,8 @@ impl MeasuredLink {
 /// The cluster the cells are predicted on: this machine, its workers sharing its cores and
 /// its link measured; or a cluster file, one device per worker.
 pub enum Placement<'a> {
-    /// This machine, the link as measured (if at all).
-    Local(Option<&'a MeasuredLink>),
+    /// This machine, its links as measured (those that were).
+    Local(&'a LocalLinks),
     /// A cluster file's devices and links.
     Cluster(&'a Cluster),
 }
@@ -92,20 +133,19 @@ pub fn predict_cells(
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<Vec<PredictionRow>> {
     let (cores, cluster_link);
-    let link = match placement {
-        Placement::Local(link) => {
+    match placement {
+        Placement::Local(_) => {
             cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
-            *link
+            cluster_link = None;
         }
         Placement::Cluster(cluster) => {
             // A device per worker: nothing shares its cores.
             cores = usize::MAX / 2;
-            cluster_link = MeasuredLink {
+            cluster_link = Some(MeasuredLink {
                 link: cluster.intra_node,
                 all_reduce: None,
                 source: format!("cluster {}", cluster.name),
-            };
-            Some(&cluster_link)
+            });
         }
     };
     let analytical = match placement {
@@ -116,10 +156,13 @@ pub fn predict_cells(
         Placement::Local(_) => None,
     };
     let mut analytical_profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
-    // Workers share this machine's cores, and copy what they exchange through its kernel,
-    // only when the cells run here.
-    let (shared_cores, host_copy_bandwidth) = match placement {
-        Placement::Local(link) => (Some(cores), link.map(|measured| measured.link.bandwidth.0)),
+    // Workers share this machine's cores, and copy what they exchange through its kernel
+    // (at loopback's speed, whatever an emulated link then lets through), only when the
+    // cells run here.
+    let (shared_cores, loopback_bandwidth) = match placement {
+        Placement::Local(links) => {
+            (Some(cores), links.of(&TrialLink::Loopback).map(|measured| measured.link.bandwidth.0))
+        }
         Placement::Cluster(_) => (None, None),
     };
     let mut rows = Vec::new();
@@ -162,7 +205,12 @@ pub fn predict_cells(
             }),
             _ => None,
         };
-        let link = ring_link.as_ref().or(link);
+        let link = match placement {
+            Placement::Local(links) => links.of(&trial.link),
+            Placement::Cluster(_) => ring_link.as_ref().or(cluster_link.as_ref()),
+        };
+        let host_copy_bandwidth = loopback_bandwidth.or(link.map(|measured| measured.link.bandwidth.0));
+        let host_copy_bandwidth = host_copy_bandwidth.filter(|_| shared_cores.is_some());
         let question = StepQuestion {
             strategy: &trial.strategy,
             workers: trial.workers,
@@ -244,6 +292,7 @@ mod tests {
             min_s: median_s / 2.0,
             max_s: median_s * 2.0,
             mean_s,
+            link: None,
             algorithm_gbps: 1.0,
             bus_gbps: 1.0,
         }

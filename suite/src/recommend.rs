@@ -17,7 +17,7 @@ use stratlab_strategies::TrainConfig;
 use stratlab_strategy_spec::search_space;
 
 use crate::exit::InputError;
-use crate::predictions::{predict_cells, MeasuredLink, Placement};
+use crate::predictions::{predict_cells, LocalLinks, Placement};
 use crate::profiles::ProfileCache;
 use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
@@ -58,7 +58,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         }
         _ => None,
     };
-    let link = question.probe.map(MeasuredLink::from_probe_run).transpose()?;
+    let links = question.probe.map(LocalLinks::from_probe_run).transpose()?.unwrap_or_default();
     // Threads matter only where the speed is profiled here: a cluster's device per worker
     // is one core of this machine when profiled, and a roofline ignores them.
     let (placement, device_memory, cores) = match &cluster {
@@ -67,7 +67,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
             let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
             // Workers on this machine share its memory.
             let memory = crate::fingerprint::memory_total_bytes().unwrap_or(u64::MAX) as f64;
-            (Placement::Local(link.as_ref()), memory / question.workers as f64, cores)
+            (Placement::Local(&links), memory / question.workers as f64, cores)
         }
     };
     let threads = (cores / question.workers).max(1);
