@@ -118,6 +118,8 @@ fn matches(rule: &CellRule, cell: &Cell<'_>) -> bool {
         && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
         && rule.strategy.is_none_or(|s| s == cell.strategy.kind())
         && rule.workers.is_none_or(|w| w == cell.workers)
+        && rule.batch_size.is_none_or(|b| b == cell.batch_size)
+        && rule.link.is_none_or(|l| l == cell.link)
 }
 
 fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {

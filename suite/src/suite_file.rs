@@ -296,6 +296,12 @@ pub struct CellRule {
     /// Worker count to match.
     #[serde(default)]
     pub workers: Option<usize>,
+    /// Per-worker batch size to match.
+    #[serde(default)]
+    pub batch_size: Option<usize>,
+    /// Link to match (`loopback` or a link map, as in `link:`).
+    #[serde(default)]
+    pub link: Option<TrialLink>,
 }
 
 /// One extra cell added by `include`.

@@ -260,3 +260,25 @@ link: [loopback, {bandwidth: 1 Gbit/s}, {bandwidth: 100 Mbit/s, latency: 1 ms}]
     assert!(slow.label().ends_with("· 100 Mbit/s · 1 ms"), "{}", slow.label());
     assert!(trials[..2].iter().all(|t| t.link == TrialLink::Loopback));
 }
+
+#[test]
+fn exclude_rules_match_batch_sizes_and_links() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn, resnet18]
+datasets: [mnist:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+budget: {steps: 1}
+batch_size: [16, 64]
+link: [loopback, {bandwidth: 1 Gbit/s}]
+exclude:
+  - {network: resnet18, link: {bandwidth: 1 Gbit/s}}
+  - {batch_size: 64, link: {bandwidth: 1 Gbit/s}}
+",
+    );
+    let shaped: Vec<&str> =
+        trials.iter().filter(|t| t.link != TrialLink::Loopback).map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(shaped, ["small-cnn__mnist-synthetic__data-parallel__w2__b16__link-1Gbit__r0"]);
+    // 2 networks × 2 batches × (single + data-parallel on loopback), and the one shaped cell.
+    assert_eq!(trials.len(), 9);
+}
