@@ -9,10 +9,12 @@
 //! shared: a 2-thread baseline, the 1-thread run, and a second 2-thread run.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use assert_cmd::Command;
 use tempfile::TempDir;
+
+mod emulated_link_probe;
 
 /// One VGG-11 cell, 17 timed steps of 64 samples on the CPU (~10 s with 2 threads). Its
 /// large convolutions use a second thread well: 1 thread measured +79 to +87 % step time
@@ -66,11 +68,15 @@ struct Runs {
     two_threads_again: PathBuf,
 }
 
+/// Held while anything in this binary is timed: libtest runs its tests side by side.
+static TIMED: Mutex<()> = Mutex::new(());
+
 /// Made by the first test that needs them, one after another (the mutex inside `OnceLock`
 /// makes the other test wait rather than run beside them).
 fn runs() -> &'static Runs {
     static RUNS: OnceLock<Runs> = OnceLock::new();
     RUNS.get_or_init(|| {
+        let _alone = TIMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let slowdown = tempfile::tempdir().unwrap();
         let unchanged = tempfile::tempdir().unwrap();
         let two_threads = run(slowdown.path(), 2);

@@ -1,0 +1,78 @@
+//! A probe over an emulated link measures the link it was given: bandwidth within 10 %,
+//! one-way latency within 0.2 ms + 10 % (issue 24). Timed, so here: on this project's
+//! 2-core machine the same probe beside the other integration tests measured 2.7 ms for
+//! the 1 ms link, the delay line's threads waiting for a core.
+//!
+//! Needs root (CAP_NET_ADMIN), `ip` and `tc`; fails saying so unless STRATLAB_SKIP_NETNS
+//! asks to skip it.
+
+use std::process::{Command, Stdio};
+
+use stratlab_results::{ProbeRow, RunStore};
+
+fn feasible_or_skip() -> bool {
+    match stratlab_link_emulation::check_feasible() {
+        Ok(()) => true,
+        Err(reason) if std::env::var_os("STRATLAB_SKIP_NETNS").is_some() => {
+            eprintln!("skipped as STRATLAB_SKIP_NETNS asks: {reason}");
+            false
+        }
+        Err(reason) => panic!("{reason}: run as root with iproute2, or set STRATLAB_SKIP_NETNS=1 to skip knowingly"),
+    }
+}
+
+fn text(output: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// The network namespaces and root-namespace interfaces process `pid` made.
+fn left_by(pid: u32) -> Vec<String> {
+    let names = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect())
+            .unwrap_or_default()
+    };
+    let (namespace, interface) = (format!("-p{pid}-"), format!("slk{pid}"));
+    let mut left: Vec<String> = names("/run/netns").into_iter().filter(|name| name.contains(&namespace)).collect();
+    left.extend(names("/sys/class/net").into_iter().filter(|name| name.starts_with(&interface)));
+    left
+}
+
+#[test]
+fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given() {
+    if !feasible_or_skip() {
+        return;
+    }
+    let _alone = crate::TIMED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let store = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["probe", "--link", "bandwidth=100Mbit/s,latency=1ms", "--sizes", "4,1M,4M", "--repeats", "5"])
+        .args(["--warmup", "2", "--store"])
+        .arg(store.path())
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("delay line used"), "{}", text(&out));
+    let run = std::fs::read_dir(store.path()).unwrap().next().expect("the probe run").unwrap().path();
+    let rows: Vec<ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
+    assert!(rows.iter().all(|row| row.link.as_deref() == Some("100 Mbit/s · 1 ms")), "{rows:#?}");
+    let p2p = |bytes: u64| {
+        let times: Vec<f64> =
+            rows.iter().filter(|row| row.kind == "p2p" && row.bytes == bytes).map(|row| row.median_s).collect();
+        assert_eq!(times.len(), 2, "both directions of {bytes} bytes: {rows:#?}");
+        times.iter().sum::<f64>() / 2.0
+    };
+    // A 4-byte message's one-way time is the latency: within 0.2 ms + 10 % of 1 ms.
+    let latency_s = p2p(4);
+    assert!((latency_s - 1e-3).abs() <= 0.2e-3 + 0.1e-3, "one-way latency {latency_s} s against 1 ms");
+    // 3 MiB more take 3 MiB ÷ bandwidth longer: within 10 % of 100 Mbit/s.
+    let bandwidth = 3.0 * 1048576.0 / (p2p(4 << 20) - p2p(1 << 20));
+    assert!((bandwidth / 12.5e6 - 1.0).abs() <= 0.1, "bandwidth {} Mbit/s against 100", bandwidth * 8e-6);
+    assert!(left_by(pid).is_empty(), "the probe's link is gone: {:?}", left_by(pid));
+}
