@@ -5,5 +5,6 @@
 
 pub mod delay_line;
 pub mod namespaces;
+pub mod testing;
 
-pub use namespaces::{check_feasible, sweep_leftovers, EmulatedLink, EmulationError, WorkerEnd};
+pub use namespaces::{check_feasible, made_by, sweep_leftovers, EmulatedLink, EmulationError, WorkerEnd};

@@ -3,14 +3,15 @@
 //! egress shaped with tbf; where the link has a one-way latency, TUN devices and the
 //! userspace [`DelayLine`] instead of veths (this kernel has no netem), still shaped by tbf.
 //!
-//! Everything is named `stratlab-<tag>-p<pid>-…` (namespaces) or `slk<pid>…` (interfaces,
-//! at most 15 bytes), removed when the [`EmulatedLink`] drops; what a killed process left
-//! is removed by [`sweep_leftovers`], which knows a leftover by its owner's pid being gone.
+//! Namespaces are named `stratlab-<tag>-p<pid>-<serial>-…` and removed when the
+//! [`EmulatedLink`] drops; what a killed process left is removed by [`sweep_leftovers`],
+//! which knows a leftover by its owner's pid being gone. Interfaces are made inside the
+//! namespaces (a veth's two ends each in its own), never in the root namespace, so deleting
+//! the namespaces deletes them and their qdiscs, and their names need only be unique there.
 
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -21,8 +22,10 @@ use crate::delay_line::{DelayLine, TunEnd};
 
 /// Every namespace this crate makes starts so.
 pub const NAMESPACE_PREFIX: &str = "stratlab-";
-/// Every interface made in the root namespace starts so (before it moves into a namespace).
-const INTERFACE_PREFIX: &str = "slk";
+/// A worker's interface in its namespace (c10d's `GLOO_SOCKET_IFNAME`).
+const WORKER_INTERFACE: &str = "stratlab0";
+/// The bridge in the hub namespace, and its port towards worker `i` (`stratlab-p<i>`).
+const BRIDGE: &str = "stratlab-br";
 /// The workers' subnet, inside namespaces of their own (so runs side by side never clash).
 const SUBNET: [u8; 3] = [10, 233, 0];
 /// Kernel ticks per second assumed for tbf's burst: 100, the lowest Linux has, so the burst
@@ -115,14 +118,14 @@ impl EmulatedLink {
             ip(&["-n", &namespace, "link", "set", "lo", "up"])?;
             emulated.ends.push(WorkerEnd {
                 namespace,
-                interface: format!("{INTERFACE_PREFIX}{pid}w{worker}"),
+                interface: WORKER_INTERFACE.to_owned(),
                 address: Ipv4Addr::new(SUBNET[0], SUBNET[1], SUBNET[2], worker as u8 + 1),
             });
         }
         if link.latency.0 > 0.0 {
             emulated.tun_links(link)?;
         } else {
-            emulated.veth_links(&base, pid, link)?;
+            emulated.veth_links(&base, link)?;
         }
         Ok(emulated)
     }
@@ -139,12 +142,11 @@ impl EmulatedLink {
 
     /// Veth pairs: one between the two workers, or one from each worker to a bridge in a
     /// hub namespace; every end shaped, so each direction of each hop passes one tbf.
-    fn veth_links(&mut self, base: &str, pid: u32, link: &Link) -> Result<(), EmulationError> {
+    fn veth_links(&mut self, base: &str, link: &Link) -> Result<(), EmulationError> {
         let ends = self.ends.clone();
         if let [a, b] = ends.as_slice() {
-            ip(&["link", "add", &a.interface, "type", "veth", "peer", "name", &b.interface])?;
+            veth(a, (&b.namespace, &b.interface))?;
             for end in [a, b] {
-                ip(&["link", "set", &end.interface, "netns", &end.namespace])?;
                 configure(end, link)?;
             }
             return Ok(());
@@ -152,15 +154,12 @@ impl EmulatedLink {
         let hub = format!("{base}-hub");
         ip(&["netns", "add", &hub])?;
         self.namespaces.push(hub.clone());
-        let bridge = format!("{INTERFACE_PREFIX}{pid}br");
-        ip(&["-n", &hub, "link", "add", &bridge, "type", "bridge"])?;
-        ip(&["-n", &hub, "link", "set", &bridge, "up"])?;
+        ip(&["-n", &hub, "link", "add", BRIDGE, "type", "bridge"])?;
+        ip(&["-n", &hub, "link", "set", BRIDGE, "up"])?;
         for (worker, end) in ends.iter().enumerate() {
-            let port = format!("{INTERFACE_PREFIX}{pid}p{worker}");
-            ip(&["link", "add", &end.interface, "type", "veth", "peer", "name", &port])?;
-            ip(&["link", "set", &end.interface, "netns", &end.namespace])?;
-            ip(&["link", "set", &port, "netns", &hub])?;
-            ip(&["-n", &hub, "link", "set", &port, "master", &bridge])?;
+            let port = format!("stratlab-p{worker}");
+            veth(end, (&hub, &port))?;
+            ip(&["-n", &hub, "link", "set", &port, "master", BRIDGE])?;
             ip(&["-n", &hub, "link", "set", &port, "up"])?;
             shape(&hub, &port, link)?;
             configure(end, link)?;
@@ -201,6 +200,27 @@ impl Drop for EmulatedLink {
     }
 }
 
+/// A veth pair made with its ends already in their namespaces: `end`'s interface, and
+/// `peer` (namespace, interface).
+fn veth(end: &WorkerEnd, (peer_namespace, peer): (&str, &str)) -> Result<(), EmulationError> {
+    let (namespace, interface) = (end.namespace.as_str(), end.interface.as_str());
+    ip(&[
+        "link",
+        "add",
+        "name",
+        interface,
+        "netns",
+        namespace,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        peer,
+        "netns",
+        peer_namespace,
+    ])
+}
+
 /// Addresses `end`'s interface in its namespace, brings it up and shapes its egress.
 fn configure(end: &WorkerEnd, link: &Link) -> Result<(), EmulationError> {
     let address = format!("{}/24", end.address);
@@ -239,30 +259,36 @@ pub fn check_feasible() -> Result<(), EmulationError> {
 }
 
 /// Removes what processes that are gone left behind: every namespace named
-/// `stratlab-…-p<pid>-…` whose pid no longer runs, and interfaces `slk<pid>…` still in the
-/// root namespace. Returns the names removed. Another runner's live link is left alone.
+/// `stratlab-…-p<pid>-…` whose pid no longer runs (with the interfaces and qdiscs inside).
+/// Returns the names removed. Another process's live link is left alone.
 pub fn sweep_leftovers() -> Result<Vec<String>, EmulationError> {
     let mut removed = Vec::new();
-    let names = match std::fs::read_dir("/run/netns") {
-        Ok(entries) => entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect(),
-        Err(_) => Vec::new(),
-    };
-    for name in names {
-        if let Some(pid) = name.strip_prefix(NAMESPACE_PREFIX).and_then(namespace_owner) {
-            if !alive(pid) {
-                ip(&["netns", "delete", &name])?;
-                removed.push(name);
-            }
-        }
-    }
-    for interface in root_interfaces() {
-        let owner = interface.strip_prefix(INTERFACE_PREFIX).and_then(interface_owner);
-        if owner.is_some_and(|pid| !alive(pid)) && Path::new("/sys/class/net").join(&interface).exists() {
-            ip(&["link", "delete", &interface])?;
-            removed.push(interface);
+    for (name, owner) in namespaces_made() {
+        if !alive(owner) {
+            ip(&["netns", "delete", &name])?;
+            removed.push(name);
         }
     }
     Ok(removed)
+}
+
+/// The namespaces process `pid` made and has not removed: a link must leave nothing once
+/// its trial, probe or process is over.
+pub fn made_by(pid: u32) -> Vec<String> {
+    namespaces_made().into_iter().filter(|&(_, owner)| owner == pid).map(|(name, _)| name).collect()
+}
+
+/// Every namespace this module named, and the process that made it.
+fn namespaces_made() -> Vec<(String, u32)> {
+    std::fs::read_dir("/run/netns")
+        .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|name| {
+            let owner = name.strip_prefix(NAMESPACE_PREFIX).and_then(namespace_owner)?;
+            Some((name, owner))
+        })
+        .collect()
 }
 
 /// The pid in `<tag>-p<pid>-<serial>-…`: the last `-p<digits>-` part.
@@ -270,22 +296,10 @@ fn namespace_owner(rest: &str) -> Option<u32> {
     rest.split('-').rev().find_map(|part| part.strip_prefix('p')?.parse().ok())
 }
 
-/// The pid in `<pid>w<n>`, `<pid>p<n>` or `<pid>br`.
-fn interface_owner(rest: &str) -> Option<u32> {
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
 fn alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     let result = unsafe { libc::kill(pid as libc::pid_t, 0) };
     result == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-fn root_interfaces() -> Vec<String> {
-    std::fs::read_dir("/sys/class/net")
-        .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect())
-        .unwrap_or_default()
 }
 
 /// Runs `ip args`; its stderr is the error.
@@ -322,15 +336,12 @@ mod tests {
         assert_eq!(namespace_owner("20261126T014254Z-predictor-validation-p4242-0-w1"), Some(4242));
         assert_eq!(namespace_owner("run-p17-3-hub"), Some(17));
         assert_eq!(namespace_owner("no-owner-here"), None);
-        assert_eq!(interface_owner("4242w1"), Some(4242));
-        assert_eq!(interface_owner("17br"), Some(17));
-        assert_eq!(interface_owner("x"), None);
     }
 
     #[test]
-    fn interface_names_fit_the_kernels_15_bytes_for_any_pid() {
-        // pid_max is at most 4194304 (7 digits); 3 + 7 + "w" + 3 digits = 14.
-        let longest = format!("{INTERFACE_PREFIX}{}w{}", 4_194_304, 255);
-        assert!(longest.len() <= 15, "{longest}");
+    fn interface_names_fit_the_kernels_15_bytes() {
+        for name in [WORKER_INTERFACE, BRIDGE, "stratlab-p255"] {
+            assert!(name.len() <= 15, "{name}");
+        }
     }
 }

@@ -74,6 +74,11 @@ pub struct TrialRow {
     /// the cell; null on loopback, and for runs stored before the column existed.
     #[serde(default)]
     pub link: Option<String>,
+    /// CPU seconds the link's emulation took in user space during the trial (the delay
+    /// line's threads, on the cores the workers train on); `None` where nothing ran in user
+    /// space (loopback; veth and tbf work in the kernel, inside the workers' own time).
+    #[serde(default)]
+    pub link_emulation_cpu_s: Option<f64>,
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
@@ -138,6 +143,7 @@ impl Table for TrialRow {
             ("threads", Int64),
             ("swept_threads", Int64),
             ("link", String),
+            ("link_emulation_cpu_s", Float64),
             ("cudnn_benchmark", Boolean),
             ("matmul_precision", String),
             ("cudnn_tf32", Boolean),

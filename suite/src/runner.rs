@@ -335,7 +335,10 @@ fn run_trial(
         .collect();
     let summary = TelemetrySummary::from_samples(&samples);
     let identity = Identity::of(trial, fingerprint, &summary, &board_names);
-    Ok(record(trial, run_id, &identity, &ends, samples, &summary, started_at, started))
+    let mut recorded = record(trial, run_id, &identity, &ends, samples, &summary, started_at, started);
+    recorded.trial.link_emulation_cpu_s =
+        emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0);
+    Ok(recorded)
 }
 
 /// The rendezvous port on an emulated link (torchrun's default): each trial's namespaces

@@ -151,6 +151,8 @@ impl Predictor {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Recommendation {
     pub(crate) group: String,
+    /// The emulated link its cells talked over (`None`: loopback).
+    pub(crate) link: Option<String>,
     /// Cells the predictor ranked (those it predicts).
     pub(crate) ranked: usize,
     /// The cell it predicts fastest per sample, as `strategy×W`.
@@ -173,19 +175,20 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             links.entry(cell.linkless_group.as_str()).or_default().insert(link);
         }
     }
-    let mut groups: BTreeMap<String, Vec<&JudgedCell>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, (Option<String>, Vec<&JudgedCell>)> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
-        groups.entry(cell.group.clone()).or_default().push(cell);
+        groups.entry(cell.group.clone()).or_insert_with(|| (cell.link.clone(), Vec::new())).1.push(cell);
         if cell.workers == 1 && cell.link.is_none() {
-            for link in links.get(cell.linkless_group.as_str()).into_iter().flatten() {
-                groups.entry(format!("{} · {link}", cell.linkless_group)).or_default().push(cell);
+            for &link in links.get(cell.linkless_group.as_str()).into_iter().flatten() {
+                let group = format!("{} · {link}", cell.linkless_group);
+                groups.entry(group).or_insert_with(|| (Some(link.to_owned()), Vec::new())).1.push(cell);
             }
         }
     }
     groups
         .into_iter()
-        .filter(|(_, members)| members.len() >= 2)
-        .map(|(group, members)| {
+        .filter(|(_, (_, members))| members.len() >= 2)
+        .map(|(group, (link, members))| {
             let predicted: Vec<f64> = members
                 .iter()
                 .map(|cell| predictor.step_s(cell).unwrap_or(f64::INFINITY) / cell.global_batch)
@@ -199,6 +202,7 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             let name = |cell: &JudgedCell| format!("{}×{}", cell.strategy, cell.workers);
             Recommendation {
                 group,
+                link,
                 ranked: members.len(),
                 recommended: name(members[pick]),
                 fastest: name(members[best]),

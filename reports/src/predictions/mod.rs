@@ -64,6 +64,9 @@ fn step_errors(cells: &[JudgedCell]) -> Vec<PredictionError> {
         .collect()
 }
 
+/// What tables call the machine's own link, where others were emulated.
+const LOOPBACK: &str = "loopback";
+
 fn percent(error: Option<f64>) -> Option<f64> {
     error.map(|error| 100.0 * error)
 }
@@ -120,6 +123,7 @@ fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
         Column::new("strategy".into(), text(&|c| c.strategy.clone())),
         Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
         Column::new("batch/worker".into(), cells.iter().map(|c| c.batch).collect::<Vec<i64>>()),
+        Column::new("link".into(), text(&|c| c.link.clone().unwrap_or_else(|| LOOPBACK.to_owned()))),
         Column::new("predicted step (ms)".into(), float(&|c| ms(c.prediction.step_s))),
         Column::new("thesis step (ms)".into(), float(&|c| ms(c.prediction.thesis_step_s))),
         Column::new("measured p10 (ms)".into(), float(&|c| ms(Some(c.measured_p10_s)))),
@@ -173,6 +177,19 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
         .iter()
         .map(|strategy| (strategy.clone(), judged.iter().copied().filter(|cell| &cell.strategy == strategy).collect()))
         .collect();
+    // Where some cells talked over emulated links, each link's cells and groups apart too.
+    let mut links: Vec<Option<String>> = judged.iter().map(|cell| cell.link.clone()).collect();
+    links.sort();
+    links.dedup();
+    let mut link_scopes: Vec<(String, Option<String>)> = Vec::new();
+    if links.iter().any(Option::is_some) {
+        for link in links {
+            let name = format!("multi-worker over {}", link.as_deref().unwrap_or(LOOPBACK));
+            let members = judged.iter().copied().filter(|cell| cell.link == link).collect();
+            scopes.push((name.clone(), members));
+            link_scopes.push((name, link));
+        }
+    }
     scopes.push(("all multi-worker".to_owned(), judged.clone()));
     let mut scope_names = Vec::new();
     let mut predictor_names = Vec::new();
@@ -193,8 +210,12 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
                 Predictor::Thesis => Vec::new(),
             };
             memory_medians.push(median(&memory).map(|e| 100.0 * e));
-            let overall = scope == "all multi-worker";
-            let picks = if overall { recommend(cells, predictor) } else { Vec::new() };
+            let link = link_scopes.iter().find(|(name, _)| name == scope).map(|(_, link)| link);
+            let picks: Vec<Recommendation> = match (scope.as_str(), link) {
+                ("all multi-worker", _) => recommend(cells, predictor),
+                (_, Some(link)) => recommend(cells, predictor).into_iter().filter(|pick| &pick.link == link).collect(),
+                _ => Vec::new(),
+            };
             let right: Vec<f64> = picks.iter().map(|pick| f64::from(u8::from(pick.right))).collect();
             top1.push(mean(&right).map(|rate| 100.0 * rate));
             regrets.push(mean(&picks.iter().map(|pick| pick.regret).collect::<Vec<_>>()).map(|r| 100.0 * r));

@@ -64,6 +64,7 @@ fn trial(
         threads: 1,
         swept_threads: None,
         link: None,
+        link_emulation_cpu_s: None,
         cudnn_benchmark: None,
         matmul_precision: None,
         cudnn_tf32: None,

@@ -4,12 +4,14 @@
 //!
 //! Needs root (CAP_NET_ADMIN), `ip` and `tc`, which CI and `just setup` have. Where links
 //! cannot be emulated the tests fail saying why, unless STRATLAB_SKIP_NETNS is set: a skip
-//! is asked for, never assumed.
+//! is asked for, never assumed (`stratlab_link_emulation::testing`).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use stratlab_link_emulation::made_by;
+use stratlab_link_emulation::testing::feasible_or_skip;
 use stratlab_results::{RunStore, TrialRow};
 
 fn stratlab(args: &[&str]) -> Output {
@@ -23,47 +25,6 @@ fn stratlab(args: &[&str]) -> Output {
 
 fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-/// Whether links can be emulated here; failing the test when not, unless asked to skip.
-fn feasible_or_skip() -> bool {
-    match stratlab_link_emulation::check_feasible() {
-        Ok(()) => true,
-        Err(reason) if std::env::var_os("STRATLAB_SKIP_NETNS").is_some() => {
-            eprintln!("skipped as STRATLAB_SKIP_NETNS asks: {reason}");
-            false
-        }
-        Err(reason) => panic!(
-            "{reason}: this test needs root (CAP_NET_ADMIN), `ip` and `tc` (`just setup` installs iproute2); \
-             run it as root, or set STRATLAB_SKIP_NETNS=1 to skip it knowingly"
-        ),
-    }
-}
-
-/// The network namespaces process `pid` made (its names carry `-p<pid>-`).
-fn namespaces_of(pid: u32) -> Vec<String> {
-    let needle = format!("-p{pid}-");
-    std::fs::read_dir("/run/netns")
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-                .filter(|name| name.contains(&needle))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Interfaces `slk<pid>…` left in this (the root) namespace.
-fn interfaces_of(pid: u32) -> Vec<String> {
-    let prefix = format!("slk{pid}");
-    std::fs::read_dir("/sys/class/net")
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-                .filter(|name| name.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A suite of one data-parallel cell over `link` (YAML) that trains `budget` (YAML).
@@ -105,8 +66,10 @@ fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
     assert_eq!(trials.len(), 1);
     assert_eq!(trials[0].outcome, "timeout", "{:?}", trials[0].reason);
     assert_eq!(trials[0].link.as_deref(), Some("10 Mbit/s · 2 ms"));
+    // The delay line's threads ran on this machine's cores; the row says for how long.
+    assert!(trials[0].link_emulation_cpu_s.is_some_and(|seconds| seconds > 0.0), "{:?}", trials[0]);
     assert!(trials[0].trial_id.ends_with("__link-10Mbit-2ms__r0"), "{}", trials[0].trial_id);
-    assert!(namespaces_of(pid).is_empty() && interfaces_of(pid).is_empty(), "the trial's link is gone");
+    assert!(made_by(pid).is_empty(), "the trial's link is gone");
 }
 
 #[test]
@@ -126,14 +89,14 @@ fn what_a_killed_runner_left_is_swept_at_the_next_start() {
         .unwrap();
     let pid = runner.id();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while namespaces_of(pid).len() < 2 {
+    while made_by(pid).len() < 2 {
         assert!(Instant::now() < deadline, "the runner never made its link");
         assert!(runner.try_wait().unwrap().is_none(), "the runner ended before it was killed");
         std::thread::sleep(Duration::from_millis(50));
     }
     runner.kill().unwrap();
     runner.wait().unwrap();
-    let left = namespaces_of(pid);
+    let left = made_by(pid);
     assert_eq!(left.len(), 2, "a killed runner cannot clean up: {left:?}");
 
     let quick = suite_over(dir.path(), "{bandwidth: 1 Gbit/s}", "{steps: 3}", 120);
@@ -141,7 +104,7 @@ fn what_a_killed_runner_left_is_swept_at_the_next_start() {
     assert!(next.status.success(), "{}", text(&next));
     assert!(text(&next).contains("removed what an earlier, killed run left of its emulated links"), "{}", text(&next));
     assert!(left.iter().all(|name| text(&next).contains(name.as_str())), "{}", text(&next));
-    assert!(namespaces_of(pid).is_empty() && interfaces_of(pid).is_empty(), "swept");
+    assert!(made_by(pid).is_empty(), "swept");
 }
 
 /// Without `ip` and `tc` (here: a PATH without them) a shaped trial is recorded infeasible
@@ -182,4 +145,36 @@ fn where_links_cannot_be_emulated_shaped_trials_are_infeasible_and_the_rest_runs
     );
     let reason = trials[2].reason.as_deref().unwrap_or_default();
     assert!(reason.contains("1 Gbit/s link") && reason.contains("`ip` (iproute2) is not installed"), "{reason}");
+}
+
+/// More than two workers: a bridge in a hub namespace (veth), or the delay line routing
+/// each packet to the TUN of its destination (latency). Three ranks probe every pair.
+#[test]
+fn three_ranks_talk_over_a_bridge_and_over_the_delay_line() {
+    if !feasible_or_skip() {
+        return;
+    }
+    for (link, label) in [("bandwidth=1Gbit/s", "1 Gbit/s"), ("bandwidth=1Gbit/s,latency=500us", "1 Gbit/s · 500 us")]
+    {
+        let store = tempfile::tempdir().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+            .args(["probe", "--workers", "3", "--link", link, "--sizes", "4,64K", "--repeats", "3", "--warmup", "1"])
+            .args(["--threads", "1", "--store"])
+            .arg(store.path())
+            .env_remove("RANK")
+            .env_remove("WORLD_SIZE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{link}: {}", text(&out));
+        let run = crate::run_folders(store.path()).into_iter().next().expect("the probe run");
+        let rows: Vec<stratlab_results::ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
+        let pairs = rows.iter().filter(|row| row.kind == "p2p").count();
+        assert_eq!(pairs, 3 * 2 * 2, "{link}: every ordered pair of 3 ranks at 2 sizes");
+        assert!(rows.iter().all(|row| row.world_size == 3 && row.link.as_deref() == Some(label)), "{rows:#?}");
+        assert!(made_by(pid).is_empty(), "{link}: the link is gone");
+    }
 }

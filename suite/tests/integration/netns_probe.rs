@@ -95,17 +95,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 /// The namespaces, or `None` when they cannot be made and STRATLAB_SKIP_NETNS asks to skip;
 /// otherwise failing to make them fails the test.
 fn veth_pair_or_skip() -> Option<VethPair> {
-    match VethPair::create() {
-        Ok(pair) => Some(pair),
-        Err(reason) if std::env::var_os("STRATLAB_SKIP_NETNS").is_some() => {
-            eprintln!("skipped as STRATLAB_SKIP_NETNS asks: network namespaces cannot be created here: {reason}");
-            None
-        }
-        Err(reason) => panic!(
-            "network namespaces cannot be created here ({reason}): this test needs root (CAP_NET_ADMIN) and \
-             iproute2 (`just setup` installs it); run it as root, or set STRATLAB_SKIP_NETNS=1 to skip it knowingly"
-        ),
-    }
+    stratlab_link_emulation::testing::or_skip(VethPair::create())
 }
 
 /// Starts rank `rank` of 2 in its namespace, as a launcher would.

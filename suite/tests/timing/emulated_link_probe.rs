@@ -8,34 +8,12 @@
 
 use std::process::{Command, Stdio};
 
+use stratlab_link_emulation::made_by;
+use stratlab_link_emulation::testing::feasible_or_skip;
 use stratlab_results::{ProbeRow, RunStore};
-
-fn feasible_or_skip() -> bool {
-    match stratlab_link_emulation::check_feasible() {
-        Ok(()) => true,
-        Err(reason) if std::env::var_os("STRATLAB_SKIP_NETNS").is_some() => {
-            eprintln!("skipped as STRATLAB_SKIP_NETNS asks: {reason}");
-            false
-        }
-        Err(reason) => panic!("{reason}: run as root with iproute2, or set STRATLAB_SKIP_NETNS=1 to skip knowingly"),
-    }
-}
 
 fn text(output: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-/// The network namespaces and root-namespace interfaces process `pid` made.
-fn left_by(pid: u32) -> Vec<String> {
-    let names = |dir: &str| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect())
-            .unwrap_or_default()
-    };
-    let (namespace, interface) = (format!("-p{pid}-"), format!("slk{pid}"));
-    let mut left: Vec<String> = names("/run/netns").into_iter().filter(|name| name.contains(&namespace)).collect();
-    left.extend(names("/sys/class/net").into_iter().filter(|name| name.starts_with(&interface)));
-    left
 }
 
 #[test]
@@ -74,5 +52,5 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
     // 3 MiB more take 3 MiB ÷ bandwidth longer: within 10 % of 100 Mbit/s.
     let bandwidth = 3.0 * 1048576.0 / (p2p(4 << 20) - p2p(1 << 20));
     assert!((bandwidth / 12.5e6 - 1.0).abs() <= 0.1, "bandwidth {} Mbit/s against 100", bandwidth * 8e-6);
-    assert!(left_by(pid).is_empty(), "the probe's link is gone: {:?}", left_by(pid));
+    assert!(made_by(pid).is_empty(), "the probe's link is gone: {:?}", made_by(pid));
 }
