@@ -7,20 +7,27 @@
 //! is asked for, never assumed (`stratlab_link_emulation::testing`).
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use stratlab_link_emulation::made_by;
 use stratlab_link_emulation::testing::feasible_or_skip;
 use stratlab_results::{RunStore, TrialRow};
 
-fn stratlab(args: &[&str]) -> Output {
+/// `stratlab args…` started as a user would (no launcher's variables), output piped.
+fn start(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_stratlab"))
         .args(args)
         .env_remove("RANK")
         .env_remove("WORLD_SIZE")
-        .output()
-        .expect("run stratlab")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start stratlab")
+}
+
+fn stratlab(args: &[&str]) -> Output {
+    start(args).wait_with_output().expect("run stratlab")
 }
 
 fn text(output: &Output) -> String {
@@ -51,13 +58,7 @@ fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
     // The delay line's TUN devices, tbf, and a budget the timeout cuts short.
     let suite = suite_over(dir.path(), "{bandwidth: 10 Mbit/s, latency: 2 ms}", "{seconds: 120}", 6);
     let store = dir.path().join("runs");
-    let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
-        .args(["run", &suite, "--store"])
-        .arg(&store)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start(&["run", &suite, "--store", store.to_str().unwrap()]);
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -80,13 +81,7 @@ fn what_a_killed_runner_left_is_swept_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let suite = suite_over(dir.path(), "{bandwidth: 100 Mbit/s}", "{seconds: 120}", 300);
     let store = dir.path().join("runs");
-    let mut runner = Command::new(env!("CARGO_BIN_EXE_stratlab"))
-        .args(["run", &suite, "--store"])
-        .arg(&store)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut runner = start(&["run", &suite, "--store", store.to_str().unwrap()]);
     let pid = runner.id();
     let deadline = Instant::now() + Duration::from_secs(120);
     while made_by(pid).len() < 2 {
@@ -157,16 +152,24 @@ fn three_ranks_talk_over_a_bridge_and_over_the_delay_line() {
     for (link, label) in [("bandwidth=1Gbit/s", "1 Gbit/s"), ("bandwidth=1Gbit/s,latency=500us", "1 Gbit/s · 500 us")]
     {
         let store = tempfile::tempdir().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
-            .args(["probe", "--workers", "3", "--link", link, "--sizes", "4,64K", "--repeats", "3", "--warmup", "1"])
-            .args(["--threads", "1", "--store"])
-            .arg(store.path())
-            .env_remove("RANK")
-            .env_remove("WORLD_SIZE")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let store_path = store.path().to_str().unwrap();
+        let child = start(&[
+            "probe",
+            "--workers",
+            "3",
+            "--link",
+            link,
+            "--sizes",
+            "4,64K",
+            "--repeats",
+            "3",
+            "--warmup",
+            "1",
+            "--threads",
+            "1",
+            "--store",
+            store_path,
+        ]);
         let pid = child.id();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "{link}: {}", text(&out));

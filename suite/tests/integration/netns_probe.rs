@@ -8,57 +8,32 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use stratlab_link_emulation::{EmulatedLink, EmulationError};
+use stratlab_perf_model::Link;
 use stratlab_results::{ProbeRow, RunStore};
 
-const RANK0_ADDR: &str = "10.231.0.1";
-const RANK1_ADDR: &str = "10.231.0.2";
 const SIZES: [u64; 3] = [4, 64 << 10, 1 << 20];
 const REPEATS: u32 = 5;
 
-/// Two namespaces and the veth pair between them; deleted on drop, whatever happened.
+/// Two namespaces joined by a veth pair (`stratlab_link_emulation`, shaped at 10 Gbit/s,
+/// far above what loopback copies here); deleted on drop, whatever happened.
 struct VethPair {
-    /// Namespace of rank 0 and of rank 1.
-    namespaces: [String; 2],
-    /// The veth end in each namespace.
-    interfaces: [String; 2],
+    link: EmulatedLink,
 }
 
 impl VethPair {
-    /// Creates `<prefix>-a` and `<prefix>-b` joined by a veth pair with 10.231.0.1/24 and
-    /// 10.231.0.2/24, loopback and veth up. Names carry this process's id and a counter so
-    /// concurrent runs never collide.
-    fn create() -> Result<VethPair, String> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let pid = std::process::id();
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let pair = VethPair {
-            namespaces: [format!("stratlab-probe-{pid}-{n}-a"), format!("stratlab-probe-{pid}-{n}-b")],
-            // Interface names have at most 15 bytes.
-            interfaces: [format!("slpa{pid}{n}"), format!("slpb{pid}{n}")],
-        };
-        let [ns_a, ns_b] = &pair.namespaces;
-        let [if_a, if_b] = &pair.interfaces;
-        ip(&["netns", "add", ns_a])?;
-        ip(&["netns", "add", ns_b])?;
-        ip(&["link", "add", if_a, "type", "veth", "peer", "name", if_b])?;
-        ip(&["link", "set", if_a, "netns", ns_a])?;
-        ip(&["link", "set", if_b, "netns", ns_b])?;
-        for (ns, interface, addr) in [(ns_a, if_a, RANK0_ADDR), (ns_b, if_b, RANK1_ADDR)] {
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", interface])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "link", "set", interface, "up"])?;
-        }
-        Ok(pair)
+    fn create() -> Result<VethPair, EmulationError> {
+        Ok(VethPair { link: EmulatedLink::create("netns-probe", 2, &Link::new(10e9 / 8.0, 0.0))? })
     }
 
     /// Bytes received and sent by rank `side`'s veth end so far.
     fn counters(&self, side: usize) -> (u64, u64) {
+        let end = &self.link.ends()[side];
         let out = Command::new("ip")
-            .args(["-n", &self.namespaces[side], "-j", "-s", "link", "show", "dev", &self.interfaces[side]])
+            .args(["-n", &end.namespace, "-j", "-s", "link", "show", "dev", &end.interface])
             .output()
             .expect("ip -s link show");
         assert!(out.status.success(), "ip -s link show: {}", String::from_utf8_lossy(&out.stderr));
@@ -68,27 +43,6 @@ impl VethPair {
             stats[direction]["bytes"].as_u64().unwrap_or_else(|| panic!("no {direction} bytes in {json}"))
         };
         (bytes("rx"), bytes("tx"))
-    }
-}
-
-impl Drop for VethPair {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the veth end inside it, and with it the peer. If the
-        // pair never got moved, it is still in this namespace.
-        for namespace in &self.namespaces {
-            let _ = ip(&["netns", "delete", namespace]);
-        }
-        let _ = Command::new("ip").args(["link", "delete", &self.interfaces[0]]).stderr(Stdio::null()).status();
-    }
-}
-
-/// Runs `ip args`, its stderr as the error.
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip` (iproute2): {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
     }
 }
 
@@ -102,7 +56,7 @@ fn veth_pair_or_skip() -> Option<VethPair> {
 fn start_rank(pair: &VethPair, rank: usize, port: u16, store: &Path) -> std::process::Child {
     let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
     Command::new("ip")
-        .args(["netns", "exec", &pair.namespaces[rank], env!("CARGO_BIN_EXE_stratlab"), "probe"])
+        .args(["netns", "exec", &pair.link.ends()[rank].namespace, env!("CARGO_BIN_EXE_stratlab"), "probe"])
         .args(["--sizes", &sizes.join(","), "--repeats", &REPEATS.to_string(), "--warmup", "2"])
         .args(["--timeout", "30", "--threads", "1", "--store"])
         .arg(store)
@@ -110,9 +64,9 @@ fn start_rank(pair: &VethPair, rank: usize, port: u16, store: &Path) -> std::pro
         .env("WORLD_SIZE", "2")
         // Each namespace is a machine of its own, with one rank.
         .env("LOCAL_RANK", "0")
-        .env("MASTER_ADDR", RANK0_ADDR)
+        .env("MASTER_ADDR", pair.link.ends()[0].address.to_string())
         .env("MASTER_PORT", port.to_string())
-        .env("GLOO_SOCKET_IFNAME", &pair.interfaces[rank])
+        .env("GLOO_SOCKET_IFNAME", &pair.link.ends()[rank].interface)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
