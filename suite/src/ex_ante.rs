@@ -102,9 +102,8 @@ fn probe_into(store: &RunStore, scratch: &Path, link: &TrialLink) -> anyhow::Res
                 })
                 .map(|(_, size)| size)
                 .collect();
-            let link_arg = format!("bandwidth={}B/s,latency={}s", emulated.bandwidth.0, emulated.latency.0);
             command.args(["probe", "--workers", "2", "--repeats", "5", "--warmup", "2", "--sizes", &sizes.join(",")]);
-            command.args(["--link", &link_arg])
+            command.args(["--link", &link.probe_argument().unwrap_or_default()])
         }
     };
     let output = command

@@ -4,10 +4,13 @@
 //! (`stratlab_link_emulation`) for the trial's lifetime.
 
 use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
+use anyhow::Context;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use stratlab_link_emulation::EmulatedLink;
 use stratlab_perf_model::{Bandwidth, Latency, Link};
 
 /// Where a trial's workers talk.
@@ -46,6 +49,12 @@ impl TrialLink {
         }
     }
 
+    /// `--link`'s value for a probe over it, exact in the units the parser reads; `None`
+    /// on loopback.
+    pub fn probe_argument(&self) -> Option<String> {
+        self.emulated().map(|link| format!("bandwidth={}B/s,latency={}s", link.bandwidth.0, link.latency.0))
+    }
+
     /// The emulated link, if any.
     pub fn emulated(&self) -> Option<&Link> {
         match self {
@@ -53,6 +62,18 @@ impl TrialLink {
             TrialLink::Emulated(link) => Some(link),
         }
     }
+}
+
+/// Where a group's rendezvous listens: on loopback a port free now; on an emulated link
+/// worker 0's address and torchrun's default port, free in the link's own new namespaces.
+pub(crate) fn rendezvous(emulated: Option<&EmulatedLink>) -> anyhow::Result<(IpAddr, u16)> {
+    Ok(match emulated {
+        Some(emulated) => (IpAddr::V4(emulated.ends()[0].address), 29500),
+        None => {
+            let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            (loopback, stratlab_comm::free_port(loopback).context("finding a free port for the rendezvous")?)
+        }
+    })
 }
 
 /// Bits per second in the largest unit that keeps a whole number in front.

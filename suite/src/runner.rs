@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -225,15 +225,7 @@ fn run_trial(
     let mut stderr_tails = Vec::new();
     let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
     let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
-    // The group's rendezvous: on loopback a port free now; on an emulated link worker 0's
-    // address, in namespaces of the trial's own where every port is free.
-    let (master, port) = match &emulated {
-        Some(emulated) => (IpAddr::V4(emulated.ends()[0].address), EMULATED_LINK_PORT),
-        None => {
-            let master = IpAddr::V4(Ipv4Addr::LOCALHOST);
-            (master, stratlab_comm::free_port(master).context("finding a free port for the workers' rendezvous")?)
-        }
-    };
+    let (master, port) = crate::link_axis::rendezvous(emulated.as_ref())?;
     for rank in 0..trial.workers {
         let end = emulated.as_ref().map(|emulated| &emulated.ends()[rank]);
         let mut child = spawn_worker(trial, rank, (master, port), end, memory_limit)?;
@@ -340,10 +332,6 @@ fn run_trial(
         emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0);
     Ok(recorded)
 }
-
-/// The rendezvous port on an emulated link (torchrun's default): each trial's namespaces
-/// are new, so it is free.
-const EMULATED_LINK_PORT: u16 = 29500;
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
 /// it started), dying with the runner (so a killed runner leaves no orphans that keep

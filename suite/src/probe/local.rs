@@ -1,13 +1,13 @@
 //! Local mode: this binary started `--workers` times as the ranks of a loopback group.
 
 use std::ffi::OsString;
-use std::net::{IpAddr, Ipv4Addr};
+
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use stratlab_comm::{free_port, Launch};
+use stratlab_comm::Launch;
 
 use stratlab_link_emulation::EmulatedLink;
 
@@ -27,13 +27,7 @@ pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<Exit
         }
         None => None,
     };
-    let (addr, port) = match &emulated {
-        Some(emulated) => (IpAddr::V4(emulated.ends()[0].address), EMULATED_PORT),
-        None => {
-            let addr = IpAddr::V4(Ipv4Addr::LOCALHOST);
-            (addr, free_port(addr).context("finding a free port for the rendezvous store")?)
-        }
-    };
+    let (addr, port) = crate::link_axis::rendezvous(emulated.as_ref())?;
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     let over = args.link.map(|link| format!(" over {link}")).unwrap_or_default();
     eprintln!("probe: starting {workers} ranks on {addr}:{port}{over}, {threads} libtorch thread(s) each");
@@ -64,9 +58,6 @@ pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
-/// The rendezvous port inside the link's own namespaces, where every port is free.
-const EMULATED_PORT: u16 = 29500;
-
 /// The command line of a local rank: the same probe, with the launch variables in its
 /// environment instead of `--workers`.
 pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
@@ -89,9 +80,9 @@ pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
     .map(OsString::from)
     .collect();
     command.push(args.store.clone().into_os_string());
-    if let Some(TrialLink::Emulated(link)) = args.link {
-        // Exact, in the units the parser reads: the rank only labels its rows with it.
-        command.push(format!("--link=bandwidth={}B/s,latency={}s", link.bandwidth.0, link.latency.0).into());
+    // The rank only labels its rows with it.
+    if let Some(link) = args.link.as_ref().and_then(TrialLink::probe_argument) {
+        command.push(format!("--link={link}").into());
     }
     command
 }
