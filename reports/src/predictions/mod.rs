@@ -197,6 +197,7 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
     let (mut medians, mut maxima, mut mapes) = (Vec::new(), Vec::new(), Vec::new());
     let (mut memory_medians, mut top1, mut regrets, mut taus) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for predictor in Predictor::BOTH {
+        let every_pick = recommend(cells, predictor);
         for (scope, members) in &scopes {
             let errors: Vec<f64> = members.iter().filter_map(|cell| predictor.error(cell)).map(f64::abs).collect();
             scope_names.push(scope.clone());
@@ -211,9 +212,9 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
             };
             memory_medians.push(median(&memory).map(|e| 100.0 * e));
             let link = link_scopes.iter().find(|(name, _)| name == scope).map(|(_, link)| link);
-            let picks: Vec<Recommendation> = match (scope.as_str(), link) {
-                ("all multi-worker", _) => recommend(cells, predictor),
-                (_, Some(link)) => recommend(cells, predictor).into_iter().filter(|pick| &pick.link == link).collect(),
+            let picks: Vec<&Recommendation> = match (scope.as_str(), link) {
+                ("all multi-worker", _) => every_pick.iter().collect(),
+                (_, Some(link)) => every_pick.iter().filter(|pick| &pick.link == link).collect(),
                 _ => Vec::new(),
             };
             let right: Vec<f64> = picks.iter().map(|pick| f64::from(u8::from(pick.right))).collect();
