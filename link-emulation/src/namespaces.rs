@@ -18,15 +18,7 @@ use std::time::Duration;
 
 use stratlab_perf_model::Link;
 
-use crate::delay_line::DelayLine;
-
-/// Where `ip netns` keeps a file per named network namespace.
-const NETNS_DIR: &str = "/run/netns";
-
-/// The file that names namespace `name`: opened to enter it (`setns`).
-pub(crate) fn namespace_path(name: &str) -> String {
-    format!("{NETNS_DIR}/{name}")
-}
+use crate::delay_line::{DelayLine, TunEnd};
 
 /// Every namespace this crate makes starts so.
 pub const NAMESPACE_PREFIX: &str = "stratlab-";
@@ -64,7 +56,7 @@ pub enum EmulationError {
     DelayLine(String),
 }
 
-/// Where one worker sits on the link (and, with latency, one end of the delay line).
+/// Where one worker sits on the link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerEnd {
     /// Its namespace's name (`/run/netns/<namespace>`).
@@ -79,7 +71,7 @@ impl WorkerEnd {
     /// Makes `command` start inside this end's namespace (entered between fork and exec)
     /// and tells c10d which interface to use (`GLOO_SOCKET_IFNAME`).
     pub fn start_inside(&self, command: &mut Command) -> std::io::Result<()> {
-        let path = namespace_path(&self.namespace);
+        let path = format!("/run/netns/{}", self.namespace);
         let namespace = std::fs::File::open(&path).map_err(|error| {
             std::io::Error::new(error.kind(), format!("opening the network namespace {path}: {error}"))
         })?;
@@ -178,9 +170,18 @@ impl EmulatedLink {
     /// A TUN device per worker, forwarded between them by the delay line after the one-way
     /// latency, each shaped by tbf.
     fn tun_links(&mut self, link: &Link) -> Result<(), EmulationError> {
+        let tuns: Vec<TunEnd> = self
+            .ends
+            .iter()
+            .map(|end| TunEnd {
+                namespace: end.namespace.clone(),
+                interface: end.interface.clone(),
+                address: end.address,
+            })
+            .collect();
         let delay = Duration::from_secs_f64(link.latency.0);
         self.delay_line =
-            Some(DelayLine::start(&self.ends, delay).map_err(|error| EmulationError::DelayLine(error.to_string()))?);
+            Some(DelayLine::start(&tuns, delay).map_err(|error| EmulationError::DelayLine(error.to_string()))?);
         for end in self.ends.clone() {
             configure(&end, link)?;
         }
@@ -279,7 +280,7 @@ pub fn made_by(pid: u32) -> Vec<String> {
 
 /// Every namespace this module named, and the process that made it.
 fn namespaces_made() -> Vec<(String, u32)> {
-    std::fs::read_dir(NETNS_DIR)
+    std::fs::read_dir("/run/netns")
         .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
