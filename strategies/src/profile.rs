@@ -76,6 +76,14 @@ pub struct NetworkProfile {
     pub training_step_s: Vec<(usize, f64)>,
 }
 
+impl NetworkProfile {
+    /// Seconds of every stage's forward and backward at exactly `samples`, where profiled.
+    pub fn stage_sum_s(&self, samples: usize) -> Option<f64> {
+        let at = |points: &[(usize, f64)]| points.iter().find(|&&(at, _)| at == samples).map(|&(_, s)| s);
+        self.stages.iter().map(|stage| Some(at(&stage.forward_s)? + at(&stage.backward_s)?)).sum()
+    }
+}
+
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
 /// SGD step with `momentum` and `weight_decay`, with the threads libtorch has now. Weights
 /// are drawn from libtorch's generator: profile before seeding what a trial trains.

@@ -7,24 +7,41 @@
 //! 0.93 s trained; the small CNN at two threads: 34 ms profiled, 43 ms trained). Single
 //! cells are predicted from these steps; the stages' split still comes from the profile.
 
+use crate::profile::NetworkProfile;
 use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError};
 
 /// Untimed steps first, then the timed ones, whose 10th percentile is the statistic
 /// trials are compared by. A trial's p10 falls among its steady steps; here the first
 /// steps keep getting faster for four or five (MobileNetV2 at two threads and 64 samples:
-/// 1132, 876, 747, 681, 608 ms, then 610–750), so three are left untimed and five timed.
+/// 1132, 876, 747, 681, 608 ms, then 610–750), so three are left untimed.
 const WARMUP_STEPS: usize = 3;
-const TIMED_STEPS: usize = 5;
+/// Timed steps at least, and at most: short steps vary most (the small CNN at two threads
+/// and 64 samples, 40 ms a step, gave 35 and 46 ms as the p10 of five steps in two runs a
+/// minute apart), so they are timed until about [`ENOUGH_S`] of them.
+const MIN_TIMED_STEPS: usize = 5;
+const MAX_TIMED_STEPS: usize = 40;
+const ENOUGH_S: f64 = 0.5;
 
 /// `(batch, seconds)`: the 10th percentile of the timed steps of `context`'s network
 /// trained by one worker at each of `batches` samples per step, with `context.config`'s
-/// threads, optimizer and data (its budget, evaluation and warm-up replaced).
-pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> Result<Vec<(usize, f64)>, TrainError> {
+/// threads, optimizer and data (its budget, evaluation and warm-up replaced). `profile`,
+/// the network's stages on this device, tells how many steps make about [`ENOUGH_S`].
+pub fn measure_training_steps(
+    context: &TrainContext<'_>,
+    batches: &[usize],
+    profile: &NetworkProfile,
+) -> Result<Vec<(usize, f64)>, TrainError> {
     let mut measured = Vec::with_capacity(batches.len());
     for &batch in batches {
+        let timed_steps = match profile.stage_sum_s(batch) {
+            Some(seconds) if seconds > 0.0 => {
+                ((ENOUGH_S / (seconds + profile.optimizer_s)).ceil() as usize).clamp(MIN_TIMED_STEPS, MAX_TIMED_STEPS)
+            }
+            _ => MIN_TIMED_STEPS,
+        };
         let config = TrainConfig {
             batch_size: batch,
-            budget: Budget { epochs: None, steps: Some(WARMUP_STEPS + TIMED_STEPS), seconds: None },
+            budget: Budget { epochs: None, steps: Some(WARMUP_STEPS + timed_steps), seconds: None },
             warmup_steps: WARMUP_STEPS,
             eval_every_steps: None,
             // The end of training evaluates; one batch is the least it can read.

@@ -186,6 +186,9 @@ pub enum Command {
     /// Internal: the worker process of a trial (reads its specification on stdin).
     #[command(hide = true)]
     Worker,
+    /// Internal: measures one profile in a process of its own (reads its request on stdin).
+    #[command(hide = true)]
+    ProfileWorker,
 }
 
 /// Where profiles are kept, and whether to take them again.

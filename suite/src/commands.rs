@@ -86,6 +86,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Env { check_cuda } => env(check_cuda),
         Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),
+        Command::ProfileWorker => Ok(ExitCode::from(crate::profile_worker::run_profile_worker() as u8)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! stratlab as a library: the parts of the binary that tests, benches and other tools reuse.
 pub mod byte_size;
+mod child_process;
 pub mod cli;
 pub mod commands;
 pub mod ex_ante;
@@ -13,6 +14,7 @@ pub mod predict;
 pub mod predicted_speedup;
 pub mod predictions;
 pub mod probe;
+pub mod profile_worker;
 pub mod profiles;
 pub mod progress;
 pub mod protocol;

@@ -20,7 +20,6 @@ use crate::plan::plan;
 use crate::predicted_speedup::{write_speedup_figure, StepTimes};
 use crate::predictions::{predict_cells, LocalLinks, Placement};
 use crate::profiles::{key_of, ProfileCache};
-use crate::shapes::input_shape;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 use crate::suite_file::SuiteFile;
@@ -90,8 +89,7 @@ pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<Ex
         if trial.train.device.resolve().ok() != Some(tch::Device::Cpu) || !profiled.insert(key_of(trial)) {
             continue;
         }
-        let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
-        cache.measured(&trials, trial, &spec, Some(cores), &mut |line| println!("{line}"))?;
+        cache.measured(&trials, trial, Some(cores), &mut |line| println!("{line}"))?;
     }
     println!("{} profiles ready in {:.1} s", profiled.len(), started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)

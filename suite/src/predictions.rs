@@ -192,7 +192,7 @@ pub fn predict_cells(
                 &analytical_profiles[&key]
             }
             None => {
-                let (profile, seconds) = cache.measured(trials, trial, &spec, shared_cores, report)?;
+                let (profile, seconds) = cache.measured(trials, trial, shared_cores, report)?;
                 profile_s = seconds;
                 profile
             }

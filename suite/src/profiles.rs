@@ -7,21 +7,16 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use stratlab_networks::NetworkSpec;
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
-use stratlab_strategies::contention::measure_contention;
 use stratlab_strategies::predict::profiled_samples;
-use stratlab_strategies::profile::{profile_network, NetworkProfile};
+use stratlab_strategies::profile::NetworkProfile;
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
-use stratlab_strategies::training_steps::measure_training_steps;
-use stratlab_strategies::{LibtorchBuild, Numerics, TrainContext};
+use stratlab_strategies::{LibtorchBuild, Numerics};
 use stratlab_strategy_spec::StrategyKind;
-use tch::Device;
 
-use crate::training::open_data;
+use crate::profile_worker::measure_apart;
 use crate::trial::TrialSpec;
 
 /// Which network, data set and threads a profile was taken for.
@@ -61,7 +56,6 @@ impl ProfileCache {
         &mut self,
         trials: &[TrialSpec],
         trial: &TrialSpec,
-        spec: &NetworkSpec,
         cores: Option<usize>,
         report: &mut dyn FnMut(&str),
     ) -> anyhow::Result<(&NetworkProfile, f64)> {
@@ -92,7 +86,7 @@ impl ProfileCache {
                     profile
                 }
                 None => {
-                    let (profile, seconds) = measure(trial, spec, &needs, report)?;
+                    let (profile, seconds) = measure_apart(trial, &needs, report)?;
                     if let Some(stored_key) = stored_key.as_deref() {
                         self.keep(&profile, stored_key, &key, seconds)?;
                     }
@@ -129,65 +123,6 @@ impl ProfileCache {
         self.stored.extend(rows);
         Ok(())
     }
-}
-
-/// `trial`'s network profiled on this machine's CPU at its threads and everything
-/// `needs` asks, with the contention of its copies and its training steps where asked; and
-/// the seconds it took, which `report` hears. Training steps need the trial's data on
-/// this machine: without it single cells are predicted from the stages, and `report` says
-/// why.
-fn measure(
-    trial: &TrialSpec,
-    spec: &NetworkSpec,
-    needs: &ProfileNeeds<'_>,
-    report: &mut dyn FnMut(&str),
-) -> anyhow::Result<(NetworkProfile, f64)> {
-    let started = Instant::now();
-    let threads = trial.train.threads;
-    tch::set_num_threads(threads as i32);
-    let sizes = needs.sizes;
-    let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
-    let stages_s = started.elapsed().as_secs_f64();
-    let mut contended = String::new();
-    if let Some((copies, at)) = needs.contention {
-        let began = Instant::now();
-        let measured = measure_contention(spec, at, copies, threads)?;
-        contended = format!(
-            "; {copies} at once at {at:?} samples: ×{:.2?} ({:.1} s)",
-            ratios(&measured.ratio),
-            began.elapsed().as_secs_f64()
-        );
-        profile.contention = Some(measured);
-    }
-    let mut stepped = String::new();
-    if !needs.training_steps.is_empty() {
-        match open_data(&trial.dataset, trial.train.seed, false) {
-            Ok(data) => {
-                let began = Instant::now();
-                let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
-                profile.training_step_s = measure_training_steps(&context, needs.training_steps)?;
-                stepped = format!(
-                    "; training steps at {:?} samples ({:.1} s)",
-                    needs.training_steps,
-                    began.elapsed().as_secs_f64()
-                );
-            }
-            Err(error) => report(&format!(
-                "no training steps of {} on {} (single cells predicted from its stages): {error}",
-                trial.network, trial.dataset.name
-            )),
-        }
-    }
-    let profile_s = started.elapsed().as_secs_f64();
-    report(&format!(
-        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?} ({stages_s:.1} s){contended}{stepped}: {profile_s:.1} s",
-        trial.network, trial.dataset.name
-    ));
-    Ok((profile, profile_s))
-}
-
-fn ratios(points: &[(usize, f64)]) -> Vec<f64> {
-    points.iter().map(|&(_, ratio)| ratio).collect()
 }
 
 /// Everything a stored profile of `trial`'s network must match to be reused; `None` when

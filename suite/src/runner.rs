@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -362,20 +362,7 @@ fn spawn_worker(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls (setpgid, prctl, setrlimit) run between fork and exec.
-    unsafe {
-        command.pre_exec(move || {
-            libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if let Some(bytes) = address_space_limit {
-                let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
-                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    crate::child_process::own_group_dying_with_parent(&mut command, address_space_limit);
     command.spawn().context("starting a worker process")
 }
 

@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -38,16 +38,9 @@ pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<Exit
         if let Some(emulated) = &emulated {
             emulated.ends()[rank].start_inside(&mut command).context("starting a rank on the emulated link")?;
         }
-        // SAFETY: only async-signal-safe calls (setpgid, prctl) run between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                // A group of its own, so stopping a rank stops whatever it started; and it
-                // dies with this launcher instead of waiting out its peers' timeout.
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        // A group of its own, so stopping a rank stops whatever it started; and it dies
+        // with this launcher instead of waiting out its peers' timeout.
+        crate::child_process::own_group_dying_with_parent(&mut command, None);
         let child = command.spawn().with_context(|| format!("starting rank {rank} of {workers}"))?;
         ranks.children.push(Some(child));
     }

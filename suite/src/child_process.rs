@@ -1,0 +1,25 @@
+//! How stratlab starts the processes it runs itself as (trial workers, probe ranks, profile
+//! workers): each in a process group of its own, so that stopping it stops whatever it
+//! started, and dying with its parent, so that a killed runner leaves nothing computing.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Makes `command` start in a group of its own and die with this process; under an
+/// address-space limit of `address_space_limit` bytes where given.
+pub(crate) fn own_group_dying_with_parent(command: &mut Command, address_space_limit: Option<u64>) {
+    // SAFETY: only async-signal-safe calls (setpgid, prctl, setrlimit) run between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some(bytes) = address_space_limit {
+                let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}

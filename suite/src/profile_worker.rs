@@ -1,0 +1,207 @@
+//! Profiles are measured in a process of their own (`stratlab profile-worker`, started by
+//! [`measure_apart`]), fresh for each network, data set and thread count, as every trial
+//! worker is. Measured inside the runner, after other networks' profiles at other thread
+//! counts, a profile depended on what came before it: the small CNN's training step on
+//! CIFAR at two threads and 64 samples took 48 ms after its one-thread profile in the same
+//! process and 58 ms in the trial, whose worker is fresh (13 % off at one thread, 17 % the
+//! other way); profiled first, in a process of its own, 59 ms.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use stratlab_networks::NetworkSpec;
+use stratlab_strategies::contention::measure_contention;
+use stratlab_strategies::profile::{profile_network, NetworkProfile};
+use stratlab_strategies::stored_profile::ProfileNeeds;
+use stratlab_strategies::training_steps::measure_training_steps;
+use stratlab_strategies::TrainContext;
+use tch::Device;
+
+use crate::protocol::panic_message;
+use crate::shapes::input_shape;
+use crate::training::open_data;
+use crate::trial::TrialSpec;
+
+/// What a profile worker reads on stdin: the trial whose network, data, threads, optimizer
+/// and numerics are profiled, and what to measure.
+#[derive(Debug, Serialize, Deserialize)]
+struct ProfileRequest {
+    trial: TrialSpec,
+    sizes: Vec<usize>,
+    contention: Option<(usize, Vec<usize>)>,
+    training_steps: Vec<usize>,
+}
+
+/// One line of a profile worker's stdout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+enum ProfileEvent {
+    /// What the worker did, for the user.
+    Note { message: String },
+    /// The profile, last.
+    Profiled { profile: NetworkProfile },
+    /// Why there is none.
+    Failed { reason: String },
+}
+
+/// `trial`'s network profiled as `needs` asks, in a fresh `stratlab profile-worker`; and the
+/// seconds it took, start of that process included. `report` hears what the worker says.
+pub(crate) fn measure_apart(
+    trial: &TrialSpec,
+    needs: &ProfileNeeds<'_>,
+    report: &mut dyn FnMut(&str),
+) -> anyhow::Result<(NetworkProfile, f64)> {
+    let started = Instant::now();
+    let request = ProfileRequest {
+        trial: trial.clone(),
+        sizes: needs.sizes.to_vec(),
+        contention: needs.contention.map(|(copies, at)| (copies, at.to_vec())),
+        training_steps: needs.training_steps.to_vec(),
+    };
+    let what = format!("profiling {} on {} at {} thread(s)", trial.network, trial.dataset.name, trial.train.threads);
+    let exe = std::env::current_exe().context("locating the stratlab executable")?;
+    let mut command = Command::new(exe);
+    command.arg("profile-worker").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    crate::child_process::own_group_dying_with_parent(&mut command, None);
+    let mut child = command.spawn().with_context(|| format!("{what}: starting a profile worker"))?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    writeln!(stdin, "{}", serde_json::to_string(&request)?).with_context(|| format!("{what}: sending the request"))?;
+    drop(stdin);
+    // Read apart, so that a worker writing much to stderr never blocks on a full pipe.
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut outcome = None;
+    for line in BufReader::new(child.stdout.take().expect("stdout is piped")).lines() {
+        let line = line.with_context(|| format!("{what}: reading the profile worker"))?;
+        match serde_json::from_str::<ProfileEvent>(line.trim()) {
+            Ok(ProfileEvent::Note { message }) => report(&message),
+            Ok(event) => outcome = Some(event),
+            // Anything else on stdout (libtorch's own printing) is not the protocol's.
+            Err(_) => {}
+        }
+    }
+    let status = child.wait().with_context(|| format!("{what}: waiting for the profile worker"))?;
+    let stderr = stderr.join().unwrap_or_default();
+    match outcome {
+        Some(ProfileEvent::Profiled { profile }) => Ok((profile, started.elapsed().as_secs_f64())),
+        Some(ProfileEvent::Failed { reason }) => anyhow::bail!("{what}: {reason}"),
+        _ => {
+            let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
+            anyhow::bail!("{what}: the profile worker ended ({status}) without a profile: {}", tail.join(" | "))
+        }
+    }
+}
+
+/// Runs `stratlab profile-worker` on this process's stdin and stdout. Returns the exit code.
+pub fn run_profile_worker() -> i32 {
+    let mut text = String::new();
+    let request: ProfileRequest = match std::io::stdin()
+        .lock()
+        .read_line(&mut text)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(request) => request,
+        Err(error) => {
+            eprintln!("stratlab profile-worker: cannot read the request on stdin: {error}");
+            return 2;
+        }
+    };
+    std::panic::set_hook(Box::new(|info| eprintln!("stratlab profile-worker: {info}")));
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        measure_here(&request, &mut |message| emit(&ProfileEvent::Note { message: message.to_owned() }))
+    }));
+    let event = match outcome {
+        Ok(Ok(profile)) => ProfileEvent::Profiled { profile },
+        Ok(Err(error)) => ProfileEvent::Failed { reason: format!("{error:#}") },
+        Err(panic) => ProfileEvent::Failed { reason: format!("panic: {}", panic_message(&*panic)) },
+    };
+    emit(&event);
+    0
+}
+
+fn emit(event: &ProfileEvent) {
+    let line = serde_json::to_string(event).expect("profile events serialise");
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe means the runner is gone; nothing useful is left to do with the line.
+    let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());
+}
+
+fn measure_here(request: &ProfileRequest, report: &mut dyn FnMut(&str)) -> anyhow::Result<NetworkProfile> {
+    let trial = &request.trial;
+    trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
+    let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+    let needs = ProfileNeeds {
+        sizes: &request.sizes,
+        contention: request.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
+        training_steps: &request.training_steps,
+    };
+    measure(trial, &spec, &needs, report)
+}
+
+/// `trial`'s network profiled on this machine's CPU at its threads and everything
+/// `needs` asks, with the contention of its copies and its training steps where asked; and
+/// the seconds it took, which `report` hears. Training steps need the trial's data on
+/// this machine: without it single cells are predicted from the stages, and `report` says
+/// why.
+fn measure(
+    trial: &TrialSpec,
+    spec: &NetworkSpec,
+    needs: &ProfileNeeds<'_>,
+    report: &mut dyn FnMut(&str),
+) -> anyhow::Result<NetworkProfile> {
+    let started = Instant::now();
+    let threads = trial.train.threads;
+    tch::set_num_threads(threads as i32);
+    let sizes = needs.sizes;
+    let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
+    let stages_s = started.elapsed().as_secs_f64();
+    let mut contended = String::new();
+    if let Some((copies, at)) = needs.contention {
+        let began = Instant::now();
+        let measured = measure_contention(spec, at, copies, threads)?;
+        contended = format!(
+            "; {copies} at once at {at:?} samples: ×{:.2?} ({:.1} s)",
+            ratios(&measured.ratio),
+            began.elapsed().as_secs_f64()
+        );
+        profile.contention = Some(measured);
+    }
+    let mut stepped = String::new();
+    if !needs.training_steps.is_empty() {
+        match open_data(&trial.dataset, trial.train.seed, false) {
+            Ok(data) => {
+                let began = Instant::now();
+                let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
+                profile.training_step_s = measure_training_steps(&context, needs.training_steps, &profile)?;
+                stepped = format!(
+                    "; training steps at {:?} samples ({:.1} s)",
+                    needs.training_steps,
+                    began.elapsed().as_secs_f64()
+                );
+            }
+            Err(error) => report(&format!(
+                "no training steps of {} on {} (single cells predicted from its stages): {error}",
+                trial.network, trial.dataset.name
+            )),
+        }
+    }
+    let profile_s = started.elapsed().as_secs_f64();
+    report(&format!(
+        "profiled {} on {} at {threads} thread(s), batch sizes {sizes:?} ({stages_s:.1} s){contended}{stepped}: {profile_s:.1} s",
+        trial.network, trial.dataset.name
+    ));
+    Ok(profile)
+}
+
+fn ratios(points: &[(usize, f64)]) -> Vec<f64> {
+    points.iter().map(|&(_, ratio)| ratio).collect()
+}
