@@ -7,6 +7,7 @@ pub mod ex_ante;
 pub mod exit;
 pub mod fault;
 pub mod fingerprint;
+pub mod heap;
 pub mod link_axis;
 pub mod memory_guard;
 pub mod plan;
