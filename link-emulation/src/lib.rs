@@ -4,7 +4,9 @@
 //! TUN devices for one-way latency (this kernel has no netem).
 
 pub mod delay_line;
+pub mod end;
 pub mod namespaces;
 pub mod testing;
 
-pub use namespaces::{check_feasible, made_by, sweep_leftovers, EmulatedLink, EmulationError, WorkerEnd};
+pub use end::WorkerEnd;
+pub use namespaces::{check_feasible, made_by, sweep_leftovers, EmulatedLink, EmulationError};

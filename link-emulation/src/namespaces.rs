@@ -10,15 +10,14 @@
 //! the namespaces deletes them and their qdiscs, and their names need only be unique there.
 
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use stratlab_perf_model::Link;
 
-use crate::delay_line::{DelayLine, TunEnd};
+use crate::delay_line::DelayLine;
+use crate::end::{WorkerEnd, NETNS_DIR};
 
 /// Every namespace this crate makes starts so.
 pub const NAMESPACE_PREFIX: &str = "stratlab-";
@@ -54,40 +53,6 @@ pub enum EmulationError {
     /// The delay line failed.
     #[error("delay line: {0}")]
     DelayLine(String),
-}
-
-/// Where one worker sits on the link.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerEnd {
-    /// Its namespace's name (`/run/netns/<namespace>`).
-    pub namespace: String,
-    /// The interface its traffic leaves by (c10d's `GLOO_SOCKET_IFNAME`).
-    pub interface: String,
-    /// Its address on that interface.
-    pub address: Ipv4Addr,
-}
-
-impl WorkerEnd {
-    /// Makes `command` start inside this end's namespace (entered between fork and exec)
-    /// and tells c10d which interface to use (`GLOO_SOCKET_IFNAME`).
-    pub fn start_inside(&self, command: &mut Command) -> std::io::Result<()> {
-        let path = format!("/run/netns/{}", self.namespace);
-        let namespace = std::fs::File::open(&path).map_err(|error| {
-            std::io::Error::new(error.kind(), format!("opening the network namespace {path}: {error}"))
-        })?;
-        command.env("GLOO_SOCKET_IFNAME", &self.interface);
-        // SAFETY: setns is async-signal-safe; the file moves into the closure, so its
-        // descriptor is open until the command is dropped (it is close-on-exec).
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        Ok(())
-    }
 }
 
 /// An emulated link between `workers` namespaces; removed on drop, whatever happened.
@@ -170,18 +135,9 @@ impl EmulatedLink {
     /// A TUN device per worker, forwarded between them by the delay line after the one-way
     /// latency, each shaped by tbf.
     fn tun_links(&mut self, link: &Link) -> Result<(), EmulationError> {
-        let tuns: Vec<TunEnd> = self
-            .ends
-            .iter()
-            .map(|end| TunEnd {
-                namespace: end.namespace.clone(),
-                interface: end.interface.clone(),
-                address: end.address,
-            })
-            .collect();
         let delay = Duration::from_secs_f64(link.latency.0);
         self.delay_line =
-            Some(DelayLine::start(&tuns, delay).map_err(|error| EmulationError::DelayLine(error.to_string()))?);
+            Some(DelayLine::start(&self.ends, delay).map_err(|error| EmulationError::DelayLine(error.to_string()))?);
         for end in self.ends.clone() {
             configure(&end, link)?;
         }
@@ -280,7 +236,7 @@ pub fn made_by(pid: u32) -> Vec<String> {
 
 /// Every namespace this module named, and the process that made it.
 fn namespaces_made() -> Vec<(String, u32)> {
-    std::fs::read_dir("/run/netns")
+    std::fs::read_dir(NETNS_DIR)
         .map(|entries| entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()

@@ -15,7 +15,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use stratlab_link_emulation::delay_line::{DelayLine, DelayLineError, TunEnd};
+use stratlab_link_emulation::delay_line::{DelayLine, DelayLineError};
+use stratlab_link_emulation::WorkerEnd;
 
 const ADDRESSES: [Ipv4Addr; 2] = [Ipv4Addr::new(10, 232, 0, 1), Ipv4Addr::new(10, 232, 0, 2)];
 const ECHO_PORT: u16 = 9_000;
@@ -52,9 +53,9 @@ impl Namespaces {
         Ok(namespaces)
     }
 
-    fn ends(&self) -> Vec<TunEnd> {
+    fn ends(&self) -> Vec<WorkerEnd> {
         (0..2)
-            .map(|side| TunEnd {
+            .map(|side| WorkerEnd {
                 namespace: self.names[side].clone(),
                 interface: self.interfaces[side].clone(),
                 address: ADDRESSES[side],
@@ -255,7 +256,7 @@ fn no_delay_forwards_a_round_trip_within_two_milliseconds() {
 #[test]
 fn an_unknown_namespace_is_an_error_naming_it() {
     let namespace = format!("stratlab-dltest-{}-missing", std::process::id());
-    let end = TunEnd { namespace: namespace.clone(), interface: "sldtmissing".into(), address: ADDRESSES[0] };
+    let end = WorkerEnd { namespace: namespace.clone(), interface: "sldtmissing".into(), address: ADDRESSES[0] };
     let error = DelayLine::start(&[end], Duration::ZERO).err().expect("no such namespace");
     assert!(matches!(error, DelayLineError::OpenNamespace { .. }), "{error:?}");
     let message = error.to_string();

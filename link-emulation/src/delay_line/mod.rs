@@ -16,8 +16,6 @@
 //! process dies, so nothing is left behind however a run ends.
 
 use std::collections::VecDeque;
-use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -27,12 +25,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// `TUNSETIFF` from `<linux/if_tun.h>`: `_IOW('T', 202, int)`.
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-/// A layer-3 device: reads and writes carry bare IP packets.
-const IFF_TUN: libc::c_short = 0x0001;
-/// No 4-byte packet-information header before each packet.
-const IFF_NO_PI: libc::c_short = 0x1000;
+use crate::end::WorkerEnd;
+
+mod error;
+mod thread_cpu;
+mod tun;
+
+pub use error::DelayLineError;
+
+use thread_cpu::{RecordCpuOnExit, ThreadCpu};
+use tun::{check_interface_name, create_tun_in_namespace};
+
 /// Largest packet a read can return: the caller may raise the MTU up to 64 KiB.
 const READ_BUFFER_BYTES: usize = 65_536;
 /// Packets a reader takes from its TUN before looking at the stop flag again, so that a
@@ -41,17 +44,6 @@ const READS_PER_WAKE: usize = 64;
 /// Bytes a destination's queue may hold before new packets to it are dropped, as a router's
 /// buffer would: without a bound a sender faster than the writer would grow it without end.
 const QUEUE_LIMIT_BYTES: usize = 64 << 20;
-
-/// One side of the delay line: a TUN device inside a network namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TunEnd {
-    /// Name of the network namespace, as under `/run/netns` (`ip netns add <name>`).
-    pub namespace: String,
-    /// Name of the TUN device to create there (at most 15 bytes).
-    pub interface: String,
-    /// The address the caller gives this TUN: packets to it are written to this TUN.
-    pub address: Ipv4Addr,
-}
 
 /// Traffic seen by a [`DelayLine`] since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,40 +66,6 @@ impl DelayLineCounters {
     /// Packets dropped for any reason.
     pub fn dropped_packets(&self) -> u64 {
         self.dropped_no_route + self.dropped_not_ipv4 + self.dropped_queue_full + self.dropped_write_failed
-    }
-}
-
-/// Why a delay line could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum DelayLineError {
-    /// The interface name cannot be a Linux interface name.
-    #[error("interface name {interface:?} (namespace {namespace}) {reason}")]
-    InvalidInterfaceName { namespace: String, interface: String, reason: &'static str },
-    /// Two ends claim the same address, so packets to it would have no single owner.
-    #[error("address {address} is given to both {first} and {second}")]
-    DuplicateAddress { address: Ipv4Addr, first: String, second: String },
-    /// The namespace's file under `/run/netns` cannot be opened (most often: no such namespace).
-    #[error("cannot open {path} (network namespace {namespace}): {source}")]
-    OpenNamespace { namespace: String, path: String, source: io::Error },
-    /// `setns` into the namespace failed.
-    #[error("cannot enter network namespace {namespace} (setns): {source}{}", root_hint(.source))]
-    EnterNamespace { namespace: String, source: io::Error },
-    /// `/dev/net/tun` cannot be opened.
-    #[error("cannot open /dev/net/tun in network namespace {namespace}: {source}{}", root_hint(.source))]
-    OpenTunDevice { namespace: String, source: io::Error },
-    /// The kernel refused to create the TUN device.
-    #[error("TUNSETIFF on {interface} in network namespace {namespace}: {source}{}", root_hint(.source))]
-    CreateTun { namespace: String, interface: String, source: io::Error },
-    /// A thread or the stop signal could not be set up.
-    #[error("cannot start the delay line's {what}: {source}")]
-    Start { what: String, source: io::Error },
-}
-
-/// Tells the reader that a permission error means running without CAP_NET_ADMIN / CAP_SYS_ADMIN.
-fn root_hint(error: &io::Error) -> &'static str {
-    match error.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => " (needs root)",
-        _ => "",
     }
 }
 
@@ -143,7 +101,7 @@ struct AtomicCounters {
 
 /// One end's TUN device and the queue of packets waiting to be written to it.
 struct EndState {
-    end: TunEnd,
+    end: WorkerEnd,
     tun: OwnedFd,
     queue: Mutex<Queue>,
     /// Signalled when a packet lands in an empty queue, and on stop.
@@ -169,52 +127,6 @@ struct WorkerThread {
     cpu: Arc<ThreadCpu>,
 }
 
-/// A thread's CPU clock while it runs, and its final CPU time once it has ended (its clock
-/// is gone then).
-struct ThreadCpu {
-    clock: Mutex<Option<libc::clockid_t>>,
-    final_ns: AtomicU64,
-}
-
-const STILL_RUNNING: u64 = u64::MAX;
-
-impl ThreadCpu {
-    fn new() -> Arc<ThreadCpu> {
-        Arc::new(ThreadCpu { clock: Mutex::new(None), final_ns: AtomicU64::new(STILL_RUNNING) })
-    }
-
-    fn nanoseconds(&self) -> u64 {
-        let final_ns = self.final_ns.load(Ordering::Acquire);
-        if final_ns != STILL_RUNNING {
-            return final_ns;
-        }
-        let clock = *self.clock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // The thread may end between the two reads; then its final time has been stored.
-        clock.and_then(clock_ns).unwrap_or_else(|| match self.final_ns.load(Ordering::Acquire) {
-            STILL_RUNNING => 0,
-            final_ns => final_ns,
-        })
-    }
-}
-
-/// Stores the thread's CPU time when the thread ends, even by panicking.
-struct RecordCpuOnExit(Arc<ThreadCpu>);
-
-impl Drop for RecordCpuOnExit {
-    fn drop(&mut self) {
-        self.0.final_ns.store(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0), Ordering::Release);
-    }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec to write to.
-    if unsafe { libc::clock_gettime(clock, &mut now) } != 0 {
-        return None;
-    }
-    Some(now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64)
-}
-
 impl DelayLine {
     /// Creates each end's TUN (IFF_TUN | IFF_NO_PI, not persistent: the devices vanish when
     /// the DelayLine is dropped or the process dies, which is what makes cleanup automatic)
@@ -222,7 +134,7 @@ impl DelayLine {
     ///
     /// The devices are created down and without addresses; the caller configures them
     /// (`ip -n <ns> addr add …`, `ip -n <ns> link set <tun> up`, a tbf qdisc for bandwidth).
-    pub fn start(ends: &[TunEnd], one_way: Duration) -> Result<DelayLine, DelayLineError> {
+    pub fn start(ends: &[WorkerEnd], one_way: Duration) -> Result<DelayLine, DelayLineError> {
         for (index, end) in ends.iter().enumerate() {
             check_interface_name(end)?;
             if let Some(first) = ends[..index].iter().find(|other| other.address == end.address) {
@@ -304,7 +216,7 @@ impl DelayLine {
     }
 
     /// The ends this delay line serves.
-    pub fn ends(&self) -> impl Iterator<Item = &TunEnd> {
+    pub fn ends(&self) -> impl Iterator<Item = &WorkerEnd> {
         self.ends.iter().map(|state| &state.end)
     }
 
@@ -348,87 +260,6 @@ impl Drop for DelayLine {
 
 fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
     queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn check_interface_name(end: &TunEnd) -> Result<(), DelayLineError> {
-    let reason = if end.interface.is_empty() {
-        Some("is empty")
-    } else if end.interface.len() > libc::IFNAMSIZ - 1 {
-        Some("is longer than 15 bytes")
-    } else if end.interface.bytes().any(|byte| byte == 0 || byte == b'/' || byte.is_ascii_whitespace()) {
-        Some("holds a NUL, '/' or whitespace")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(DelayLineError::InvalidInterfaceName {
-            namespace: end.namespace.clone(),
-            interface: end.interface.clone(),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Creates `end`'s TUN inside its namespace from a short-lived thread, since `setns` moves
-/// only the calling thread; the descriptor keeps working from any thread afterwards. Also
-/// returns that thread's CPU time.
-fn create_tun_in_namespace(end: &TunEnd) -> Result<(OwnedFd, u64), DelayLineError> {
-    let path = format!("/run/netns/{}", end.namespace);
-    let namespace_file = File::open(&path).map_err(|source| DelayLineError::OpenNamespace {
-        namespace: end.namespace.clone(),
-        path: path.clone(),
-        source,
-    })?;
-    let end = end.clone();
-    std::thread::Builder::new()
-        .name("dl-setns".into())
-        .spawn(move || {
-            // SAFETY: a valid namespace descriptor; affects only this thread, which ends here.
-            if unsafe { libc::setns(namespace_file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(DelayLineError::EnterNamespace {
-                    namespace: end.namespace.clone(),
-                    source: io::Error::last_os_error(),
-                });
-            }
-            let tun = open_tun(&end)?;
-            Ok((tun, clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0)))
-        })
-        .map_err(|source| DelayLineError::Start { what: "namespace thread".into(), source })?
-        .join()
-        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-}
-
-/// Opens `/dev/net/tun` and makes it `end.interface`, in the calling thread's namespace.
-fn open_tun(end: &TunEnd) -> Result<OwnedFd, DelayLineError> {
-    let device = CString::new("/dev/net/tun").expect("no NUL in a literal");
-    // SAFETY: a NUL-terminated path; the result is checked before use.
-    let fd = unsafe { libc::open(device.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK) };
-    if fd < 0 {
-        return Err(DelayLineError::OpenTunDevice {
-            namespace: end.namespace.clone(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    let tun = unsafe { OwnedFd::from_raw_fd(fd) };
-
-    // SAFETY: ifreq is plain data; all zeroes is a valid value.
-    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
-    // The name was checked: at most 15 bytes and no NUL, so the zeroed tail terminates it.
-    for (slot, byte) in request.ifr_name.iter_mut().zip(end.interface.bytes()) {
-        *slot = byte as libc::c_char;
-    }
-    request.ifr_ifru.ifru_flags = IFF_TUN | IFF_NO_PI;
-    // SAFETY: TUNSETIFF reads and writes one ifreq, which outlives the call.
-    if unsafe { libc::ioctl(tun.as_raw_fd(), TUNSETIFF as _, &mut request as *mut libc::ifreq) } != 0 {
-        return Err(DelayLineError::CreateTun {
-            namespace: end.namespace.clone(),
-            interface: end.interface.clone(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(tun)
 }
 
 /// Records the error that ends a thread, keeping the first.
@@ -590,7 +421,7 @@ mod tests {
 
     #[test]
     fn start_refuses_overlong_interface_names_and_shared_addresses() {
-        let end = |interface: &str, address| TunEnd {
+        let end = |interface: &str, address| WorkerEnd {
             namespace: "stratlab-nowhere".into(),
             interface: interface.into(),
             address,
