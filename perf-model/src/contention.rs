@@ -1,7 +1,7 @@
 //! Workers on one machine slow each other's compute even when each has cores of its own:
-//! they share caches and memory bandwidth. A profile times the network alone, so the
-//! slowdown is measured apart, as a ratio: a pass's seconds with `copies` copies of the
-//! network computing at once to its seconds alone. The model applies it in proportion to
+//! they share caches and memory bandwidth. A profile times each stage alone, so the
+//! slowdown is measured apart, as a ratio: a whole pass's seconds with `copies` copies of
+//! the network computing at once to the profile's seconds for it. The model applies it in proportion to
 //! how many workers compute at the same time, which the strategy's own structure decides:
 //! every data-parallel worker computes at once, a model-parallel pipeline's stages take
 //! turns, GPipe's and 1F1B's overlap in their steady state (the simulation says how much).
@@ -16,7 +16,7 @@ pub struct Contention {
     /// Copies that ran at once, each on the threads a worker gets (the most that fit the
     /// cores, so none waited for a core).
     pub copies: usize,
-    /// `(samples, ratio)`: the median pass together over the median pass alone, ≥ 0.
+    /// `(samples, ratio)`: the median pass together over the profile's stages summed, ≥ 0.
     pub ratio: Vec<(usize, f64)>,
 }
 
@@ -34,7 +34,8 @@ impl Contention {
         let points = curve.points();
         let samples = samples.clamp(points[0].0, points[points.len() - 1].0);
         let share = ((concurrent - 1.0) / (self.copies - 1) as f64).min(1.0);
-        // Copies cannot speed each other up: a ratio below 1 is the measurement's noise.
+        // Copies cannot speed each other up: a ratio below 1 (a whole pass faster than its
+        // stages timed one by one, or noise) is not applied.
         1.0 + (curve.at(samples).max(1.0) - 1.0) * share
     }
 }

@@ -167,7 +167,7 @@ fn measure(
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
         let began = Instant::now();
-        let measured = measure_contention(spec, at, copies, threads)?;
+        let measured = measure_contention(spec, at, copies, threads, &profile)?;
         contended = format!(
             "; {copies} at once at {at:?} samples: ×{:.2?} ({:.1} s)",
             ratios(&measured.ratio),
