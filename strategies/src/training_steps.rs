@@ -10,22 +10,23 @@
 use crate::profile::NetworkProfile;
 use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError};
 
-/// Untimed steps first, then the timed ones, whose 10th percentile is the statistic
-/// trials are compared by. A trial's p10 falls among its steady steps; here the first
-/// steps keep getting faster for four or five (MobileNetV2 at two threads and 64 samples:
-/// 1132, 876, 747, 681, 608 ms, then 610–750), so three are left untimed.
-const WARMUP_STEPS: usize = 3;
-/// Timed steps at least, and at most: short steps vary most (the small CNN at two threads
-/// and 64 samples, 40 ms a step, gave 35 and 46 ms as the p10 of five steps in two runs a
-/// minute apart), so they are timed until about [`ENOUGH_S`] of them.
-const MIN_TIMED_STEPS: usize = 5;
+/// Timed steps at least, and at most, after the warm-up: their 10th percentile is the
+/// statistic trials are compared by, and it falls among a trial's steady steps. Steps get
+/// faster until the loader has filled its prefetch queue, which takes CPU from the compute
+/// on a shared machine (the small CNN at two threads and 16 samples: 39, 15, 16, 16, 13,
+/// then 11 ms; MobileNetV2 on MNIST: 248, 167, 171, 155, 158, then 128–140), so the
+/// prefetched batches and one more are left untimed. Short steps vary most (the small CNN
+/// at 64 samples, 40 ms a step, gave 35 and 46 ms as the p10 of five steps in two runs a
+/// minute apart), so they are timed until about [`ENOUGH_S`] of them; long ones need few.
+const MIN_TIMED_STEPS: usize = 3;
 const MAX_TIMED_STEPS: usize = 40;
 const ENOUGH_S: f64 = 0.5;
 
 /// `(batch, seconds)`: the 10th percentile of the timed steps of `context`'s network
 /// trained by one worker at each of `batches` samples per step, with `context.config`'s
-/// threads, optimizer and data (its budget, evaluation and warm-up replaced). `profile`,
-/// the network's stages on this device, tells how many steps make about [`ENOUGH_S`].
+/// threads, optimizer and data (its budget, evaluation and warm-up replaced).
+/// `profile`, the network's stages on this device, tells how many steps make about
+/// [`ENOUGH_S`].
 pub fn measure_training_steps(
     context: &TrainContext<'_>,
     batches: &[usize],
@@ -39,10 +40,11 @@ pub fn measure_training_steps(
             }
             _ => MIN_TIMED_STEPS,
         };
+        let warmup_steps = context.config.prefetch + 1;
         let config = TrainConfig {
             batch_size: batch,
-            budget: Budget { epochs: None, steps: Some(WARMUP_STEPS + timed_steps), seconds: None },
-            warmup_steps: WARMUP_STEPS,
+            budget: Budget { epochs: None, steps: Some(warmup_steps + timed_steps), seconds: None },
+            warmup_steps,
             eval_every_steps: None,
             // The end of training evaluates; one batch is the least it can read.
             eval_samples: Some(batch),

@@ -205,3 +205,50 @@ fn measure(
 fn ratios(points: &[(usize, f64)]) -> Vec<f64> {
     points.iter().map(|&(_, ratio)| ratio).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::plan::plan;
+    use crate::suite_file::SuiteFile;
+
+    /// What the worker measures for a request, and the line that carries it back, read as
+    /// the runner reads it.
+    #[test]
+    fn a_request_is_measured_and_its_profile_crosses_the_pipe_whole() {
+        let suite = SuiteFile::parse(
+            "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nbatch_size: 8\nthreads: 1\n\
+             strategies: [single, {name: gpipe, workers: [2], micro_batches: [2]}]\nbudget: {steps: 2}\n",
+        )
+        .unwrap();
+        let trials = plan(&suite, Path::new("t.yaml")).unwrap();
+        let request = ProfileRequest {
+            trial: trials[0].clone(),
+            sizes: vec![4, 8],
+            contention: Some((2, vec![4])),
+            training_steps: vec![8],
+        };
+        let mut notes = Vec::new();
+        let profile = measure_here(&request, &mut |note| notes.push(note.to_owned())).unwrap();
+        let sizes: Vec<usize> = profile.stages[0].forward_s.iter().map(|&(samples, _)| samples).collect();
+        assert_eq!(sizes, [4, 8]);
+        assert_eq!(profile.contention.as_ref().map(|c| c.ratio.len()), Some(1));
+        assert_eq!(profile.training_step_s.len(), 1);
+        assert!(notes.iter().any(|note| note.starts_with("profiled small-cnn on mnist at 1 thread(s)")), "{notes:?}");
+
+        let line = serde_json::to_string(&ProfileEvent::Profiled { profile: profile.clone() }).unwrap();
+        match serde_json::from_str::<ProfileEvent>(&line).unwrap() {
+            ProfileEvent::Profiled { profile: read } => {
+                // serde_json reads floats back to within an ulp, not always bit for bit.
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
+                assert_eq!(read.stages.len(), profile.stages.len());
+                assert!(read.stages.iter().zip(&profile.stages).all(|(r, p)| r.name == p.name
+                    && r.forward_s.iter().zip(&p.forward_s).all(|(a, b)| a.0 == b.0 && close(a.1, b.1))));
+                assert!(close(read.training_step_s[0].1, profile.training_step_s[0].1));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
