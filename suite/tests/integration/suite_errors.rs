@@ -190,7 +190,7 @@ fn the_shipped_suites_parse_and_plan() {
         ("paper.yaml", 192),
         ("scaling.yaml", 252),
         ("pipeline-study.yaml", 400),
-        ("predictor-validation.yaml", 144 + 56),
+        ("predictor-validation.yaml", 144 + 63),
         ("scaling-predicted.yaml", 3 * (1 + 4 + 4 + 3 * 4 + 4)),
     ];
     for (file, trials) in shipped {
