@@ -1,9 +1,13 @@
 //! How stratlab starts the processes it runs itself as (trial workers, probe ranks, profile
 //! workers): each in a process group of its own, so that stopping it stops whatever it
-//! started, and dying with its parent, so that a killed runner leaves nothing computing.
+//! started, and dying with its parent, so that a killed runner leaves nothing computing;
+//! and how such a child reads what it was asked to do.
 
+use std::io::BufRead;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+
+use serde::de::DeserializeOwned;
 
 /// Makes `command` start in a group of its own and die with this process; under an
 /// address-space limit of `address_space_limit` bytes where given.
@@ -22,4 +26,11 @@ pub(crate) fn own_group_dying_with_parent(command: &mut Command, address_space_l
             Ok(())
         });
     }
+}
+
+/// The one JSON line a worker process reads on stdin: what its parent asks of it.
+pub(crate) fn read_request<T: DeserializeOwned>() -> Result<T, String> {
+    let mut text = String::new();
+    std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
 }

@@ -102,13 +102,7 @@ pub(crate) fn measure_apart(
 
 /// Runs `stratlab profile-worker` on this process's stdin and stdout. Returns the exit code.
 pub fn run_profile_worker() -> i32 {
-    let mut text = String::new();
-    let request: ProfileRequest = match std::io::stdin()
-        .lock()
-        .read_line(&mut text)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string()))
-    {
+    let request: ProfileRequest = match crate::child_process::read_request() {
         Ok(request) => request,
         Err(error) => {
             eprintln!("stratlab profile-worker: cannot read the request on stdin: {error}");

@@ -3,7 +3,7 @@
 //! stdout. Running each trial in processes of its own means a crash, abort or hang takes
 //! down only that trial, and the runner can kill a whole trial by its process group.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,13 +20,7 @@ use crate::trial::TrialSpec;
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
 pub fn run_worker() -> i32 {
-    let mut text = String::new();
-    let spec: TrialSpec = match std::io::stdin()
-        .lock()
-        .read_line(&mut text)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str(&text).map_err(|e| e.to_string()))
-    {
+    let spec: TrialSpec = match crate::child_process::read_request() {
         Ok(spec) => spec,
         Err(error) => {
             eprintln!("stratlab worker: cannot read the trial specification on stdin: {error}");
