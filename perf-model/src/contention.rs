@@ -1,10 +1,11 @@
 //! Workers on one machine slow each other's compute even when each has cores of its own:
 //! they share caches and memory bandwidth. A profile times each stage alone, so the
 //! slowdown is measured apart, as a ratio: a whole pass's seconds with `copies` copies of
-//! the network computing at once to the profile's seconds for it. The model applies it in proportion to
-//! how many workers compute at the same time, which the strategy's own structure decides:
-//! every data-parallel worker computes at once, a model-parallel pipeline's stages take
-//! turns, GPipe's and 1F1B's overlap in their steady state (the simulation says how much).
+//! the network computing at once to the profile's seconds for it. The model applies it in
+//! proportion to how many workers compute at the same time, which the strategy's own
+//! structure decides: every data-parallel worker computes at once, a model-parallel
+//! pipeline's stages take turns, GPipe's and 1F1B's overlap in their steady state (the
+//! simulation says how much).
 
 use serde::{Deserialize, Serialize};
 

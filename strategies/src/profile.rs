@@ -79,9 +79,14 @@ pub struct NetworkProfile {
 impl NetworkProfile {
     /// Seconds of every stage's forward and backward at exactly `samples`, where profiled.
     pub fn stage_sum_s(&self, samples: usize) -> Option<f64> {
-        let at = |points: &[(usize, f64)]| points.iter().find(|&&(at, _)| at == samples).map(|&(_, s)| s);
+        let at = |points: &[(usize, f64)]| value_at(points, samples);
         self.stages.iter().map(|stage| Some(at(&stage.forward_s)? + at(&stage.backward_s)?)).sum()
     }
+}
+
+/// The value measured at exactly `samples` among `(samples, value)` points.
+pub(crate) fn value_at(points: &[(usize, f64)], samples: usize) -> Option<f64> {
+    points.iter().find(|&&(at, _)| at == samples).map(|&(_, value)| value)
 }
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an

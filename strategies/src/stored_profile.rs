@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use stratlab_perf_model::Contention;
 use stratlab_results::ProfileRow;
 
-use crate::profile::{NetworkProfile, StageProfile};
+use crate::profile::{value_at, NetworkProfile, StageProfile};
 
 /// What a stored profile is, beside its measurements.
 pub struct ProfileLabel<'a> {
@@ -105,11 +105,6 @@ pub fn stored_profile(rows: &[ProfileRow], key: &str, needs: &ProfileNeeds<'_>) 
             training_steps.iter().all(|&samples| value_at(&profile.training_step_s, samples).is_some());
         (has_sizes && has_contention && has_training_steps).then(|| (profile, taken_at.to_owned()))
     })
-}
-
-/// The value measured at `samples` among `(samples, value)` points.
-fn value_at(points: &[(usize, f64)], samples: usize) -> Option<f64> {
-    points.iter().find(|&&(at, _)| at == samples).map(|&(_, value)| value)
 }
 
 /// One profile from its rows; `None` when they do not make one (a stage missing).

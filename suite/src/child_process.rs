@@ -34,3 +34,9 @@ pub(crate) fn read_request<T: DeserializeOwned>() -> Result<T, String> {
     std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| e.to_string())
 }
+
+/// The last three lines of a child's stderr, joined by ` | `: what a failure message quotes.
+pub(crate) fn stderr_tail(stderr: &str) -> String {
+    let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
+    tail.join(" | ")
+}

@@ -94,8 +94,8 @@ pub(crate) fn measure_apart(
         Some(ProfileEvent::Profiled { profile }) => Ok((profile, started.elapsed().as_secs_f64())),
         Some(ProfileEvent::Failed { reason }) => anyhow::bail!("{what}: {reason}"),
         _ => {
-            let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
-            anyhow::bail!("{what}: the profile worker ended ({status}) without a profile: {}", tail.join(" | "))
+            let tail = crate::child_process::stderr_tail(&stderr);
+            anyhow::bail!("{what}: the profile worker ended ({status}) without a profile: {tail}")
         }
     }
 }

@@ -375,8 +375,7 @@ fn kill_group(child: &Child) {
 
 /// A worker that ended without its final event: a signal or an exit code tells what.
 fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
-    let tail: Vec<&str> = stderr.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
-    let tail = tail.join(" | ");
+    let tail = crate::child_process::stderr_tail(stderr);
     let outcome = failure_outcome(stderr);
     let how = match (status.signal(), status.code()) {
         (Some(signal), _) => format!("killed by signal {signal} ({})", signal_name(signal)),
