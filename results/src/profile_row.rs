@@ -28,10 +28,11 @@ pub struct ProfileRow {
     pub stage_name: String,
     /// Samples the passes ran.
     pub samples: u64,
-    /// Median seconds of the stage's forward.
-    pub forward_s: f64,
-    /// Median seconds of its backward.
-    pub backward_s: f64,
+    /// Median seconds of the stage's forward; null at a sample count where only whole
+    /// training steps were measured.
+    pub forward_s: Option<f64>,
+    /// Median seconds of its backward; null with the forward.
+    pub backward_s: Option<f64>,
     /// Bytes its forward keeps until the backward; null where the allocator cannot count.
     pub kept_bytes: Option<f64>,
     /// Bytes its passes allocate above that at their high-water mark.
@@ -53,6 +54,9 @@ pub struct ProfileRow {
     /// worker, the trial's data and optimizer), on the first stage's row; null where not
     /// measured (and in profiles stored before it was).
     pub training_step_s: Option<f64>,
+    /// The largest peak of allocated bytes over those steps, beside it; null where not
+    /// measured (and in profiles stored before it was).
+    pub training_step_peak_bytes: Option<f64>,
     /// When it was taken (UTC, RFC 3339).
     pub taken_at: String,
     /// Seconds taking the whole profile took.
@@ -85,6 +89,7 @@ impl Table for ProfileRow {
             ("contention_copies", UInt32),
             ("contention_ratio", Float64),
             ("training_step_s", Float64),
+            ("training_step_peak_bytes", Float64),
             ("taken_at", String),
             ("profile_s", Float64),
         ])

@@ -87,8 +87,8 @@ mod tests {
             stage,
             stage_name: format!("stage{stage}"),
             samples,
-            forward_s: 0.001 * samples as f64,
-            backward_s: 0.002 * samples as f64,
+            forward_s: (samples > 4).then_some(0.001 * samples as f64),
+            backward_s: (samples > 4).then_some(0.002 * samples as f64),
             kept_bytes: Some(1024.0),
             transient_bytes: None,
             output_bytes_per_sample: 4096,
@@ -98,6 +98,7 @@ mod tests {
             contention_copies: (stage == 0).then_some(2),
             contention_ratio: (stage == 0).then_some(1.25),
             training_step_s: (stage == 0).then_some(0.01 * samples as f64),
+            training_step_peak_bytes: (stage == 0).then_some(2048.0 * samples as f64),
             taken_at: "2026-11-25T21:40:00Z".into(),
             profile_s: 1.5,
         }
@@ -109,7 +110,7 @@ mod tests {
         let store = ProfileStore::new(&folder);
         assert_eq!(store.load().unwrap(), Vec::new(), "no folder, no profiles");
         let first = vec![row(0, 8), row(1, 8)];
-        let second = vec![row(0, 16)];
+        let second = vec![row(0, 16), row(0, 4)];
         store.append(&first).unwrap();
         store.append(&second).unwrap();
         assert_eq!(store.load().unwrap(), [first, second].concat());

@@ -74,6 +74,10 @@ pub struct NetworkProfile {
     /// time it (empty where not measured).
     #[serde(default)]
     pub training_step_s: Vec<(usize, f64)>,
+    /// `(samples, bytes)`: the largest peak of allocated bytes over those steps (empty
+    /// where not measured, or where the allocator cannot count).
+    #[serde(default)]
+    pub training_step_peak_bytes: Vec<(usize, f64)>,
 }
 
 impl NetworkProfile {
@@ -205,6 +209,7 @@ pub fn profile_network(
         flatten_s: crate::stats::median(&flattens).unwrap_or(0.0),
         contention: None,
         training_step_s: Vec::new(),
+        training_step_peak_bytes: Vec::new(),
     })
 }
 
@@ -256,5 +261,6 @@ pub fn analytical_profile(
         flatten_s: seconds(0.0, 2.0 * weights),
         contention: None,
         training_step_s: Vec::new(),
+        training_step_peak_bytes: Vec::new(),
     })
 }

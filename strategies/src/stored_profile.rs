@@ -27,9 +27,9 @@ pub struct ProfileLabel<'a> {
     pub profile_s: f64,
 }
 
-/// The rows of `profile`: every stage at every sample count it was measured at; the
-/// contention and the training steps (measured at profiled sizes only) ride on the first
-/// stage's rows.
+/// The rows of `profile`: every stage at every sample count its stages or its whole
+/// training steps were measured at (the stage's timings null where only the steps were);
+/// the contention and the training steps ride on the first stage's rows.
 pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<ProfileRow> {
     let contention = |samples: usize| {
         let contention = profile.contention.as_ref()?;
@@ -37,7 +37,12 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
     };
     let mut rows = Vec::new();
     for (index, stage) in profile.stages.iter().enumerate() {
-        for (point, &(samples, forward_s)) in stage.forward_s.iter().enumerate() {
+        let mut sizes: Vec<usize> =
+            stage.forward_s.iter().chain(&profile.training_step_s).map(|&(samples, _)| samples).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for samples in sizes {
+            let first = |points: &[(usize, f64)]| value_at(points, samples).filter(|_| index == 0);
             let measured_contention = contention(samples).filter(|_| index == 0);
             rows.push(ProfileRow {
                 profile_key: label.key.to_owned(),
@@ -48,8 +53,8 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 stage: index as u32,
                 stage_name: stage.name.clone(),
                 samples: samples as u64,
-                forward_s,
-                backward_s: stage.backward_s.get(point).map_or(0.0, |&(_, seconds)| seconds),
+                forward_s: value_at(&stage.forward_s, samples),
+                backward_s: value_at(&stage.backward_s, samples),
                 kept_bytes: value_at(&stage.kept_bytes, samples),
                 transient_bytes: value_at(&stage.transient_bytes, samples),
                 output_bytes_per_sample: stage.output_bytes_per_sample,
@@ -58,7 +63,8 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 flatten_s: Some(profile.flatten_s),
                 contention_copies: measured_contention.map(|(copies, _)| copies),
                 contention_ratio: measured_contention.map(|(_, ratio)| ratio),
-                training_step_s: value_at(&profile.training_step_s, samples).filter(|_| index == 0),
+                training_step_s: first(&profile.training_step_s),
+                training_step_peak_bytes: first(&profile.training_step_peak_bytes),
                 taken_at: label.taken_at.to_owned(),
                 profile_s: label.profile_s,
             });
@@ -113,10 +119,13 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
     let mut profiles: Vec<Option<StageProfile>> = vec![None; stages];
     let mut ratio = Vec::new();
     let mut copies = None;
-    let mut training_step_s = Vec::new();
+    let (mut training_step_s, mut training_step_peak_bytes) = (Vec::new(), Vec::new());
     for row in rows {
         if let Some(seconds) = row.training_step_s {
             training_step_s.push((row.samples as usize, seconds));
+        }
+        if let Some(bytes) = row.training_step_peak_bytes {
+            training_step_peak_bytes.push((row.samples as usize, bytes));
         }
         if let (Some(row_copies), Some(row_ratio)) = (row.contention_copies, row.contention_ratio) {
             copies = Some(row_copies as usize);
@@ -132,8 +141,10 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
             transient_bytes: Vec::new(),
         });
         let samples = row.samples as usize;
-        stage.forward_s.push((samples, row.forward_s));
-        stage.backward_s.push((samples, row.backward_s));
+        if let (Some(forward_s), Some(backward_s)) = (row.forward_s, row.backward_s) {
+            stage.forward_s.push((samples, forward_s));
+            stage.backward_s.push((samples, backward_s));
+        }
         if let (Some(kept), Some(transient)) = (row.kept_bytes, row.transient_bytes) {
             stage.kept_bytes.push((samples, kept));
             stage.transient_bytes.push((samples, transient));
@@ -142,12 +153,14 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
     let stages: Option<Vec<StageProfile>> = profiles.into_iter().collect();
     ratio.sort_by_key(|&(samples, _)| samples);
     training_step_s.sort_by_key(|&(samples, _)| samples);
+    training_step_peak_bytes.sort_by_key(|&(samples, _)| samples);
     Some(NetworkProfile {
         stages: stages?,
         optimizer_s: rows[0].optimizer_s,
         flatten_s: rows[0].flatten_s.unwrap_or(0.0),
         contention: copies.map(|copies| Contention { copies, ratio }),
         training_step_s,
+        training_step_peak_bytes,
     })
 }
 
@@ -171,6 +184,7 @@ mod tests {
             flatten_s: 0.002,
             contention,
             training_step_s: vec![(32, 0.1)],
+            training_step_peak_bytes: vec![(32, 5e6)],
         }
     }
 
@@ -198,6 +212,22 @@ mod tests {
         let (back, taken_at) = stored_profile(&rows, "k", &needs(&[8, 32], Some((2, &[8, 32])))).unwrap();
         assert_eq!(back, measured);
         assert_eq!(taken_at, "2026-11-25T21:00:00Z");
+    }
+
+    #[test]
+    fn training_steps_at_a_size_the_stages_were_not_timed_at_come_back_without_stage_timings() {
+        let mut measured = profile(None);
+        measured.training_step_s.push((64, 0.3));
+        measured.training_step_peak_bytes.push((64, 9e6));
+        let rows = profile_rows(&measured, &label("k"));
+        assert_eq!(rows.len(), 6, "two stages at two timed sizes and at the stepped one");
+        let untimed: Vec<&ProfileRow> = rows.iter().filter(|row| row.samples == 64).collect();
+        assert!(untimed.iter().all(|row| row.forward_s.is_none() && row.backward_s.is_none()));
+        assert_eq!(untimed[0].training_step_peak_bytes, Some(9e6));
+        let stepped = ProfileNeeds { training_steps: &[32, 64], ..needs(&[8, 32], None) };
+        let (back, _) = stored_profile(&rows, "k", &stepped).unwrap();
+        assert_eq!(back, measured);
+        assert!(stored_profile(&rows, "k", &needs(&[64], None)).is_none(), "the stages were never timed at 64");
     }
 
     #[test]

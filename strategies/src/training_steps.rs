@@ -5,10 +5,9 @@
 //! allocator in its training state, and on this project's 2-core machine the two differed
 //! by a third either way (MobileNetV2 at one thread and 64 samples: 1.25 s profiled,
 //! 0.93 s trained; the small CNN at two threads: 34 ms profiled, 43 ms trained). Single
-//! cells are predicted from these steps; the stages' split still comes from the profile.
+//! cells ranked against other strategies are predicted from these steps, time and memory.
 
-use crate::profile::NetworkProfile;
-use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError};
+use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError, TrainReport};
 
 /// Timed steps at least, and at most, after the warm-up: their 10th percentile is the
 /// statistic trials are compared by, and it falls among a trial's steady steps. Steps get
@@ -22,46 +21,63 @@ const MIN_TIMED_STEPS: usize = 3;
 const MAX_TIMED_STEPS: usize = 40;
 const ENOUGH_S: f64 = 0.5;
 
-/// `(batch, seconds)`: the 10th percentile of the timed steps of `context`'s network
-/// trained by one worker at each of `batches` samples per step, with `context.config`'s
-/// threads, optimizer and data (its budget, evaluation and warm-up replaced).
-/// `profile`, the network's stages on this device, tells how many steps make about
-/// [`ENOUGH_S`].
-pub fn measure_training_steps(
-    context: &TrainContext<'_>,
-    batches: &[usize],
-    profile: &NetworkProfile,
-) -> Result<Vec<(usize, f64)>, TrainError> {
+/// One batch's training steps, measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredSteps {
+    /// Samples per step.
+    pub batch: usize,
+    /// The 10th percentile of the timed steps' seconds.
+    pub p10_s: f64,
+    /// The largest peak of allocated bytes among them (`None` where the allocator cannot
+    /// count).
+    pub peak_bytes: Option<f64>,
+}
+
+/// The training steps of `context`'s network trained by one worker at each of `batches`
+/// samples per step, with `context.config`'s threads, optimizer and data (its budget,
+/// evaluation and warm-up replaced). A first run of [`MIN_TIMED_STEPS`] tells how long a
+/// step takes; steps too short for about [`ENOUGH_S`] of them are trained again, that many.
+pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> Result<Vec<MeasuredSteps>, TrainError> {
     let mut measured = Vec::with_capacity(batches.len());
     for &batch in batches {
-        let timed_steps = match profile.stage_sum_s(batch) {
+        let first = train_steps(context, batch, MIN_TIMED_STEPS)?;
+        let enough = match crate::stats::median(&first.timed_step_times()) {
             Some(seconds) if seconds > 0.0 => {
-                ((ENOUGH_S / (seconds + profile.optimizer_s)).ceil() as usize).clamp(MIN_TIMED_STEPS, MAX_TIMED_STEPS)
+                ((ENOUGH_S / seconds).ceil() as usize).clamp(MIN_TIMED_STEPS, MAX_TIMED_STEPS)
             }
             _ => MIN_TIMED_STEPS,
         };
-        let warmup_steps = context.config.prefetch + 1;
-        let config = TrainConfig {
-            batch_size: batch,
-            budget: Budget { epochs: None, steps: Some(warmup_steps + timed_steps), seconds: None },
-            warmup_steps,
-            eval_every_steps: None,
-            // The end of training evaluates; one batch is the least it can read.
-            eval_samples: Some(batch),
-            eval_batch_size: batch,
-            ..context.config.clone()
+        let report = match enough > MIN_TIMED_STEPS {
+            true => train_steps(context, batch, enough)?,
+            false => first,
         };
-        let context = TrainContext {
-            network: context.network,
-            train: context.train.clone(),
-            test: context.test.clone(),
-            config: &config,
-        };
-        let report = crate::single::train(&context, &mut NoObserver)?;
-        let timed: Vec<f64> = report.steps.iter().filter(|step| !step.warmup).map(|step| step.step_time_s).collect();
-        if let Some(seconds) = crate::stats::quantile(&timed, 0.1) {
-            measured.push((batch, seconds));
+        if let Some(p10_s) = crate::stats::quantile(&report.timed_step_times(), 0.1) {
+            let peak_bytes = report.peak_memory_bytes().map(|bytes| bytes as f64);
+            measured.push(MeasuredSteps { batch, p10_s, peak_bytes });
         }
     }
     Ok(measured)
+}
+
+/// `timed_steps` steps at `batch` samples after the warm-up: the prefetched batches and one
+/// more.
+fn train_steps(context: &TrainContext<'_>, batch: usize, timed_steps: usize) -> Result<TrainReport, TrainError> {
+    let warmup_steps = context.config.prefetch + 1;
+    let config = TrainConfig {
+        batch_size: batch,
+        budget: Budget { epochs: None, steps: Some(warmup_steps + timed_steps), seconds: None },
+        warmup_steps,
+        eval_every_steps: None,
+        // The end of training evaluates; one batch is the least it can read.
+        eval_samples: Some(batch),
+        eval_batch_size: batch,
+        ..context.config.clone()
+    };
+    let context = TrainContext {
+        network: context.network,
+        train: context.train.clone(),
+        test: context.test.clone(),
+        config: &config,
+    };
+    crate::single::train(&context, &mut NoObserver)
 }

@@ -143,9 +143,10 @@ fn measure_here(request: &ProfileRequest, report: &mut dyn FnMut(&str)) -> anyho
 
 /// `trial`'s network profiled on this machine's CPU at its threads and everything
 /// `needs` asks, with the contention of its copies and its training steps where asked; and
-/// the seconds it took, which `report` hears. Training steps need the trial's data on
-/// this machine: without it single cells are predicted from the stages, and `report` says
-/// why.
+/// the seconds it took, which `report` hears. The stages are not timed at the batches of
+/// the training steps (their cells are predicted from the steps) unless the trial's data
+/// is not on this machine: then those cells are predicted from the stages, and `report`
+/// says why.
 fn measure(
     trial: &TrialSpec,
     spec: &NetworkSpec,
@@ -155,8 +156,26 @@ fn measure(
     let started = Instant::now();
     let threads = trial.train.threads;
     tch::set_num_threads(threads as i32);
-    let sizes = needs.sizes;
-    let mut profile = profile_network(spec, Device::Cpu, sizes, trial.train.momentum, trial.train.weight_decay)?;
+    let data = match needs.training_steps.is_empty() {
+        true => None,
+        false => match open_data(&trial.dataset, trial.train.seed, false) {
+            Ok(data) => Some(data),
+            Err(error) => {
+                report(&format!(
+                    "no training steps of {} on {} (single cells predicted from its stages): {error}",
+                    trial.network, trial.dataset.name
+                ));
+                None
+            }
+        },
+    };
+    let mut sizes = needs.sizes.to_vec();
+    if data.is_none() {
+        sizes.extend(needs.training_steps);
+        sizes.sort_unstable();
+        sizes.dedup();
+    }
+    let mut profile = profile_network(spec, Device::Cpu, &sizes, trial.train.momentum, trial.train.weight_decay)?;
     let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
@@ -170,23 +189,17 @@ fn measure(
         profile.contention = Some(measured);
     }
     let mut stepped = String::new();
-    if !needs.training_steps.is_empty() {
-        match open_data(&trial.dataset, trial.train.seed, false) {
-            Ok(data) => {
-                let began = Instant::now();
-                let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
-                profile.training_step_s = measure_training_steps(&context, needs.training_steps, &profile)?;
-                stepped = format!(
-                    "; training steps at {:?} samples ({:.1} s)",
-                    needs.training_steps,
-                    began.elapsed().as_secs_f64()
-                );
+    if let Some(data) = data {
+        let began = Instant::now();
+        let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
+        for steps in measure_training_steps(&context, needs.training_steps)? {
+            profile.training_step_s.push((steps.batch, steps.p10_s));
+            if let Some(bytes) = steps.peak_bytes {
+                profile.training_step_peak_bytes.push((steps.batch, bytes));
             }
-            Err(error) => report(&format!(
-                "no training steps of {} on {} (single cells predicted from its stages): {error}",
-                trial.network, trial.dataset.name
-            )),
         }
+        stepped =
+            format!("; training steps at {:?} samples ({:.1} s)", needs.training_steps, began.elapsed().as_secs_f64());
     }
     let profile_s = started.elapsed().as_secs_f64();
     report(&format!(
@@ -220,16 +233,19 @@ mod tests {
         let trials = plan(&suite, Path::new("t.yaml")).unwrap();
         let request = ProfileRequest {
             trial: trials[0].clone(),
-            sizes: vec![4, 8],
+            sizes: vec![4],
             contention: Some((2, vec![4])),
             training_steps: vec![8],
         };
         let mut notes = Vec::new();
         let profile = measure_here(&request, &mut |note| notes.push(note.to_owned())).unwrap();
         let sizes: Vec<usize> = profile.stages[0].forward_s.iter().map(|&(samples, _)| samples).collect();
-        assert_eq!(sizes, [4, 8]);
+        assert_eq!(sizes, [4], "the stages are not timed at the batch the training steps are");
         assert_eq!(profile.contention.as_ref().map(|c| c.ratio.len()), Some(1));
         assert_eq!(profile.training_step_s.len(), 1);
+        let (batch, peak) = profile.training_step_peak_bytes[0];
+        assert_eq!(batch, 8);
+        assert!(peak > 0.0, "the counting allocator saw the steps allocate");
         assert!(notes.iter().any(|note| note.starts_with("profiled small-cnn on mnist at 1 thread(s)")), "{notes:?}");
 
         let line = serde_json::to_string(&ProfileEvent::Profiled { profile: profile.clone() }).unwrap();

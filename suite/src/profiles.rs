@@ -10,7 +10,6 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
-use stratlab_strategies::predict::profiled_samples;
 use stratlab_strategies::profile::NetworkProfile;
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
 use stratlab_strategies::{LibtorchBuild, Numerics};
@@ -67,9 +66,9 @@ impl ProfileCache {
             // left behind gave the first lookup of every process another key than the one
             // its profile had been stored under, and it was measured again.
             trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
-            let sizes = sizes_for(trials, &key);
-            let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
             let training_steps = training_steps_for(trials, &key);
+            let sizes = sizes_for(trials, &key, &training_steps);
+            let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
             let needs = ProfileNeeds {
                 sizes: &sizes,
                 contention: contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
@@ -167,22 +166,38 @@ fn trials_of<'a>(trials: &'a [TrialSpec], key: &'a ProfileKey) -> impl Iterator<
     trials.iter().filter(move |t| key_of(t) == *key)
 }
 
-/// The batch sizes the trials of one (network, data set, threads) need profiled: each
-/// trial's per-worker batch, its micro-batch for pipelines, the global batch for the
-/// thesis's data-parallel form.
-pub(crate) fn sizes_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
-    let mut sizes: Vec<usize> =
-        trials_of(trials, key).flat_map(|t| profiled_samples(&t.strategy, t.workers, t.train.batch_size)).collect();
+/// The batch sizes the trials of one (network, data set, threads) need their stages timed
+/// at: what a stage of each runs at once (its per-worker batch, or its micro-batch for
+/// pipelines), but for the single cells predicted from training steps at `stepped` batches.
+pub(crate) fn sizes_for(trials: &[TrialSpec], key: &ProfileKey, stepped: &[usize]) -> Vec<usize> {
+    let mut sizes: Vec<usize> = trials_of(trials, key)
+        .filter(|t| t.strategy.kind() != StrategyKind::Single || !stepped.contains(&t.train.batch_size))
+        .map(|t| t.strategy.stage_samples(t.train.batch_size))
+        .collect();
     sizes.sort_unstable();
     sizes.dedup();
     sizes
 }
 
-/// The batches the single cells of one (network, data set, threads) train at: their
-/// prediction is a few real training steps at each.
+/// The batches of the single cells of one (network, data set, threads) that are ranked
+/// against other strategies (a multi-worker cell of the same network, data set, batch and
+/// swept threads): their prediction decides which strategy is recommended, so it is a few
+/// real training steps at each, which cost about what the stages do. A single cell alone
+/// in its group (the validation suite's at 1 thread, whose two workers would each need a
+/// core of their own) is predicted from its stages summed; timing its steps as well took
+/// 80 of the validation suite's 390 s of profiling.
 fn training_steps_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
+    let ranked = |single: &TrialSpec| {
+        trials.iter().any(|other| {
+            other.workers > 1
+                && other.network == single.network
+                && other.dataset.name == single.dataset.name
+                && other.train.batch_size == single.train.batch_size
+                && other.swept_threads == single.swept_threads
+        })
+    };
     let mut batches: Vec<usize> = trials_of(trials, key)
-        .filter(|t| t.strategy.kind() == StrategyKind::Single)
+        .filter(|t| t.strategy.kind() == StrategyKind::Single && ranked(t))
         .map(|t| t.train.batch_size)
         .collect();
     batches.sort_unstable();

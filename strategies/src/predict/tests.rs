@@ -23,7 +23,14 @@ fn profile(spec: &NetworkSpec, contention: Option<Contention>) -> NetworkProfile
             transient_bytes: vec![(16, 1e4)],
         })
         .collect();
-    NetworkProfile { stages, optimizer_s: 0.0, flatten_s: 0.0, contention, training_step_s: Vec::new() }
+    NetworkProfile {
+        stages,
+        optimizer_s: 0.0,
+        flatten_s: 0.0,
+        contention,
+        training_step_s: Vec::new(),
+        training_step_peak_bytes: Vec::new(),
+    }
 }
 
 fn question<'a>(
@@ -99,10 +106,19 @@ fn single_is_its_measured_training_step_where_there_is_one_and_its_stages_elsewh
     let stages_s = spec.stages.len() as f64 * 0.030;
     assert!((summed.model_s().unwrap() - stages_s).abs() < 1e-12);
     // Steps trained at 16 samples (the question's batch) answer for it, in both predictors.
-    let stepped = NetworkProfile { training_step_s: vec![(8, 0.5), (16, 0.25)], ..profile(&spec, None) };
+    // So does their measured peak for its memory, whatever the stages' counts say.
+    let stepped = NetworkProfile {
+        training_step_s: vec![(8, 0.5), (16, 0.25)],
+        training_step_peak_bytes: vec![(16, 5e7)],
+        ..profile(&spec, None)
+    };
     let measured = question(&single, &spec, &stepped, &link, None).predict();
     assert_eq!(measured.model_s().unwrap(), 0.25);
     assert_eq!(measured.thesis_s.unwrap(), 0.25);
+    let memory = measured.memory.unwrap();
+    assert!((memory.total_bytes() - 5e7).abs() < 1.0, "{memory:?}");
+    assert!(memory.transient_bytes > 0.0 && memory.weights_bytes > 0.0, "{memory:?}");
+    assert_ne!(summed.memory.unwrap().total_bytes(), memory.total_bytes());
     // Data parallelism still times its stages: the steps say nothing of their split.
     let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
     let step = |profile: &NetworkProfile| question(&data_parallel, &spec, profile, &link, None).predict().model_s();
