@@ -36,20 +36,17 @@ pub struct MeasuredSteps {
 /// The training steps of `context`'s network trained by one worker at each of `batches`
 /// samples per step, with `context.config`'s threads, optimizer and data (its budget,
 /// evaluation and warm-up replaced). A first run of [`MIN_TIMED_STEPS`] tells how long a
-/// step takes; steps too short for about [`ENOUGH_S`] of them are trained again, that many.
+/// step takes; steps so short that it timed less than half of [`ENOUGH_S`] are trained
+/// again, about that long.
 pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> Result<Vec<MeasuredSteps>, TrainError> {
     let mut measured = Vec::with_capacity(batches.len());
     for &batch in batches {
         let first = train_steps(context, batch, MIN_TIMED_STEPS)?;
-        let enough = match crate::stats::median(&first.timed_step_times()) {
-            Some(seconds) if seconds > 0.0 => {
-                ((ENOUGH_S / seconds).ceil() as usize).clamp(MIN_TIMED_STEPS, MAX_TIMED_STEPS)
+        let report = match crate::stats::median(&first.timed_step_times()) {
+            Some(seconds) if seconds > 0.0 && seconds * (MIN_TIMED_STEPS as f64) < ENOUGH_S / 2.0 => {
+                train_steps(context, batch, ((ENOUGH_S / seconds).ceil() as usize).min(MAX_TIMED_STEPS))?
             }
-            _ => MIN_TIMED_STEPS,
-        };
-        let report = match enough > MIN_TIMED_STEPS {
-            true => train_steps(context, batch, enough)?,
-            false => first,
+            _ => first,
         };
         if let Some(p10_s) = crate::stats::quantile(&report.timed_step_times(), 0.1) {
             let peak_bytes = report.peak_memory_bytes().map(|bytes| bytes as f64);
