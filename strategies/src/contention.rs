@@ -23,11 +23,9 @@ use crate::profile::NetworkProfile;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
 
-/// Timed passes per copy, at least and at most: small passes repeat until about
-/// [`ENOUGH_S`] of them, the least a stable median of a millisecond pass needs. No pass is
-/// left untimed: each copy's first (its allocations, libtorch's lazy set-up) is one of at
-/// least 2 × 3 pooled values, too few to move their median; the untimed pass had been a
-/// quarter of the validation suite's 58 s of contention timing.
+/// Timed passes per copy after one untimed warm-up, at least and at most: small passes
+/// repeat until about [`ENOUGH_S`] of them, the least a stable median of a millisecond
+/// pass needs.
 const MIN_PASSES: usize = 3;
 const MAX_PASSES: usize = 40;
 const ENOUGH_S: f64 = 0.5;
@@ -85,8 +83,8 @@ fn median_pass_s(
     Ok(crate::stats::median(&times).unwrap_or(0.0))
 }
 
-/// One copy: the network built in this thread and the timed passes, each after every
-/// copy has reached the barrier. A copy that fails keeps meeting the barrier, so the
+/// One copy: the network built in this thread, a warm-up and the timed passes, each after
+/// every copy has reached the barrier. A copy that fails keeps meeting the barrier, so the
 /// others are never left waiting for it.
 fn timed_passes(
     spec: &NetworkSpec,
@@ -108,11 +106,12 @@ fn timed_passes(
     };
     let mut times = Vec::with_capacity(passes);
     let mut failure = None;
-    for _ in 0..passes {
+    for attempt in 0..=passes {
         barrier.wait();
         if failure.is_none() {
             match pass() {
-                Ok(seconds) => times.push(seconds),
+                Ok(seconds) if attempt > 0 => times.push(seconds),
+                Ok(_) => {}
                 Err(error) => failure = Some(error),
             }
         }
