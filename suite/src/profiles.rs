@@ -227,3 +227,42 @@ fn contention_for(trials: &[TrialSpec], key: &ProfileKey, cores: usize) -> Optio
     sizes.dedup();
     (copies >= 2).then_some((copies, sizes))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::plan::plan;
+    use crate::suite_file::SuiteFile;
+
+    /// The validation suite's shape in small: single at 1 and 2 threads, data parallelism at
+    /// 2 threads (a thread per worker), a pipeline whose micro-batches are 8 samples.
+    fn trials() -> Vec<TrialSpec> {
+        let suite = SuiteFile::parse(
+            "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nbatch_size: [16]\nthreads: [1, 2]\n\
+             strategies: [single, {name: data-parallel, workers: [2]}, {name: gpipe, workers: [2], micro_batches: [2]}]\n\
+             budget: {steps: 2}\n",
+        )
+        .unwrap();
+        plan(&suite, Path::new("t.yaml")).unwrap()
+    }
+
+    fn key(threads: usize) -> ProfileKey {
+        ("small-cnn".into(), "mnist".into(), threads)
+    }
+
+    #[test]
+    fn only_a_single_cell_ranked_against_other_strategies_gets_training_steps_and_no_stage_timing() {
+        let trials = trials();
+        // At 2 threads single is ranked against the 2-worker cells: its steps predict it.
+        assert_eq!(training_steps_for(&trials, &key(2)), [16]);
+        assert_eq!(sizes_for(&trials, &key(2), &[16]), Vec::<usize>::new(), "nothing else runs at 2 threads a worker");
+        // At 1 thread single is alone in its group: its stages summed, timed at its batch,
+        // which data parallelism's workers (1 thread each) need anyway, as gpipe needs 8.
+        assert_eq!(training_steps_for(&trials, &key(1)), Vec::<usize>::new());
+        assert_eq!(sizes_for(&trials, &key(1), &[]), [8, 16]);
+        // Without the steps (a datasheet profile), every cell's stages are sized.
+        assert_eq!(sizes_for(&trials, &key(2), &[]), [16]);
+    }
+}
