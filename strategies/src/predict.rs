@@ -8,11 +8,11 @@ use std::ops::Range;
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
-use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
+use stratlab_perf_model::memory::WorkerMemory;
 use stratlab_perf_model::parameter_server::ParameterServerRound;
 use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
 use stratlab_perf_model::{AllReduce, AllReduceCurve, CostCurve, Link, StepBreakdown};
-use stratlab_strategy_spec::{check_balance, Balance, Schedule, ServerPlacement, Strategy, StrategyKind};
+use stratlab_strategy_spec::{check_balance, Balance, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
 
 use crate::pipeline::{linear_partition, plan_stages};
@@ -360,128 +360,6 @@ impl StepQuestion<'_> {
             .collect()
     }
 
-    /// What every worker holds beside the network: its momentum buffers, the loader's
-    /// batches (prefetched, being built, in use) of `samples`.
-    fn worker_basics(&self, samples: usize) -> WorkerShape {
-        let sample_bytes = self.spec.input.sample_dims().iter().product::<i64>() as f64 * 4.0 + 8.0;
-        WorkerShape {
-            optimizer_states: usize::from(self.momentum != 0.0),
-            loader_bytes: (self.prefetch + 2) as f64 * samples as f64 * sample_bytes,
-            in_flight: 1,
-            ..WorkerShape::default()
-        }
-    }
-
-    /// What a forward over network stages `stages` at `samples` samples keeps, and the
-    /// high-water of its forward and backward: over the stages, what the stages up to each
-    /// keep plus that stage's temporaries.
-    fn activations(&self, stages: Range<usize>, samples: usize) -> Result<(f64, f64), String> {
-        let profiled = &self.profile.stages[stages];
-        if profiled.iter().any(|stage| stage.kept_bytes.is_empty()) {
-            return Err("the profile has no memory counts (the device's allocator cannot count)".into());
-        }
-        let (mut kept, mut pass_peak) = (0.0, 0.0f64);
-        for stage in profiled {
-            kept += curve(&stage.kept_bytes).at(samples);
-            pass_peak = pass_peak.max(kept + curve(&stage.transient_bytes).at(samples));
-        }
-        Ok((kept, pass_peak))
-    }
-
-    /// A whole replica per worker (single, data-parallel, parameter server): the network at
-    /// the worker's batch, and the flattened buffers its communication goes through.
-    fn replica_memory(&self) -> Result<WorkerMemory, String> {
-        if self.strategy.kind() == StrategyKind::Single {
-            if let Some(peak_bytes) = value_at(&self.profile.training_step_peak_bytes, self.batch) {
-                return Ok(self.measured_single_memory(peak_bytes));
-            }
-        }
-        let network = 0..self.profile.stages.len();
-        let parameter_bytes = self.gradient_bytes(network.clone()) as f64;
-        let (kept_bytes, pass_peak_bytes) = self.activations(network, self.batch)?;
-        // Every bucket's flat copy stays until the last all-reduce is waited for.
-        let comm_buffer_bytes = match self.strategy.kind() {
-            StrategyKind::DataParallel if self.workers > 1 => parameter_bytes,
-            _ => 0.0,
-        };
-        // The server sums into one buffer while receiving every other worker's, then
-        // sends the weights in one more; a worker sends one and receives one.
-        let after_backward_bytes = match (self.strategy.kind(), self.strategy.server_placement()) {
-            (StrategyKind::ParameterServer, ServerPlacement::Colocated) => (self.workers + 2) as f64 * parameter_bytes,
-            (StrategyKind::ParameterServer, ServerPlacement::Dedicated) => 2.0 * parameter_bytes,
-            _ => 0.0,
-        };
-        let shape = WorkerShape {
-            parameter_bytes,
-            kept_bytes,
-            pass_peak_bytes,
-            comm_buffer_bytes,
-            after_backward_bytes,
-            ..self.worker_basics(self.batch)
-        };
-        Ok(shape.peak())
-    }
-
-    /// One worker's peak as its training steps measured it: what the weights, gradients,
-    /// optimizer state and the loader's batches account for, and the rest, the passes'.
-    fn measured_single_memory(&self, peak_bytes: f64) -> WorkerMemory {
-        let parameter_bytes = self.gradient_bytes(0..self.profile.stages.len()) as f64;
-        let basics = self.worker_basics(self.batch);
-        let optimizer_bytes = basics.optimizer_states as f64 * parameter_bytes;
-        let held = 2.0 * parameter_bytes + optimizer_bytes + basics.loader_bytes;
-        WorkerMemory {
-            weights_bytes: parameter_bytes,
-            gradients_bytes: parameter_bytes,
-            optimizer_bytes,
-            activations_bytes: 0.0,
-            transient_bytes: (peak_bytes - held).max(0.0),
-            buffers_bytes: basics.loader_bytes,
-        }
-    }
-
-    /// The fullest stage worker of a pipeline: its part of the network, the micro-batches
-    /// its schedule keeps in flight (inputs only where it recomputes), PipeDream's stashed
-    /// weights, the received activations.
-    fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, String> {
-        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
-        let m = self.strategy.micro_batches();
-        let samples = self.strategy.stage_samples(self.batch);
-        let stages = partition.len();
-        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
-        let mut fullest: Option<WorkerMemory> = None;
-        for (stage, range) in partition.iter().enumerate() {
-            let (kept_bytes, pass_peak_bytes) = self.activations(range.clone(), samples)?;
-            let in_flight = max_in_flight(schedule, stage, stages, m);
-            let input_only = match schedule {
-                Schedule::PipeDream if stage + 1 < stages => in_flight,
-                Schedule::PipeDream => 0,
-                _ => (0..m).filter(|&id| self.strategy.checkpoint().recomputes(id, m)).count().min(in_flight),
-            };
-            let received_bytes = match range.start {
-                0 => 0.0,
-                first => (self.profile.stages[first - 1].output_bytes_per_sample * samples as u64) as f64,
-            };
-            let parameter_bytes = self.gradient_bytes(range.clone()) as f64;
-            let shape = WorkerShape {
-                parameter_bytes,
-                // Replicas all-reduce the stage's gradients flattened.
-                comm_buffer_bytes: if replicas > 1 { parameter_bytes } else { 0.0 },
-                kept_bytes,
-                pass_peak_bytes,
-                received_bytes,
-                in_flight,
-                input_only,
-                stashed_weight_copies: if schedule == Schedule::PipeDream { input_only } else { 0 },
-                ..self.worker_basics(self.batch)
-            };
-            let peak = shape.peak();
-            if fullest.is_none_or(|fullest| peak.total_bytes() > fullest.total_bytes()) {
-                fullest = Some(peak);
-            }
-        }
-        fullest.ok_or_else(|| "a pipeline needs at least one stage".to_string())
-    }
-
     /// Eq. 6.1 + 6.2: the sequential time of the micro-batches, and the largest activation
     /// crossing the strategy's own cuts.
     fn thesis_pipeline_s(&self, partition: &[Range<usize>]) -> Result<f64, String> {
@@ -509,5 +387,6 @@ fn curve(points: &[(usize, f64)]) -> CostCurve {
     CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
 }
 
+mod memory;
 #[cfg(test)]
 mod tests;
