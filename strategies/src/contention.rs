@@ -25,8 +25,11 @@ use crate::TrainError;
 
 /// Timed passes per copy after one untimed warm-up, at least and at most: small passes
 /// repeat until about [`ENOUGH_S`] of them, the least a stable median of a millisecond
-/// pass needs.
-const MIN_PASSES: usize = 3;
+/// pass needs. Long passes take two each, four among the copies: a third cost ResNet-18 on
+/// CIFAR 2.7 of its 12 s of contention (12.1 and 12.3 s with three, 9.7 and 9.4 s with
+/// two), while its ratios moved between runs by as much either way (at 2 samples 1.06 and
+/// 1.04 with three, 1.11 and 1.12 with two).
+const MIN_PASSES: usize = 2;
 const MAX_PASSES: usize = 40;
 const ENOUGH_S: f64 = 0.5;
 
