@@ -11,12 +11,13 @@ use crate::profile::value_at;
 
 impl StepQuestion<'_> {
     /// What every worker holds beside the network: its momentum buffers, the loader's
-    /// batches (prefetched, being built, in use) of `samples`.
-    fn worker_basics(&self, samples: usize) -> WorkerShape {
+    /// batches (prefetched, being built, in use) of the trial's batch, whole even for a
+    /// pipeline's stage (its loader reads the batch before cutting micro-batches).
+    fn worker_basics(&self) -> WorkerShape {
         let sample_bytes = self.spec.input.sample_dims().iter().product::<i64>() as f64 * 4.0 + 8.0;
         WorkerShape {
             optimizer_states: usize::from(self.momentum != 0.0),
-            loader_bytes: (self.prefetch + 2) as f64 * samples as f64 * sample_bytes,
+            loader_bytes: (self.prefetch + 2) as f64 * self.batch as f64 * sample_bytes,
             in_flight: 1,
             ..WorkerShape::default()
         }
@@ -67,7 +68,7 @@ impl StepQuestion<'_> {
             pass_peak_bytes,
             comm_buffer_bytes,
             after_backward_bytes,
-            ..self.worker_basics(self.batch)
+            ..self.worker_basics()
         };
         Ok(shape.peak())
     }
@@ -76,7 +77,7 @@ impl StepQuestion<'_> {
     /// optimizer state and the loader's batches account for, and the rest, the passes'.
     fn measured_single_memory(&self, peak_bytes: f64) -> WorkerMemory {
         let parameter_bytes = self.gradient_bytes(0..self.profile.stages.len()) as f64;
-        let basics = self.worker_basics(self.batch);
+        let basics = self.worker_basics();
         let optimizer_bytes = basics.optimizer_states as f64 * parameter_bytes;
         let held = 2.0 * parameter_bytes + optimizer_bytes + basics.loader_bytes;
         WorkerMemory {
@@ -122,7 +123,7 @@ impl StepQuestion<'_> {
                 in_flight,
                 input_only,
                 stashed_weight_copies: if schedule == Schedule::PipeDream { input_only } else { 0 },
-                ..self.worker_basics(self.batch)
+                ..self.worker_basics()
             };
             let peak = shape.peak();
             if fullest.is_none_or(|fullest| peak.total_bytes() > fullest.total_bytes()) {
