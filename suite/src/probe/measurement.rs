@@ -122,6 +122,13 @@ impl Drop for CoreLoad {
 
 /// `src` sends `bytes` to `dst`, which sends them back; half the round trip is one transfer.
 /// Each iteration starts from a barrier of all ranks; the others wait it out.
+///
+/// Both receives are posted before the barrier. Gloo sends by rendezvous: the data leaves
+/// only once the peer's "receive posted" notice has arrived, so a receive posted after the
+/// barrier would put that notice's trip into the round trip whenever it lands after the
+/// send, one link latency more in some iterations and not others. Posted before the
+/// barrier, the notices travel ahead of the barrier's own messages on the same connection,
+/// and the round trip is the two transfers alone.
 pub(super) fn ping_pong(
     group: &ProcessGroup,
     src: usize,
@@ -134,19 +141,25 @@ pub(super) fn ping_pong(
     let rank = group.rank();
     let mut times_s = vec![0.0; plan.repeats];
     for iteration in 0..plan.warmup + plan.repeats {
+        let receiving = if rank == src {
+            Some(group.recv_async(&mut pong, dst, PONG_TAG)?)
+        } else if rank == dst {
+            Some(group.recv_async(&mut pong, src, PING_TAG)?)
+        } else {
+            None
+        };
         group.barrier()?;
+        let Some(receiving) = receiving else { continue };
         if rank == src {
             let started = Instant::now();
-            // Posted first, so the pong lands as soon as it arrives.
-            let receiving = group.recv_async(&mut pong, dst, PONG_TAG)?;
             group.send(&ping, dst, PING_TAG)?;
             receiving.wait()?;
             let one_way_s = started.elapsed().as_secs_f64() / 2.0;
             if let Some(slot) = iteration.checked_sub(plan.warmup) {
                 times_s[slot] = one_way_s;
             }
-        } else if rank == dst {
-            group.recv(&mut pong, src, PING_TAG)?;
+        } else {
+            receiving.wait()?;
             group.send(&pong, src, PONG_TAG)?;
         }
     }
