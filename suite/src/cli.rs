@@ -189,6 +189,10 @@ pub enum Command {
     /// Internal: measures one profile in a process of its own (reads its request on stdin).
     #[command(hide = true)]
     ProfileWorker,
+    /// Internal: one copy of a network that a profile times beside others (reads its trial,
+    /// then orders, on stdin).
+    #[command(hide = true)]
+    ContentionCopy,
 }
 
 /// Where profiles are kept, and whether to take them again.

@@ -87,6 +87,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Env { check_cuda } => env(check_cuda),
         Command::Worker => Ok(ExitCode::from(crate::worker::run_worker() as u8)),
         Command::ProfileWorker => Ok(ExitCode::from(crate::profile_worker::run_profile_worker() as u8)),
+        Command::ContentionCopy => Ok(ExitCode::from(crate::contention_copies::run_contention_copy() as u8)),
     }
 }
 

@@ -3,6 +3,7 @@ pub mod byte_size;
 mod child_process;
 pub mod cli;
 pub mod commands;
+pub mod contention_copies;
 pub mod ex_ante;
 pub mod exit;
 pub mod fault;

@@ -21,6 +21,7 @@ use stratlab_strategies::training_steps::measure_training_steps;
 use stratlab_strategies::TrainContext;
 use tch::Device;
 
+use crate::contention_copies::CopyProcesses;
 use crate::protocol::panic_message;
 use crate::shapes::input_shape;
 use crate::training::open_data;
@@ -180,7 +181,10 @@ fn measure(
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
         let began = Instant::now();
-        let measured = measure_contention(spec, at, copies, threads, &profile)?;
+        let mut processes = CopyProcesses::start(trial, copies)?;
+        let measured =
+            measure_contention(at, copies, &profile, &mut |samples, passes| processes.together(samples, passes))?;
+        drop(processes);
         contended = format!(
             "; {copies} at once at {at:?} samples: ×{:.2?} ({:.1} s)",
             ratios(&measured.ratio),

@@ -1,0 +1,140 @@
+//! The copies a profile times together for the contention of a machine's workers, each in
+//! a process of its own (`stratlab contention-copy`) as trial workers are, not in threads
+//! of the profile worker (why: `stratlab_strategies::contention`).
+//!
+//! The protocol, one line each way: the profile worker sends the trial (JSON) once; then
+//! `size N`, answered `ready` once the copy holds an input of N samples; then `go` per pass,
+//! answered with the pass's seconds. A copy that fails answers `error <why>` and exits; one
+//! whose stdin closes exits.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use anyhow::{bail, Context};
+use stratlab_strategies::contention::ContentionCopy;
+
+use crate::shapes::input_shape;
+use crate::trial::TrialSpec;
+
+/// Running copies of a trial's network, each in a process of its own; killed when dropped.
+pub(crate) struct CopyProcesses {
+    copies: Vec<CopyProcess>,
+}
+
+struct CopyProcess {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CopyProcesses {
+    /// Starts `copies` processes, each building `trial`'s network on its threads.
+    pub(crate) fn start(trial: &TrialSpec, copies: usize) -> anyhow::Result<CopyProcesses> {
+        let exe = std::env::current_exe().context("locating the stratlab executable")?;
+        let request = serde_json::to_string(trial)?;
+        let mut started = CopyProcesses { copies: Vec::with_capacity(copies) };
+        for index in 0..copies {
+            let mut command = Command::new(&exe);
+            command.arg("contention-copy").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+            crate::child_process::own_group_dying_with_parent(&mut command, None);
+            let mut child = command.spawn().with_context(|| format!("starting contention copy {index}"))?;
+            let mut stdin = child.stdin.take().expect("stdin is piped");
+            let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+            writeln!(stdin, "{request}").with_context(|| format!("sending contention copy {index} its trial"))?;
+            started.copies.push(CopyProcess { child, stdin, stdout });
+        }
+        Ok(started)
+    }
+
+    /// One untimed and `passes` timed passes of every copy at `samples` samples, each pass
+    /// started in all copies at once; every copy's timed passes.
+    pub(crate) fn together(&mut self, samples: usize, passes: usize) -> anyhow::Result<Vec<f64>> {
+        self.tell_all(&format!("size {samples}"))?;
+        for copy in &mut self.copies {
+            let answer = copy.answer()?;
+            if answer != "ready" {
+                bail!("contention copy at {samples} samples answered {answer:?} instead of ready");
+            }
+        }
+        let mut times = Vec::with_capacity(self.copies.len() * passes);
+        for pass in 0..=passes {
+            self.tell_all("go")?;
+            for copy in &mut self.copies {
+                let answer = copy.answer()?;
+                let seconds: f64 =
+                    answer.parse().map_err(|_| anyhow::anyhow!("contention copy at {samples} samples: {answer}"))?;
+                if pass > 0 {
+                    times.push(seconds);
+                }
+            }
+        }
+        Ok(times)
+    }
+
+    fn tell_all(&mut self, line: &str) -> anyhow::Result<()> {
+        for copy in &mut self.copies {
+            writeln!(copy.stdin, "{line}")
+                .and_then(|_| copy.stdin.flush())
+                .with_context(|| format!("telling a contention copy {line:?}"))?;
+        }
+        Ok(())
+    }
+}
+
+impl CopyProcess {
+    fn answer(&mut self) -> anyhow::Result<String> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line).context("reading a contention copy")? == 0 {
+            bail!("a contention copy ended without answering (its error is above)");
+        }
+        Ok(line.trim().to_owned())
+    }
+}
+
+impl Drop for CopyProcesses {
+    fn drop(&mut self) {
+        for copy in &mut self.copies {
+            let _ = copy.child.kill();
+            let _ = copy.child.wait();
+        }
+    }
+}
+
+/// Runs `stratlab contention-copy` on this process's stdin and stdout. Returns the exit code.
+pub fn run_contention_copy() -> i32 {
+    let trial: TrialSpec = match crate::child_process::read_request() {
+        Ok(trial) => trial,
+        Err(error) => {
+            eprintln!("stratlab contention-copy: cannot read the trial on stdin: {error}");
+            return 2;
+        }
+    };
+    match serve(&trial) {
+        Ok(()) => 0,
+        Err(error) => {
+            println!("error {error:#}");
+            1
+        }
+    }
+}
+
+fn serve(trial: &TrialSpec) -> anyhow::Result<()> {
+    trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
+    tch::set_num_threads(trial.train.threads as i32);
+    let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+    let mut copy = ContentionCopy::new(&spec);
+    let mut stdout = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("reading the next order")?;
+        let answer = match line.trim().split_once(' ') {
+            Some(("size", samples)) => {
+                copy.resize(samples.parse().with_context(|| format!("size {samples:?}"))?);
+                "ready".to_owned()
+            }
+            _ if line.trim() == "go" => copy.pass()?.to_string(),
+            _ => bail!("unknown order {line:?}"),
+        };
+        writeln!(stdout, "{answer}").and_then(|_| stdout.flush())?;
+    }
+    Ok(())
+}
