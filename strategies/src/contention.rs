@@ -11,12 +11,15 @@
 //! 36 ms alone; MobileNetV2 on MNIST at 16 samples, 323 ms alone against its stages' 242.
 //!
 //! The copies run where the caller puts them ([`measure_contention`]'s `together`): the
-//! runner puts each in a process of its own, as trial workers are. Copies in threads of one
-//! process share its address space, so every large buffer one frees (glibc returns them to
-//! the kernel) stalls the other's core for the unmapping; MobileNetV2 on MNIST at 64 samples
-//! measured ×1.21 to ×1.85 that way (median 1.46 in 7 profiles), ×0.99 to ×1.31 (median
-//! 1.215 in 6) with glibc told to keep freed memory, while its 2-worker trials ran about
-//! ×1.2 their single worker's steps.
+//! runner puts each in a process of its own, computing on its main thread, as a trial
+//! worker does. Copies in threads of one process measured more and varied more: MobileNetV2
+//! on MNIST at 64 samples ×1.21 to ×1.85 (median 1.46, 7 profiles), ×0.99 to ×1.31 (median
+//! 1.215, 6) with glibc told never to map memory for a block, and in processes ×1.24 to
+//! ×1.39 (median 1.33, 4, interleaved with 4 in threads at median 1.45), its 2-worker
+//! trials about ×1.2. Most likely the threads' own malloc arenas, which cannot keep what
+//! the runner's tuning (`heap.rs` in the suite) keeps on the main thread: their large
+//! buffers were mapped afresh every pass, and each unmapping of a shared address space
+//! stalls the other copy's core.
 
 use std::time::Instant;
 
