@@ -57,7 +57,8 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
     // whole, as it is ranked against them), and not at data parallelism's global batch.
     assert!(
         stderr.contains("profiled small-cnn on mnist at 1 thread(s), batch sizes [16, 32] (")
-            && stderr.contains("2 at once")
+            && stderr.contains("2 at once at [")
+            && stderr.contains("samples: ×[")
             && stderr.contains("training steps at [32] samples"),
         "{stderr}"
     );
