@@ -29,10 +29,18 @@ pub(crate) fn own_group_dying_with_parent(command: &mut Command, address_space_l
 }
 
 /// The one JSON line a worker process reads on stdin: what its parent asks of it.
-pub(crate) fn read_request<T: DeserializeOwned>() -> Result<T, String> {
+fn read_request<T: DeserializeOwned>() -> Result<T, String> {
     let mut text = String::new();
     std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// [`read_request`], or exit code 2 once stderr says that `command` could not read `what`.
+pub(crate) fn read_request_or_exit_code<T: DeserializeOwned>(command: &str, what: &str) -> Result<T, i32> {
+    read_request().map_err(|error| {
+        eprintln!("stratlab {command}: cannot read {what} on stdin: {error}");
+        2
+    })
 }
 
 /// The last three lines of a child's stderr, joined by ` | `: what a failure message quotes.

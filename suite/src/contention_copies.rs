@@ -13,7 +13,6 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use anyhow::{bail, Context};
 use stratlab_strategies::contention::ContentionCopy;
 
-use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
 
 /// Running copies of a trial's network, each in a process of its own; killed when dropped.
@@ -102,12 +101,9 @@ impl Drop for CopyProcesses {
 
 /// Runs `stratlab contention-copy` on this process's stdin and stdout. Returns the exit code.
 pub fn run_contention_copy() -> i32 {
-    let trial: TrialSpec = match crate::child_process::read_request() {
+    let trial: TrialSpec = match crate::child_process::read_request_or_exit_code("contention-copy", "the trial") {
         Ok(trial) => trial,
-        Err(error) => {
-            eprintln!("stratlab contention-copy: cannot read the trial on stdin: {error}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     match serve(&trial) {
         Ok(()) => 0,
@@ -119,9 +115,9 @@ pub fn run_contention_copy() -> i32 {
 }
 
 fn serve(trial: &TrialSpec) -> anyhow::Result<()> {
-    trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
+    trial.apply_numerics()?;
     tch::set_num_threads(trial.train.threads as i32);
-    let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+    let spec = trial.network_spec()?;
     let mut copy = ContentionCopy::new(&spec);
     let mut stdout = std::io::stdout().lock();
     for line in std::io::stdin().lock().lines() {

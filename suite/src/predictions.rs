@@ -17,7 +17,6 @@ use tch::Device;
 use crate::exit::InputError;
 use crate::link_axis::TrialLink;
 use crate::profiles::{key_of, sizes_for, ProfileCache, ProfileKey};
-use crate::shapes::input_shape;
 use crate::trial::TrialSpec;
 
 /// The link multi-worker cells communicate over, and where it was measured.
@@ -167,7 +166,7 @@ pub fn predict_cells(
     };
     let mut rows = Vec::new();
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {
-        let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+        let spec = trial.network_spec()?;
         let key = key_of(trial);
         let mut profile_s = 0.0;
         if let Placement::Cluster(cluster) = placement {

@@ -23,7 +23,6 @@ use tch::Device;
 
 use crate::contention_copies::CopyProcesses;
 use crate::protocol::panic_message;
-use crate::shapes::input_shape;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
 
@@ -103,12 +102,10 @@ pub(crate) fn measure_apart(
 
 /// Runs `stratlab profile-worker` on this process's stdin and stdout. Returns the exit code.
 pub fn run_profile_worker() -> i32 {
-    let request: ProfileRequest = match crate::child_process::read_request() {
+    let request: ProfileRequest = match crate::child_process::read_request_or_exit_code("profile-worker", "the request")
+    {
         Ok(request) => request,
-        Err(error) => {
-            eprintln!("stratlab profile-worker: cannot read the request on stdin: {error}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     std::panic::set_hook(Box::new(|info| eprintln!("stratlab profile-worker: {info}")));
     let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -132,8 +129,8 @@ fn emit(event: &ProfileEvent) {
 
 fn measure_here(request: &ProfileRequest, report: &mut dyn FnMut(&str)) -> anyhow::Result<NetworkProfile> {
     let trial = &request.trial;
-    trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
-    let spec = stratlab_networks::spec(&trial.network, &input_shape(trial.dataset.info()?))?;
+    trial.apply_numerics()?;
+    let spec = trial.network_spec()?;
     let needs = ProfileNeeds {
         sizes: &request.sizes,
         contention: request.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),

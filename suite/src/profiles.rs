@@ -65,7 +65,7 @@ impl ProfileCache {
             // is measured: a training step sets them, so reading whatever an earlier profile
             // left behind gave the first lookup of every process another key than the one
             // its profile had been stored under, and it was measured again.
-            trial.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))?;
+            trial.apply_numerics()?;
             let training_steps = training_steps_for(trials, &key);
             let sizes = sizes_for(trials, &key, &training_steps);
             let contention = cores.and_then(|cores| contention_for(trials, &key, cores));

@@ -42,6 +42,16 @@ pub struct TrialSpec {
 }
 
 impl TrialSpec {
+    /// The trial's network, shaped for its data set's samples.
+    pub fn network_spec(&self) -> anyhow::Result<stratlab_networks::NetworkSpec> {
+        Ok(stratlab_networks::spec(&self.network, &crate::shapes::input_shape(self.dataset.info()?))?)
+    }
+
+    /// Puts the trial's numerics (matmul precision, cuDNN benchmark and TF32) in force in this process.
+    pub fn apply_numerics(&self) -> anyhow::Result<()> {
+        self.train.numerics.apply().map_err(|error| anyhow::anyhow!("{}", error.0))
+    }
+
     /// Samples per optimizer step over all workers.
     pub fn global_batch(&self) -> usize {
         self.strategy.global_batch(self.train.batch_size, self.workers)

@@ -20,12 +20,9 @@ use crate::trial::TrialSpec;
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
 pub fn run_worker() -> i32 {
-    let spec: TrialSpec = match crate::child_process::read_request() {
+    let spec: TrialSpec = match crate::child_process::read_request_or_exit_code("worker", "the trial specification") {
         Ok(spec) => spec,
-        Err(error) => {
-            eprintln!("stratlab worker: cannot read the trial specification on stdin: {error}");
-            return 2;
-        }
+        Err(code) => return code,
     };
     let rank = std::env::var("RANK").ok().and_then(|rank| rank.parse().ok()).unwrap_or(0);
     let fault = Fault::for_trial(&spec.trial_id, rank);
