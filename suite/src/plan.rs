@@ -1,5 +1,6 @@
 //! Expands a suite file into its trials: the matrix product of the axes and of each
-//! strategy's parameter axes, minus `exclude`, plus `include`, times `repeats`.
+//! strategy's parameter axes, minus `exclude`, plus `include`, times `repeats` (or a
+//! cell's own count from `repeats_of`), repeats in rounds.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -27,9 +28,33 @@ struct Cell<'a> {
     link: TrialLink,
 }
 
+impl Cell<'_> {
+    /// The trial's threads, all its workers' together: the swept count, else the suite's
+    /// one count, else every core.
+    fn threads(&self, suite: &SuiteFile) -> usize {
+        match (&self.swept_threads, &suite.threads) {
+            (Some(threads), _) => *threads,
+            (None, Some(threads)) => threads.counts()[0],
+            (None, None) => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        }
+    }
+
+    /// How many trials the cell runs: the first `repeats_of` rule it matches, else `repeats`.
+    fn repeats(&self, suite: &SuiteFile) -> usize {
+        suite
+            .repeats_of
+            .iter()
+            .find(|rule| matches(&rule.cells, self, suite))
+            .map_or(suite.repeats, |rule| rule.repeats)
+    }
+}
+
 /// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
 /// networks, data sets, strategies (each entry's workers, then micro-batches), batch
-/// sizes, threads.
+/// sizes, threads, links; then included cells. Repeats run in rounds, every cell's first
+/// trial before any cell's second: a machine whose speed drifts over the run (a shared VM's
+/// does, by a fifth over minutes for work on every core) then spreads each cell's repeats
+/// rather than shifting some cells against others.
 pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError> {
     validate(suite, path)?;
     let swept_threads: Vec<Option<usize>> = match &suite.threads {
@@ -61,7 +86,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                                     swept_threads,
                                     link,
                                 };
-                                if !suite.exclude.iter().any(|rule| matches(rule, &cell)) {
+                                if !suite.exclude.iter().any(|rule| matches(rule, &cell, suite)) {
                                     cells.push(cell);
                                 }
                             }
@@ -99,9 +124,10 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
 
     let mut trials = Vec::new();
     let mut seen = BTreeSet::new();
-    for cell in &cells {
-        for repeat in 0..suite.repeats {
-            let trial = resolve(suite, cell, repeat, trials.len());
+    let repeats: Vec<usize> = cells.iter().map(|cell| cell.repeats(suite)).collect();
+    for round in 0..repeats.iter().copied().max().unwrap_or(0) {
+        for (cell, _) in cells.iter().zip(&repeats).filter(|(_, &repeats)| round < repeats) {
+            let trial = resolve(suite, cell, round, trials.len());
             if seen.insert(trial.trial_id.clone()) {
                 trials.push(trial);
             }
@@ -113,23 +139,19 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
     Ok(trials)
 }
 
-fn matches(rule: &CellRule, cell: &Cell<'_>) -> bool {
+fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
     rule.network.as_ref().is_none_or(|n| n.0 == cell.network)
         && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
         && rule.strategy.is_none_or(|s| s == cell.strategy.kind())
         && rule.workers.is_none_or(|w| w == cell.workers)
         && rule.batch_size.is_none_or(|b| b == cell.batch_size)
         && rule.link.is_none_or(|l| l == cell.link)
+        && rule.threads.is_none_or(|t| t == cell.threads(suite))
 }
 
 fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {
     let info = cell.dataset.info().expect("selectors are validated while parsing");
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let trial_threads = match (&cell.swept_threads, &suite.threads) {
-        (Some(threads), _) => *threads,
-        (None, Some(threads)) => threads.counts()[0],
-        (None, None) => cores,
-    };
+    let trial_threads = cell.threads(suite);
     let mut trial_id = format!(
         "{}__{}__{}__w{}__b{}{}",
         cell.network,
@@ -210,6 +232,9 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     }
     if suite.repeats == 0 {
         return err("repeats", "must be at least 1".into());
+    }
+    if let Some(i) = suite.repeats_of.iter().position(|rule| rule.repeats == 0) {
+        return err(&format!("repeats_of[{i}].repeats"), "must be at least 1 (`exclude` drops cells)".into());
     }
     if suite.link.is_empty() {
         return err("link", "empty axis; give `loopback` or links such as {bandwidth: 1 Gbit/s, latency: 1 ms}".into());

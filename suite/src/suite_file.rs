@@ -37,9 +37,15 @@ pub struct SuiteFile {
     pub batch_size: Option<BatchSizes>,
     /// How long each trial trains.
     pub budget: Budget,
-    /// Repeats of every cell (seed `seed + repeat`).
+    /// Repeats of every cell (seed `seed + repeat`). They run in rounds: every cell's first
+    /// trial, then every cell's second, so that a drift of the machine over the run shows
+    /// as run-to-run spread of each cell instead of moving whole cells.
     #[serde(default = "one")]
     pub repeats: usize,
+    /// Cells that run another number of times than `repeats`; the first rule a cell matches
+    /// decides (`{cells: {strategy: single, threads: 2}, repeats: 3}`).
+    #[serde(default)]
+    pub repeats_of: Vec<RepeatRule>,
     /// Base seed.
     #[serde(default)]
     pub seed: u64,
@@ -302,6 +308,19 @@ pub struct CellRule {
     /// Link to match (`loopback` or a link map, as in `link:`).
     #[serde(default)]
     pub link: Option<TrialLink>,
+    /// The trial's thread count to match (all its workers' together, as in `threads:`).
+    #[serde(default)]
+    pub threads: Option<usize>,
+}
+
+/// Cells that run `repeats` times instead of the suite's `repeats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepeatRule {
+    /// Which cells: every field given must match.
+    pub cells: CellRule,
+    /// How many trials each of them runs.
+    pub repeats: usize,
 }
 
 /// One extra cell added by `include`.

@@ -27,12 +27,51 @@ include: [{network: vgg11, dataset: cifar10:synthetic, strategy: single, batch_s
     let vgg: Vec<&TrialSpec> = trials.iter().filter(|t| t.network == "vgg11").collect();
     assert_eq!(vgg.len(), 2);
     assert_eq!(vgg[0].train.batch_size, 16);
-    // Repeats get consecutive seeds; indices follow plan order; ids are unique.
-    assert_eq!(trials[0].train.seed, 10);
-    assert_eq!(trials[1].train.seed, 11);
+    // Repeats run in rounds, each with the next seed; indices follow plan order; ids are unique.
+    assert!(trials[..4].iter().all(|t| t.repeat == 0 && t.train.seed == 10));
+    assert!(trials[4..].iter().all(|t| t.repeat == 1 && t.train.seed == 11));
+    assert_eq!(trials[0].trial_id.replace("__r0", "__r1"), trials[4].trial_id);
     assert!(trials.iter().enumerate().all(|(i, t)| t.index == i));
     let ids: BTreeSet<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
     assert_eq!(ids.len(), trials.len());
+}
+
+#[test]
+fn repeats_of_gives_matching_cells_their_own_count_and_the_first_matching_rule_decides() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+threads: [1, 2]
+budget: {steps: 1}
+repeats: 1
+repeats_of:
+  - {cells: {strategy: single, threads: 2}, repeats: 3}
+  - {cells: {strategy: single}, repeats: 5}
+",
+    );
+    let count = |needle: &str| trials.iter().filter(|t| t.trial_id.contains(needle)).count();
+    assert_eq!(count("single__w1__b128__t2__"), 3, "the first rule");
+    assert_eq!(count("single__w1__b128__t1__"), 5, "the second rule, the first not matching 1 thread");
+    assert_eq!(count("data-parallel"), 1, "no rule: `repeats`");
+    // Rounds: every cell once before any cell's second trial.
+    let rounds: Vec<usize> = trials.iter().map(|t| t.repeat).collect();
+    assert_eq!(rounds, [0, 0, 0, 1, 1, 2, 2, 3, 4]);
+}
+
+#[test]
+fn a_repeats_of_rule_of_zero_names_its_field() {
+    let suite = SuiteFile::parse(
+        "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\n\
+         repeats_of: [{cells: {strategy: single}, repeats: 2}, {cells: {network: small-cnn}, repeats: 0}]\n",
+    )
+    .unwrap();
+    let error = plan(&suite, Path::new("r.yaml")).unwrap_err().to_string();
+    assert!(
+        error.contains("r.yaml") && error.contains("repeats_of[1].repeats") && error.contains("exclude"),
+        "{error}"
+    );
 }
 
 #[test]
