@@ -31,6 +31,9 @@ pub(crate) struct JudgedCell {
     /// Medians over the cell's ok repeats of their 10th-percentile and median step.
     pub(crate) measured_p10_s: f64,
     pub(crate) measured_median_s: f64,
+    /// The run-to-run spread of the cell's 10th-percentile steps, largest ÷ smallest − 1
+    /// (`None` with fewer than two ok repeats).
+    pub(crate) run_to_run_spread: Option<f64>,
     /// The largest peak over the cell's repeats and workers.
     pub(crate) measured_memory_bytes: Option<f64>,
 }
@@ -57,10 +60,12 @@ impl JudgedCell {
     fn measured_per_sample(&self) -> f64 {
         self.measured_p10_s / self.global_batch
     }
-    /// The relative spread of its steps, median ÷ p10 − 1: the noise a pick within which
-    /// of the fastest still counts as right.
-    fn noise(&self) -> f64 {
-        (self.measured_median_s / self.measured_p10_s - 1.0).max(0.0)
+    /// The noise a pick within which of the fastest still counts as right (SPEC §10: the
+    /// measured run-to-run noise): the spread of its repeats where it has several, and never
+    /// less than the spread of its steps within a trial, median ÷ p10 − 1.
+    pub(crate) fn noise(&self) -> f64 {
+        let within = (self.measured_median_s / self.measured_p10_s - 1.0).max(0.0);
+        self.run_to_run_spread.map_or(within, |spread| spread.max(within))
     }
 }
 
@@ -83,8 +88,16 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
         .filter_map(|prediction| {
             let first = by_id.get(prediction.trial_id.as_str())?;
             let repeats = cells.get(&CellKey::of(first).ok()?)?;
-            let of =
-                |get: fn(&TrialRow) -> Option<f64>| median(&repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>());
+            let all = |get: fn(&TrialRow) -> Option<f64>| repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>();
+            let of = |get: fn(&TrialRow) -> Option<f64>| median(&all(get));
+            let p10s = all(|t| t.training.step_time_p10_s);
+            let run_to_run_spread = match p10s.len() {
+                0 | 1 => None,
+                _ => {
+                    let (low, high) = p10s.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &p| (l.min(p), h.max(p)));
+                    (low > 0.0).then(|| high / low - 1.0)
+                }
+            };
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
             let linkless_group = format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size);
             Some(JudgedCell {
@@ -103,6 +116,7 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
                 prediction: prediction.clone(),
                 measured_p10_s: of(|t| t.training.step_time_p10_s)?,
                 measured_median_s: of(|t| t.training.step_time_median_s)?,
+                run_to_run_spread,
                 measured_memory_bytes: repeats
                     .iter()
                     .filter_map(|t| t.training.peak_memory_bytes)
@@ -159,8 +173,12 @@ pub(crate) struct Recommendation {
     pub(crate) recommended: String,
     /// The measured fastest of the same cells.
     pub(crate) fastest: String,
-    /// The recommended one is the fastest or within the fastest's step noise.
+    /// The recommended one is the fastest or within the fastest's noise.
     pub(crate) right: bool,
+    /// The recommended one is the measured fastest itself.
+    pub(crate) exact: bool,
+    /// The fastest's noise ([`JudgedCell::noise`]).
+    pub(crate) noise: f64,
     /// Measured time per sample of the recommended ÷ of the fastest, − 1.
     pub(crate) regret: f64,
     /// Kendall τ of predicted against measured time per sample.
@@ -207,6 +225,8 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
                 recommended: name(members[pick]),
                 fastest: name(members[best]),
                 right: pick == best || regret <= members[best].noise(),
+                exact: pick == best,
+                noise: members[best].noise(),
                 regret,
                 tau: kendall_tau(&predicted, &measured),
             }
@@ -216,4 +236,73 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
 
 fn argmin(values: &[f64]) -> usize {
     (0..values.len()).min_by(|&a, &b| values[a].total_cmp(&values[b])).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(strategy: &str, workers: i64, predicted_s: f64, measured_p10_s: f64, spread: Option<f64>) -> JudgedCell {
+        JudgedCell {
+            network: "small-cnn".into(),
+            dataset: "mnist".into(),
+            strategy: strategy.into(),
+            workers,
+            batch: 16,
+            group: "small-cnn · mnist · b16".into(),
+            linkless_group: "small-cnn · mnist · b16".into(),
+            link: None,
+            global_batch: (16 * workers) as f64,
+            prediction: PredictionRow {
+                run_id: "r".into(),
+                trial_id: format!("{strategy}__r0"),
+                label: strategy.into(),
+                step_s: Some(predicted_s),
+                compute_s: None,
+                exposed_comm_s: None,
+                bubble_s: None,
+                optimizer_s: None,
+                step_unavailable: None,
+                thesis_step_s: None,
+                peak_memory_bytes: None,
+                memory_unavailable: None,
+                core_sharing: 1.0,
+                link_bandwidth_bytes_per_s: None,
+                link_latency_s: None,
+                link_source: None,
+                profile_s: 0.0,
+            },
+            measured_p10_s,
+            // Steps 2 % apart within a trial.
+            measured_median_s: 1.02 * measured_p10_s,
+            run_to_run_spread: spread,
+            measured_memory_bytes: None,
+        }
+    }
+
+    /// Data parallel is predicted fastest per sample; single measured 8 % ahead of it.
+    fn group(single_spread: Option<f64>) -> Recommendation {
+        let cells = [cell("single", 1, 0.120, 0.100, single_spread), cell("data-parallel", 2, 0.200, 0.216, None)];
+        let picks = recommend(&cells, Predictor::Model);
+        assert_eq!(picks.len(), 1);
+        picks.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_pick_within_the_fastests_run_to_run_spread_counts_as_top_1_but_not_as_exact() {
+        let pick = group(Some(0.12));
+        assert_eq!((pick.recommended.as_str(), pick.fastest.as_str()), ("data-parallel×2", "single×1"));
+        assert!((pick.regret - 0.08).abs() < 1e-9, "{}", pick.regret);
+        assert!((pick.noise - 0.12).abs() < 1e-9, "the repeats' spread, wider than the steps' 2 %");
+        assert!(pick.right && !pick.exact);
+    }
+
+    #[test]
+    fn without_repeats_the_noise_is_the_spread_of_the_steps_within_a_trial() {
+        let pick = group(None);
+        assert!((pick.noise - 0.02).abs() < 1e-9, "{}", pick.noise);
+        assert!(!pick.right && !pick.exact, "8 % regret is outside 2 %");
+        // Repeats that agree closer than the steps vary do not narrow the noise.
+        assert!((group(Some(0.005)).noise - 0.02).abs() < 1e-9);
+    }
 }

@@ -103,9 +103,11 @@ pub(crate) fn prediction_section(
              Groups rank every cell of one network, data set and batch per worker by time per sample; each \
              predictor picks its predicted fastest, unless cells on fewer workers are predicted within {:.0} % \
              of it (the model's typical error: a gain inside it is not worth a device), then the fastest of \
-             those. A pick counts as top-1 when it is the measured fastest or within the fastest's step \
-             spread (median ÷ p10 − 1); regret is the pick's measured time per sample over the fastest's, \
-             − 1. Summaries leave out single, whose prediction is its own training steps.",
+             those. A pick counts as top-1 when it is the measured fastest or within the fastest's \
+             run-to-run noise: the spread of its repeats' p10 (largest ÷ smallest − 1) where it has several, \
+             and never less than its steps' spread within a trial (median ÷ p10 − 1); \"top-1 exact\" counts \
+             only the fastest itself. Regret is the pick's measured time per sample over the fastest's, − 1. \
+             Summaries leave out single, whose prediction is its own training steps.",
             100.0 * SCALE_OUT_MARGIN
         ),
         figures,
@@ -128,6 +130,7 @@ fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
         Column::new("thesis step (ms)".into(), float(&|c| ms(c.prediction.thesis_step_s))),
         Column::new("measured p10 (ms)".into(), float(&|c| ms(Some(c.measured_p10_s)))),
         Column::new("measured median (ms)".into(), float(&|c| ms(Some(c.measured_median_s)))),
+        Column::new("run-to-run spread (%)".into(), float(&|c| percent(c.run_to_run_spread))),
         Column::new("model error (%)".into(), float(&|c| percent(c.model_error()))),
         Column::new("thesis error (%)".into(), float(&|c| percent(c.thesis_error()))),
         Column::new("predicted peak (MiB)".into(), float(&|c| c.prediction.peak_memory_bytes.map(|b| b / MIB))),
@@ -155,9 +158,17 @@ fn recommendation_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportErro
         Column::new("cells ranked".into(), rows.iter().map(|(_, r)| r.ranked as i64).collect::<Vec<_>>()),
         Column::new("recommended".into(), rows.iter().map(|(_, r)| r.recommended.clone()).collect::<Vec<_>>()),
         Column::new("measured fastest".into(), rows.iter().map(|(_, r)| r.fastest.clone()).collect::<Vec<_>>()),
+        Column::new("fastest's noise (%)".into(), rows.iter().map(|(_, r)| Some(100.0 * r.noise)).collect::<Vec<_>>()),
         Column::new(
             "top-1".into(),
-            rows.iter().map(|(_, r)| if r.right { "yes" } else { "no" }.to_owned()).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|(_, r)| match (r.exact, r.right) {
+                    (true, _) => "yes",
+                    (false, true) => "within noise",
+                    (false, false) => "no",
+                })
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
         ),
         Column::new("regret (%)".into(), rows.iter().map(|(_, r)| Some(100.0 * r.regret)).collect::<Vec<_>>()),
         Column::new("Kendall τ".into(), rows.iter().map(|(_, r)| r.tau).collect::<Vec<_>>()),
@@ -195,7 +206,8 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
     let mut predictor_names = Vec::new();
     let mut counts = Vec::new();
     let (mut medians, mut maxima, mut mapes) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut memory_medians, mut top1, mut regrets, mut taus) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut memory_medians, mut top1, mut top1_exact) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut regrets, mut taus) = (Vec::new(), Vec::new());
     for predictor in Predictor::BOTH {
         let every_pick = recommend(cells, predictor);
         for (scope, members) in &scopes {
@@ -217,8 +229,11 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
                 (_, Some(link)) => every_pick.iter().filter(|pick| &pick.link == link).collect(),
                 _ => Vec::new(),
             };
-            let right: Vec<f64> = picks.iter().map(|pick| f64::from(u8::from(pick.right))).collect();
-            top1.push(mean(&right).map(|rate| 100.0 * rate));
+            let rate = |hit: fn(&Recommendation) -> bool| {
+                mean(&picks.iter().map(|pick| f64::from(u8::from(hit(pick)))).collect::<Vec<_>>()).map(|r| 100.0 * r)
+            };
+            top1.push(rate(|pick| pick.right));
+            top1_exact.push(rate(|pick| pick.exact));
             regrets.push(mean(&picks.iter().map(|pick| pick.regret).collect::<Vec<_>>()).map(|r| 100.0 * r));
             taus.push(mean(&picks.iter().filter_map(|pick| pick.tau).collect::<Vec<_>>()));
         }
@@ -232,6 +247,7 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
         Column::new("MAPE (%)".into(), mapes),
         Column::new("peak memory median |error| (%)".into(), memory_medians),
         Column::new("top-1 (% of groups)".into(), top1),
+        Column::new("top-1 exact (% of groups)".into(), top1_exact),
         Column::new("mean regret (%)".into(), regrets),
         Column::new("mean Kendall τ".into(), taus),
     ];
