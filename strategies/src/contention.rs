@@ -33,7 +33,7 @@ use crate::profile::NetworkProfile;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
 
-/// Timed passes per copy after one untimed warm-up, at least and at most: small passes
+/// Timed passes per copy after the untimed warm-up, at least and at most: small passes
 /// repeat until about [`ENOUGH_S`] of them, the least a stable median of a millisecond
 /// pass needs. Long passes take two each, four among the copies: a third cost ResNet-18 on
 /// CIFAR 2.7 of its 12 s of contention (12.1 and 12.3 s with three, 9.7 and 9.4 s with
@@ -45,8 +45,9 @@ const ENOUGH_S: f64 = 0.5;
 
 /// The slowdown of a network's passes on the CPU with `copies` copies computing at once, at
 /// each of `sizes` samples, against `profile`'s stages at those sizes. `together(samples,
-/// passes)` runs one untimed and `passes` timed passes of every copy at `samples` samples,
-/// each pass started in all copies at once, and returns every copy's timed passes.
+/// passes)` runs untimed warm-up passes and `passes` timed passes of every copy at
+/// `samples` samples, each pass started in all copies at once, and returns every copy's
+/// timed passes.
 pub fn measure_contention<E: From<TrainError>>(
     sizes: &[usize],
     copies: usize,

@@ -26,6 +26,14 @@ struct CopyProcess {
     stdout: BufReader<ChildStdout>,
 }
 
+/// Untimed passes at each size before the timed ones. A fresh process's heap is still
+/// growing in its first passes (a trial's first steps show it: MobileNetV2 on MNIST at one
+/// thread, 381, 272 and 232 ms, then 222–242), and, most likely, two copies faulting
+/// pages in at once slow each other more than their compute does. With one warm-up pass MobileNetV2 on
+/// MNIST at 64 samples measured ×1.18, 1.19 and 1.24, with two ×1.12, 1.09 and 1.15
+/// (interleaved), its 2-worker trials about ×1.1.
+const WARMUP_PASSES: usize = 2;
+
 impl CopyProcesses {
     /// Starts `copies` processes, each building `trial`'s network on its threads.
     pub(crate) fn start(trial: &TrialSpec, copies: usize) -> anyhow::Result<CopyProcesses> {
@@ -45,8 +53,8 @@ impl CopyProcesses {
         Ok(started)
     }
 
-    /// One untimed and `passes` timed passes of every copy at `samples` samples, each pass
-    /// started in all copies at once; every copy's timed passes.
+    /// [`WARMUP_PASSES`] untimed and `passes` timed passes of every copy at `samples`
+    /// samples, each pass started in all copies at once; every copy's timed passes.
     pub(crate) fn together(&mut self, samples: usize, passes: usize) -> anyhow::Result<Vec<f64>> {
         self.tell_all(&format!("size {samples}"))?;
         for copy in &mut self.copies {
@@ -56,13 +64,13 @@ impl CopyProcesses {
             }
         }
         let mut times = Vec::with_capacity(self.copies.len() * passes);
-        for pass in 0..=passes {
+        for pass in 0..WARMUP_PASSES + passes {
             self.tell_all("go")?;
             for copy in &mut self.copies {
                 let answer = copy.answer()?;
                 let seconds: f64 =
                     answer.parse().map_err(|_| anyhow::anyhow!("contention copy at {samples} samples: {answer}"))?;
-                if pass > 0 {
+                if pass >= WARMUP_PASSES {
                     times.push(seconds);
                 }
             }
