@@ -55,10 +55,12 @@ impl StepQuestion<'_> {
             StrategyKind::DataParallel if self.workers > 1 => parameter_bytes,
             _ => 0.0,
         };
-        // The server sums into one buffer while receiving every other worker's, then
-        // sends the weights in one more; a worker sends one and receives one.
+        // A colocated server holds every other worker's gradients, received into buffers
+        // allocated up front, beside its own flattened ones; the division that averages
+        // them consumes the sum, so afterwards only the mean and the flattened weights it
+        // sends are alive: the most of W and 2 buffers. A worker sends one and receives one.
         let after_backward_bytes = match (self.strategy.kind(), self.strategy.server_placement()) {
-            (StrategyKind::ParameterServer, ServerPlacement::Colocated) => (self.workers + 2) as f64 * parameter_bytes,
+            (StrategyKind::ParameterServer, ServerPlacement::Colocated) => self.workers.max(2) as f64 * parameter_bytes,
             (StrategyKind::ParameterServer, ServerPlacement::Dedicated) => 2.0 * parameter_bytes,
             _ => 0.0,
         };

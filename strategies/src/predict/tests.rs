@@ -138,3 +138,28 @@ fn the_parameter_server_pays_its_whole_model_copies() {
     // Two workers, the server colocated: one remote worker, seven copies in the round.
     assert!((copying.exposed_comm_s - free.exposed_comm_s - 0.07).abs() < 1e-9, "{copying:?} vs {free:?}");
 }
+
+/// What the colocated server's round holds, as `parameter_server` allocates it: every
+/// remote worker's gradients received into buffers allocated up front beside its own
+/// flattened ones, then (the averaging division consuming the sum) the mean and the
+/// weights it sends. With activations far smaller than the weights, that is the peak.
+#[test]
+fn a_colocated_server_holds_every_workers_gradients_at_once_then_two_buffers() {
+    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
+    let profile = profile(&spec, None);
+    let link = Link::new(1e15, 0.0);
+    let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
+    let parameter_bytes = spec.stages.len() as f64 * 1e6;
+    let buffers_over_parameters = |workers: usize| {
+        let question = StepQuestion { workers, ..question(&server, &spec, &profile, &link, None) };
+        let memory = question.predict().memory.unwrap();
+        // The loader's batches (two at a time without prefetch) are the rest.
+        let loader_bytes = 2.0 * 16.0 * (28.0 * 28.0 * 4.0 + 8.0);
+        (memory.activations_bytes, (memory.buffers_bytes - loader_bytes) / parameter_bytes)
+    };
+    for (workers, buffers) in [(2, 2.0), (4, 4.0)] {
+        let (activations, measured) = buffers_over_parameters(workers);
+        assert_eq!(activations, 0.0, "after the backward no activation is alive");
+        assert!((measured - buffers).abs() < 1e-9, "{workers} workers: {measured} weights' worth");
+    }
+}
