@@ -103,10 +103,10 @@ pub(crate) fn prediction_section(
              Groups rank every cell of one network, data set and batch per worker by time per sample; each \
              predictor picks its predicted fastest, unless cells on fewer workers are predicted within {:.0} % \
              of it (the model's typical error: a gain inside it is not worth a device), then the fastest of \
-             those. A pick counts as top-1 when it is the measured fastest or within the fastest's \
-             run-to-run noise: the spread of its repeats' p10 (largest ÷ smallest − 1) where it has several, \
-             and never less than its steps' spread within a trial (median ÷ p10 − 1); \"top-1 exact\" counts \
-             only the fastest itself. Regret is the pick's measured time per sample over the fastest's, − 1. \
+             those. A pick counts as top-1 when it is the measured fastest or within the run-to-run \
+             noise of the two: the larger of the fastest's and the pick's, each the spread of its repeats' p10 \
+             (largest ÷ smallest − 1) where it has several and never less than its steps' spread within a \
+             trial (median ÷ p10 − 1); \"top-1 exact\" counts only the fastest itself. Regret is the pick's measured time per sample over the fastest's, − 1. \
              Summaries leave out single, whose prediction is its own training steps.",
             100.0 * SCALE_OUT_MARGIN
         ),
@@ -158,7 +158,7 @@ fn recommendation_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportErro
         Column::new("cells ranked".into(), rows.iter().map(|(_, r)| r.ranked as i64).collect::<Vec<_>>()),
         Column::new("recommended".into(), rows.iter().map(|(_, r)| r.recommended.clone()).collect::<Vec<_>>()),
         Column::new("measured fastest".into(), rows.iter().map(|(_, r)| r.fastest.clone()).collect::<Vec<_>>()),
-        Column::new("fastest's noise (%)".into(), rows.iter().map(|(_, r)| Some(100.0 * r.noise)).collect::<Vec<_>>()),
+        Column::new("noise (%)".into(), rows.iter().map(|(_, r)| Some(100.0 * r.noise)).collect::<Vec<_>>()),
         Column::new(
             "top-1".into(),
             rows.iter()
