@@ -190,7 +190,8 @@ fn the_shipped_suites_parse_and_plan() {
         ("paper.yaml", 192),
         ("scaling.yaml", 252),
         ("pipeline-study.yaml", 400),
-        ("predictor-validation.yaml", 144 + 63),
+        // 144 on loopback, single at 2 threads again in a second round, 56 over the two links.
+        ("predictor-validation.yaml", 144 + 16 + 56),
         ("scaling-predicted.yaml", 3 * (1 + 4 + 4 + 3 * 4 + 4)),
     ];
     for (file, trials) in shipped {
