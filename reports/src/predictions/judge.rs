@@ -63,7 +63,7 @@ impl JudgedCell {
     /// The noise a pick within which of the fastest still counts as right (SPEC §10: the
     /// measured run-to-run noise): the spread of its repeats where it has several, and never
     /// less than the spread of its steps within a trial, median ÷ p10 − 1.
-    pub(crate) fn noise(&self) -> f64 {
+    fn noise(&self) -> f64 {
         let within = (self.measured_median_s / self.measured_p10_s - 1.0).max(0.0);
         self.run_to_run_spread.map_or(within, |spread| spread.max(within))
     }
@@ -91,13 +91,9 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
             let all = |get: fn(&TrialRow) -> Option<f64>| repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>();
             let of = |get: fn(&TrialRow) -> Option<f64>| median(&all(get));
             let p10s = all(|t| t.training.step_time_p10_s);
-            let run_to_run_spread = match p10s.len() {
-                0 | 1 => None,
-                _ => {
-                    let (low, high) = p10s.iter().fold((f64::INFINITY, 0.0f64), |(l, h), &p| (l.min(p), h.max(p)));
-                    (low > 0.0).then(|| high / low - 1.0)
-                }
-            };
+            let low = p10s.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = p10s.iter().copied().fold(0.0, f64::max);
+            let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
             let linkless_group = format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size);
             Some(JudgedCell {
@@ -114,7 +110,7 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
                 link: first.link.clone(),
                 global_batch: first.global_batch.max(1) as f64,
                 prediction: prediction.clone(),
-                measured_p10_s: of(|t| t.training.step_time_p10_s)?,
+                measured_p10_s: median(&p10s)?,
                 measured_median_s: of(|t| t.training.step_time_median_s)?,
                 run_to_run_spread,
                 measured_memory_bytes: repeats
