@@ -49,6 +49,10 @@ pub struct PredictionRow {
     /// Seconds spent profiling the network for this cell's prediction (0 when its
     /// profile had been taken for an earlier cell).
     pub profile_s: f64,
+    /// The reference work's seconds timed with the profile the prediction rests on (see
+    /// `ProfileRow::speed_reference_s`); null where it was not timed.
+    #[serde(default)]
+    pub speed_reference_s: Option<f64>,
 }
 
 impl Table for PredictionRow {
@@ -75,6 +79,7 @@ impl Table for PredictionRow {
             ("link_latency_s", Float64),
             ("link_source", String),
             ("profile_s", Float64),
+            ("speed_reference_s", Float64),
         ])
     }
 

@@ -61,6 +61,10 @@ pub struct ProfileRow {
     pub taken_at: String,
     /// Seconds taking the whole profile took.
     pub profile_s: f64,
+    /// Seconds of the runner's fixed reference work timed just before the profile (the
+    /// machine's speed then); null in profiles stored before it was timed.
+    #[serde(default)]
+    pub speed_reference_s: Option<f64>,
 }
 
 impl Table for ProfileRow {
@@ -92,6 +96,7 @@ impl Table for ProfileRow {
             ("training_step_peak_bytes", Float64),
             ("taken_at", String),
             ("profile_s", Float64),
+            ("speed_reference_s", Float64),
         ])
     }
 

@@ -101,6 +101,7 @@ mod tests {
             training_step_peak_bytes: (stage == 0).then_some(2048.0 * samples as f64),
             taken_at: "2026-11-25T21:40:00Z".into(),
             profile_s: 1.5,
+            speed_reference_s: None,
         }
     }
 

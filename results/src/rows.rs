@@ -79,6 +79,12 @@ pub struct TrialRow {
     /// space (loopback; veth and tbf work in the kernel, inside the workers' own time).
     #[serde(default)]
     pub link_emulation_cpu_s: Option<f64>,
+    /// Seconds of the runner's fixed reference work (`stratlab::speed_reference`) timed just
+    /// before the trial: beside the same figure taken with the cell's profile it says how
+    /// much slower or faster the machine ran than when the prediction was calibrated. Null
+    /// for runs stored before the column existed.
+    #[serde(default)]
+    pub speed_reference_s: Option<f64>,
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
@@ -144,6 +150,7 @@ impl Table for TrialRow {
             ("swept_threads", Int64),
             ("link", String),
             ("link_emulation_cpu_s", Float64),
+            ("speed_reference_s", Float64),
             ("cudnn_benchmark", Boolean),
             ("matmul_precision", String),
             ("cudnn_tf32", Boolean),

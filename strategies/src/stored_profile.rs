@@ -25,6 +25,9 @@ pub struct ProfileLabel<'a> {
     pub taken_at: &'a str,
     /// Seconds it took.
     pub profile_s: f64,
+    /// Seconds of the runner's reference work timed just before it (the machine's speed
+    /// then), where timed.
+    pub speed_reference_s: Option<f64>,
 }
 
 /// The rows of `profile`: every stage at every sample count its stages or its whole
@@ -67,6 +70,7 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 training_step_peak_bytes: first(&profile.training_step_peak_bytes),
                 taken_at: label.taken_at.to_owned(),
                 profile_s: label.profile_s,
+                speed_reference_s: label.speed_reference_s,
             });
         }
     }
@@ -201,6 +205,7 @@ mod tests {
             threads: 1,
             taken_at: "2026-11-25T21:00:00Z",
             profile_s: 2.0,
+            speed_reference_s: Some(0.008),
         }
     }
 

@@ -24,6 +24,7 @@ pub mod recommend;
 pub mod regression_commands;
 pub mod runner;
 pub mod shapes;
+pub mod speed_reference;
 pub mod suite_error;
 pub mod suite_file;
 pub mod training;

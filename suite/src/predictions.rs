@@ -245,6 +245,7 @@ pub fn predict_cells(
             link_latency_s: link.filter(|_| uses_link).map(|measured| measured.link.latency.0),
             link_source: link.filter(|_| uses_link).map(|measured| measured.source.clone()),
             profile_s,
+            speed_reference_s: if analytical.is_none() { cache.speed_reference_s(trial) } else { None },
         });
     }
     Ok(rows)
@@ -270,6 +271,7 @@ fn unavailable(trial: &TrialSpec, run_id: &str, why: &str) -> PredictionRow {
         link_latency_s: None,
         link_source: None,
         profile_s: 0.0,
+        speed_reference_s: None,
     }
 }
 

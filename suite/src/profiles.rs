@@ -16,6 +16,7 @@ use stratlab_strategies::{LibtorchBuild, Numerics};
 use stratlab_strategy_spec::StrategyKind;
 
 use crate::profile_worker::measure_apart;
+use crate::speed_reference::reference_seconds;
 use crate::trial::TrialSpec;
 
 /// Which network, data set and threads a profile was taken for.
@@ -33,6 +34,9 @@ pub struct ProfileCache {
     /// What the store held when opened.
     stored: Vec<ProfileRow>,
     taken: BTreeMap<ProfileKey, NetworkProfile>,
+    /// The reference work's seconds timed with each profile taken or reused (`None`: a
+    /// stored profile from before it was timed).
+    speed_references: BTreeMap<ProfileKey, Option<f64>>,
 }
 
 impl ProfileCache {
@@ -44,7 +48,7 @@ impl ProfileCache {
             (Some(store), false) => store.load()?,
             _ => Vec::new(),
         };
-        Ok(ProfileCache { store, stored, taken: BTreeMap::new() })
+        Ok(ProfileCache { store, stored, taken: BTreeMap::new(), speed_references: BTreeMap::new() })
     }
 
     /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
@@ -76,26 +80,40 @@ impl ProfileCache {
             };
             let stored_key = stored_key(trial);
             let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
-            let profile = match reused {
+            let (profile, speed_reference_s) = match reused {
                 Some((profile, taken_at)) => {
                     report(&format!(
                         "reused the profile of {} on {} at {} thread(s) taken {taken_at}",
                         key.0, key.1, key.2
                     ));
-                    profile
+                    let stored_reference = self
+                        .stored
+                        .iter()
+                        .find(|row| Some(row.profile_key.as_str()) == stored_key.as_deref() && row.taken_at == taken_at)
+                        .and_then(|row| row.speed_reference_s);
+                    (profile, stored_reference)
                 }
                 None => {
+                    let speed_reference_s = reference_seconds();
                     let (profile, seconds) = measure_apart(trial, &needs, report)?;
                     if let Some(stored_key) = stored_key.as_deref() {
-                        self.keep(&profile, stored_key, &key, seconds)?;
+                        self.keep(&profile, stored_key, &key, seconds, speed_reference_s)?;
                     }
                     profile_s = seconds;
-                    profile
+                    (profile, Some(speed_reference_s))
                 }
             };
             self.taken.insert(key.clone(), profile);
+            self.speed_references.insert(key.clone(), speed_reference_s);
         }
         Ok((&self.taken[&key], profile_s))
+    }
+
+    /// The reference work's seconds timed with the profile of `trial`'s cell, once
+    /// [`Self::measured`] has taken or reused it; `None` for a stored profile from before
+    /// the reference was timed.
+    pub fn speed_reference_s(&self, trial: &TrialSpec) -> Option<f64> {
+        self.speed_references.get(&key_of(trial)).copied().flatten()
     }
 
     /// Adds a profile just taken to the store, if there is one, under `stored_key`.
@@ -105,6 +123,7 @@ impl ProfileCache {
         stored_key: &str,
         key: &ProfileKey,
         profile_s: f64,
+        speed_reference_s: f64,
     ) -> anyhow::Result<()> {
         let Some(store) = &self.store else { return Ok(()) };
         let taken_at = UtcTime::now().rfc3339();
@@ -116,6 +135,7 @@ impl ProfileCache {
             threads: key.2,
             taken_at: &taken_at,
             profile_s,
+            speed_reference_s: Some(speed_reference_s),
         };
         let rows = profile_rows(profile, &label);
         store.append(&rows)?;

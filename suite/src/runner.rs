@@ -21,6 +21,7 @@ use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::plan::plan;
 use crate::progress::MatrixProgress;
 use crate::protocol::{failure_outcome, WorkerEvent};
+use crate::speed_reference::reference_seconds;
 use crate::suite_file::SuiteFile;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
@@ -196,6 +197,8 @@ fn run_trial(
     fingerprint: &Fingerprint,
     progress: &MatrixProgress,
 ) -> anyhow::Result<RecordedTrial> {
+    // Timed before the trial's clock starts, on the machine as its workers will find it.
+    let speed_reference_s = trial.infeasibility().is_none().then(reference_seconds);
     let started_at = UtcTime::now();
     let started = Instant::now();
     let not_started = |outcome: Outcome, reason: String| {
@@ -330,6 +333,7 @@ fn run_trial(
     let mut recorded = record(trial, run_id, &identity, &ends, samples, &summary, started_at, started);
     recorded.trial.link_emulation_cpu_s =
         emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0);
+    recorded.trial.speed_reference_s = speed_reference_s;
     Ok(recorded)
 }
 

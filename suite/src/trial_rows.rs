@@ -142,6 +142,7 @@ pub(crate) fn record(
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
         link: trial.link.emulated().map(|_| trial.link.label()),
         link_emulation_cpu_s: None,
+        speed_reference_s: None,
         cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),
         matmul_precision: numerics.map(|n| n.matmul_precision.to_string()),
         cudnn_tf32: numerics.map(|n| n.cudnn_tf32),

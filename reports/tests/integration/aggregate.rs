@@ -65,6 +65,7 @@ fn trial(
         swept_threads: None,
         link: None,
         link_emulation_cpu_s: None,
+        speed_reference_s: None,
         cudnn_benchmark: None,
         matmul_precision: None,
         cudnn_tf32: None,

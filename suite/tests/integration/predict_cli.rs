@@ -129,6 +129,7 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}: {csv}"));
     let (strategy, predicted, error) = (column("strategy"), column("predicted step (ms)"), column("model error (%)"));
     let memory_error = column("memory error (%)");
+    let machine = column("machine slower than at profiling (%)");
     let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|line| line.split(',').collect()).collect();
     assert_eq!(rows.len(), 4, "{csv}");
     for row in &rows {
@@ -137,6 +138,8 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
         // Errors are numbers; on a 2-core machine shared with other tests they are not
         // bounded here (the closing note measures them on a quiet machine).
         assert!(number(error).is_finite() && number(memory_error).is_finite(), "{row:?}");
+        // The reference work was timed with the profile and before the trial.
+        assert!(number(machine).is_finite(), "{row:?}");
     }
     assert!(rows.iter().any(|row| row[strategy] == "parameter-server"));
     // One group of four cells: each predictor's pick, judged.
@@ -144,6 +147,11 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     let model = picks.lines().find(|line| line.contains("stratlab model")).unwrap_or_else(|| panic!("{picks}"));
     assert!(model.starts_with("small-cnn · mnist · b32,stratlab model,4,"), "{model}");
     assert!(["yes", "within noise", "no"].iter().any(|verdict| model.contains(&format!(",{verdict},"))), "{model}");
+    let summary = std::fs::read_to_string(run_dir.join("report/tables/prediction_summary.csv")).unwrap();
+    assert!(
+        summary.contains("multi-worker while the machine ran within 10 % of profiling,stratlab model,"),
+        "{summary}"
+    );
 }
 
 const RESNET_SUITE: &str = "name: fit-check

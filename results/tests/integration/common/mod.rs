@@ -49,6 +49,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         swept_threads: None,
         link: None,
         link_emulation_cpu_s: None,
+        speed_reference_s: None,
         cudnn_benchmark: Some(true),
         matmul_precision: Some("highest".into()),
         cudnn_tf32: Some(true),
