@@ -9,6 +9,8 @@ use stratlab_regressions::CellKey;
 use stratlab_results::stats::{kendall_tau, median};
 use stratlab_results::{PredictionRow, TrialRow};
 
+use super::machine_speed::trial_slowdowns;
+
 /// One cell: what was predicted before training and what its trials measured.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct JudgedCell {
@@ -36,6 +38,9 @@ pub(crate) struct JudgedCell {
     pub(crate) run_to_run_spread: Option<f64>,
     /// The largest peak over the cell's repeats and workers.
     pub(crate) measured_memory_bytes: Option<f64>,
+    /// How much slower the machine ran during the cell's repeats than while the profiles
+    /// were taken (their median; [`trial_slowdowns`]), where the run timed it.
+    pub(crate) machine_slowdown: Option<f64>,
 }
 
 impl JudgedCell {
@@ -55,6 +60,11 @@ impl JudgedCell {
     /// Whether its errors count in the summaries: `single`'s prediction is its own training steps.
     pub(crate) fn judged(&self) -> bool {
         self.workers > 1
+    }
+    /// Whether the machine ran within `margin` of its speed while the profiles were taken
+    /// during the cell's trials (`None`: not timed).
+    pub(crate) fn machine_steady(&self, margin: f64) -> Option<bool> {
+        self.machine_slowdown.map(|slowdown| slowdown.abs() <= margin)
     }
     /// Measured seconds per sample (the ranking's measure).
     fn measured_per_sample(&self) -> f64 {
@@ -83,6 +93,7 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
         }
     }
     let by_id: BTreeMap<&str, &TrialRow> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial)).collect();
+    let slowdowns = trial_slowdowns(predictions, trials);
     predictions
         .iter()
         .filter_map(|prediction| {
@@ -118,6 +129,9 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
                     .filter_map(|t| t.training.peak_memory_bytes)
                     .max()
                     .map(|bytes| bytes as f64),
+                machine_slowdown: median(
+                    &repeats.iter().filter_map(|t| slowdowns.get(&t.trial_id).copied()).collect::<Vec<_>>(),
+                ),
             })
         })
         .collect()
@@ -272,12 +286,14 @@ mod tests {
                 link_latency_s: None,
                 link_source: None,
                 profile_s: 0.0,
+                speed_reference_s: None,
             },
             measured_p10_s,
             // Steps 2 % apart within a trial.
             measured_median_s: 1.02 * measured_p10_s,
             run_to_run_spread: spread,
             measured_memory_bytes: None,
+            machine_slowdown: None,
         }
     }
 
