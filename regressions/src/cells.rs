@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
+use stratlab_results::stats::median;
 use stratlab_results::{Fingerprint, PredictionRow, RunStore, StepRow, TrialRow};
 use stratlab_strategy_spec::{threads_label, ColumnsError, Strategy, StrategyColumns};
 
@@ -200,6 +201,19 @@ impl Cell {
     /// Training throughput, samples/s: the global batch ÷ that step time.
     pub fn throughput(&self, statistic: Statistic) -> Option<f64> {
         self.step_time_s(statistic).map(|t| self.global_batch as f64 / t)
+    }
+
+    /// The median over the `ok` repeats of the runner's reference work timed before each
+    /// (`TrialRow::speed_reference_s`): the machine's speed when the cell ran; `None` in
+    /// runs from before it was timed.
+    pub fn speed_reference_s(&self) -> Option<f64> {
+        let timed: Vec<f64> = self
+            .trials
+            .iter()
+            .filter(|trial| trial.outcome == "ok")
+            .filter_map(|trial| trial.speed_reference_s)
+            .collect();
+        median(&timed)
     }
 }
 

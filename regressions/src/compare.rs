@@ -73,6 +73,11 @@ pub struct CellChange {
     pub verdict: Verdict,
     /// Settings that differ (`threads 2 → 1`): a cause to look at first.
     pub settings_changed: Vec<String>,
+    /// How much longer the runner's fixed reference work took before the new run's trials
+    /// than before the baseline's (0.25: the machine itself ran 25 % slower), where both
+    /// timed it: a change of the host, not of the code, when it matches the cell's. The
+    /// verdict does not use it.
+    pub machine_slowdown: Option<f64>,
     /// The performance model's error on the cell in each run (baseline, new), where both
     /// runs predicted it.
     pub prediction_errors: Option<(f64, f64)>,
@@ -258,6 +263,11 @@ fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChan
         outcome_changed: ok_before != ok_after,
         verdict,
         settings_changed: before.settings.changes_to(&after.settings),
+        machine_slowdown: before
+            .speed_reference_s()
+            .zip(after.speed_reference_s())
+            .filter(|(before, _)| *before > 0.0)
+            .map(|(before, after)| after / before - 1.0),
         prediction_errors,
         predicted_step_ratio,
         prediction_error_moved,

@@ -138,7 +138,9 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
 }
 
 fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
-    let mut table = style.table(&[
+    // Runs from before the reference work was timed show no column of dashes.
+    let machine_timed = cells.iter().any(|cell| cell.machine_slowdown.is_some());
+    let mut header = vec![
         "cell",
         "outcome",
         "step time (baseline → new)",
@@ -147,7 +149,11 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
         "throughput change",
         "verdict",
         "settings changed",
-    ]);
+    ];
+    if machine_timed {
+        header.push("machine (reference work)");
+    }
+    let mut table = style.table(&header);
     for cell in cells {
         let outcome = if cell.baseline_outcome == cell.new_outcome {
             cell.new_outcome.clone()
@@ -164,7 +170,7 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
             }
             verdict => verdict.as_str().to_owned(),
         };
-        table.add_row([
+        let mut row = vec![
             cell.cell.clone(),
             outcome,
             format!("{} → {}", seconds(cell.baseline_step_time_s), seconds(cell.new_step_time_s)),
@@ -173,7 +179,11 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
             cell.throughput_ratio.map_or_else(|| "—".to_owned(), |r| percent(r.ratio)),
             verdict,
             cell.settings_changed.join("; "),
-        ]);
+        ];
+        if machine_timed {
+            row.push(cell.machine_slowdown.map_or_else(|| "—".to_owned(), |slowdown| percent(1.0 + slowdown)));
+        }
+        table.add_row(row);
     }
     for column in [2, 3, 4, 5] {
         if let Some(column) = table.column_mut(column) {

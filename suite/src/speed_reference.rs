@@ -5,17 +5,19 @@
 //! a throttled host) is seen as such, apart from the model's own error. Nothing is
 //! corrected by it: a prediction stays what the profile said.
 //!
-//! The block mixes a dense 3×3 convolution (compute-bound) with a depthwise one and an
-//! activation over tensors larger than the L2 cache (bound by memory bandwidth), the two
-//! kinds of work the networks' steps are made of, so either kind of slowdown shows.
+//! The block mixes a dense 3×3 convolution (compute-bound) with a depthwise one and
+//! activations (bound by memory traffic), the two kinds of work the networks' steps are
+//! made of. Its tensors are 1 MiB each, a few MiB alive at once: past one core's L2 here,
+//! within the shared L3, where a neighbour's traffic shows.
 
 use std::time::Instant;
 
 use stratlab_results::stats::quantile;
 use tch::{Device, Kind, Tensor};
 
-/// Timed repetitions, about 8 ms each on this machine's CPU; their 10th percentile is kept,
-/// the statistic the trials' steps are judged by.
+/// Timed repetitions, about 4.5 ms each on this machine's CPU in the runner (8 ms in a
+/// process without `heap.rs`'s malloc tuning); their 10th percentile is kept, the
+/// statistic the trials' steps are judged by.
 const REPEATS: usize = 15;
 /// Untimed repetitions first: the allocator's and the kernels' first calls.
 const WARMUP: usize = 2;

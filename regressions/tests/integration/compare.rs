@@ -169,3 +169,33 @@ fn a_change_the_model_did_not_foresee_moves_its_error_and_is_listed() {
     .unwrap();
     assert!(plain.cells.iter().all(|cell| cell.prediction_errors.is_none() && !cell.prediction_error_moved));
 }
+
+/// Both runs timed the runner's reference work before each trial: the new run's took 30 %
+/// longer, and every cell's row says so beside its own change (the verdicts stand).
+#[test]
+fn the_machines_own_slowdown_is_shown_beside_each_cell() {
+    let cells = [Made::new("data-parallel", 2, Some(0.10)), Made::new("parameter-server", 2, Some(0.12))];
+    let slower = [Made::new("data-parallel", 2, Some(0.13)), Made::new("parameter-server", 2, Some(0.156))];
+    let mut baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);
+    let mut new = run("20261123T110000Z-matrix", fingerprint_at(60), &slower);
+    let time_reference = |run: &mut stratlab_regressions::RunCells, seconds: Option<f64>| {
+        for trial in run.cells.values_mut().flat_map(|cell| cell.trials.iter_mut()) {
+            trial.speed_reference_s = seconds;
+        }
+    };
+    time_reference(&mut baseline, Some(0.008));
+    time_reference(&mut new, Some(0.0104));
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
+    for cell in &comparison.cells {
+        assert!((cell.machine_slowdown.unwrap() - 0.3).abs() < 1e-9, "{cell:?}");
+        assert_eq!(cell.verdict, Verdict::Noise, "30 % is within the default threshold, reference or not");
+    }
+    let text = comparison_text(&comparison, TextStyle::Markdown);
+    assert!(text.contains("machine (reference work)") && text.contains("+30.0 %"), "{text}");
+    // A baseline from before the reference was timed: nothing to set beside.
+    time_reference(&mut baseline, None);
+    let comparison = compare(&baseline, &new, &Thresholds::default(), false).unwrap();
+    assert!(comparison.cells.iter().all(|cell| cell.machine_slowdown.is_none()));
+    let text = comparison_text(&comparison, TextStyle::Markdown);
+    assert!(!text.contains("machine (reference work)"), "no column of dashes: {text}");
+}

@@ -61,11 +61,6 @@ impl JudgedCell {
     pub(crate) fn judged(&self) -> bool {
         self.workers > 1
     }
-    /// Whether the machine ran within `margin` of its speed while the profiles were taken
-    /// during the cell's trials (`None`: not timed).
-    pub(crate) fn machine_steady(&self, margin: f64) -> Option<bool> {
-        self.machine_slowdown.map(|slowdown| slowdown.abs() <= margin)
-    }
     /// Measured seconds per sample (the ranking's measure).
     fn measured_per_sample(&self) -> f64 {
         self.measured_p10_s / self.global_batch
