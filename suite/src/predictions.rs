@@ -245,7 +245,8 @@ pub fn predict_cells(
             link_latency_s: link.filter(|_| uses_link).map(|measured| measured.link.latency.0),
             link_source: link.filter(|_| uses_link).map(|measured| measured.source.clone()),
             profile_s,
-            speed_reference_s: if analytical.is_none() { cache.speed_reference_s(trial) } else { None },
+            // None on an analytical cluster: no profile was taken.
+            speed_reference_s: cache.speed_reference_s(trial),
         });
     }
     Ok(rows)

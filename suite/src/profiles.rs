@@ -33,10 +33,9 @@ pub struct ProfileCache {
     store: Option<ProfileStore>,
     /// What the store held when opened.
     stored: Vec<ProfileRow>,
-    taken: BTreeMap<ProfileKey, NetworkProfile>,
-    /// The reference work's seconds timed with each profile taken or reused (`None`: a
-    /// stored profile from before it was timed).
-    speed_references: BTreeMap<ProfileKey, Option<f64>>,
+    /// Each profile taken or reused, with the reference work's seconds timed with it
+    /// (`None`: a stored profile from before it was timed).
+    taken: BTreeMap<ProfileKey, (NetworkProfile, Option<f64>)>,
 }
 
 impl ProfileCache {
@@ -48,7 +47,7 @@ impl ProfileCache {
             (Some(store), false) => store.load()?,
             _ => Vec::new(),
         };
-        Ok(ProfileCache { store, stored, taken: BTreeMap::new(), speed_references: BTreeMap::new() })
+        Ok(ProfileCache { store, stored, taken: BTreeMap::new() })
     }
 
     /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
@@ -80,7 +79,7 @@ impl ProfileCache {
             };
             let stored_key = stored_key(trial);
             let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
-            let (profile, speed_reference_s) = match reused {
+            let taken = match reused {
                 Some((profile, taken_at)) => {
                     report(&format!(
                         "reused the profile of {} on {} at {} thread(s) taken {taken_at}",
@@ -103,17 +102,16 @@ impl ProfileCache {
                     (profile, Some(speed_reference_s))
                 }
             };
-            self.taken.insert(key.clone(), profile);
-            self.speed_references.insert(key.clone(), speed_reference_s);
+            self.taken.insert(key.clone(), taken);
         }
-        Ok((&self.taken[&key], profile_s))
+        Ok((&self.taken[&key].0, profile_s))
     }
 
     /// The reference work's seconds timed with the profile of `trial`'s cell, once
     /// [`Self::measured`] has taken or reused it; `None` for a stored profile from before
     /// the reference was timed.
     pub fn speed_reference_s(&self, trial: &TrialSpec) -> Option<f64> {
-        self.speed_references.get(&key_of(trial)).copied().flatten()
+        self.taken.get(&key_of(trial)).and_then(|(_, speed_reference_s)| *speed_reference_s)
     }
 
     /// Adds a profile just taken to the store, if there is one, under `stored_key`.

@@ -197,8 +197,9 @@ fn run_trial(
     fingerprint: &Fingerprint,
     progress: &MatrixProgress,
 ) -> anyhow::Result<RecordedTrial> {
+    let infeasibility = trial.infeasibility();
     // Timed before the trial's clock starts, on the machine as its workers will find it.
-    let speed_reference_s = trial.infeasibility().is_none().then(reference_seconds);
+    let speed_reference_s = infeasibility.is_none().then(reference_seconds);
     let started_at = UtcTime::now();
     let started = Instant::now();
     let not_started = |outcome: Outcome, reason: String| {
@@ -207,7 +208,7 @@ fn run_trial(
         let identity = Identity::of(trial, fingerprint, &summary, &[]);
         record(trial, run_id, &identity, &ends, Vec::new(), &summary, started_at, started)
     };
-    if let Some(reason) = trial.infeasibility() {
+    if let Some(reason) = infeasibility {
         return Ok(not_started(Outcome::Infeasible, reason));
     }
     // The emulated link lives as long as this function: dropped however the trial ends,
