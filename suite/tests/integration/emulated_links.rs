@@ -42,7 +42,8 @@ fn suite_over(dir: &Path, link: &str, budget: &str, timeout_s: u32) -> String {
         format!(
             "name: link-check\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
              strategies: [{{name: data-parallel, workers: [2]}}]\nbatch_size: 16\nthreads: 2\n\
-             budget: {budget}\nwarmup_steps: 1\ntimeout_s: {timeout_s}\nlink: [{link}]\n"
+             budget: {budget}\nwarmup_steps: 1\ntimeout_s: {timeout_s}\nlink: [{link}]\n\
+             eval: {{samples: 256, batch_size: 256}}\n"
         ),
     )
     .unwrap();
@@ -55,8 +56,9 @@ fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    // The delay line's TUN devices, tbf, and a budget the timeout cuts short.
-    let suite = suite_over(dir.path(), "{bandwidth: 10 Mbit/s, latency: 2 ms}", "{seconds: 120}", 6);
+    // The delay line's TUN devices, tbf, and a budget the timeout cuts short. At 100 Mbit/s
+    // the run's probe of the link before the trial takes seconds (at 10 Mbit/s, 40).
+    let suite = suite_over(dir.path(), "{bandwidth: 100 Mbit/s, latency: 2 ms}", "{seconds: 120}", 6);
     let store = dir.path().join("runs");
     let child = start(&["run", &suite, "--store", store.to_str().unwrap()]);
     let pid = child.id();
@@ -66,10 +68,10 @@ fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
     let trials: Vec<TrialRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
     assert_eq!(trials.len(), 1);
     assert_eq!(trials[0].outcome, "timeout", "{:?}", trials[0].reason);
-    assert_eq!(trials[0].link.as_deref(), Some("10 Mbit/s · 2 ms"));
+    assert_eq!(trials[0].link.as_deref(), Some("100 Mbit/s · 2 ms"));
     // The delay line's threads ran on this machine's cores; the row says for how long.
     assert!(trials[0].link_emulation_cpu_s.is_some_and(|seconds| seconds > 0.0), "{:?}", trials[0]);
-    assert!(trials[0].trial_id.ends_with("__link-10Mbit-2ms__r0"), "{}", trials[0].trial_id);
+    assert!(trials[0].trial_id.ends_with("__link-100Mbit-2ms__r0"), "{}", trials[0].trial_id);
     assert!(made_by(pid).is_empty(), "the trial's link is gone");
 }
 
@@ -112,7 +114,8 @@ fn where_links_cannot_be_emulated_shaped_trials_are_infeasible_and_the_rest_runs
         &suite,
         "name: no-tools\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
          strategies: [single, {name: data-parallel, workers: [2]}]\nbatch_size: 16\nthreads: 2\n\
-         budget: {steps: 3}\nwarmup_steps: 1\nlink: [loopback, {bandwidth: 1 Gbit/s}]\n",
+         budget: {steps: 3}\nwarmup_steps: 1\nlink: [loopback, {bandwidth: 1 Gbit/s}]\n\
+         eval: {samples: 256, batch_size: 256}\n",
     )
     .unwrap();
     let store = dir.path().join("runs");

@@ -24,7 +24,7 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
     let _alone = crate::alone();
     let store = tempfile::tempdir().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_stratlab"))
-        .args(["probe", "--link", "bandwidth=100Mbit/s,latency=1ms", "--sizes", "4,1M,4M", "--repeats", "5"])
+        .args(["probe", "--link", "bandwidth=100Mbit/s,latency=1ms", "--sizes", "4,512K,2M", "--repeats", "5"])
         .args(["--warmup", "2", "--store"])
         .arg(store.path())
         .env_remove("RANK")
@@ -68,8 +68,9 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
         (latency_s - 1e-3).abs() <= 0.2e-3 + 0.1e-3,
         "one-way latency {latency_s} s against 1 ms; min / median / max: {small:?}"
     );
-    // 3 MiB more take 3 MiB ÷ bandwidth longer: within 10 % of 100 Mbit/s.
-    let bandwidth = 3.0 * 1048576.0 / (p2p(4 << 20) - p2p(1 << 20));
+    // 1.5 MiB more take 1.5 MiB ÷ bandwidth longer (126 ms; the smaller message is already
+    // 8 times tbf's 64 KiB burst): within 10 % of 100 Mbit/s.
+    let bandwidth = 1.5 * 1048576.0 / (p2p(2 << 20) - p2p(512 << 10));
     assert!((bandwidth / 12.5e6 - 1.0).abs() <= 0.1, "bandwidth {} Mbit/s against 100", bandwidth * 8e-6);
     assert!(made_by(pid).is_empty(), "the probe's link is gone: {:?}", made_by(pid));
 }
