@@ -190,13 +190,7 @@ impl StepQuestion<'_> {
         let balance = self.strategy.balance();
         if balance == Balance::Time {
             check_balance(self.profile.stages.len(), &balance, stages).map_err(|error| error.to_string())?;
-            let costs: Vec<f64> = (0..self.profile.stages.len())
-                .map(|stage| {
-                    let (forward, backward) = self.stage_s(stage, samples);
-                    forward + backward
-                })
-                .collect();
-            return Ok(linear_partition(&costs, stages));
+            return Ok(linear_partition(&stage_seconds(self.profile, samples), stages));
         }
         plan_stages(self.spec, &balance, stages, samples as i64, Device::Cpu)
             .map(|plan| plan.ranges)
@@ -383,6 +377,17 @@ impl StepQuestion<'_> {
 const CONTENTION_ROUNDS: usize = 2;
 
 /// The cost curve of measured `(samples, seconds)` points.
+/// Seconds of each network stage's forward and backward on `samples` samples, read off
+/// `profile` (interpolated between the sizes it timed): what a `time` balance cuts, in the
+/// model and, handed over in `TrainConfig::stage_seconds`, in the trial itself.
+pub fn stage_seconds(profile: &NetworkProfile, samples: usize) -> Vec<f64> {
+    profile
+        .stages
+        .iter()
+        .map(|stage| curve(&stage.forward_s).at(samples) + curve(&stage.backward_s).at(samples))
+        .collect()
+}
+
 fn curve(points: &[(usize, f64)]) -> CostCurve {
     CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
 }

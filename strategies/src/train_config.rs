@@ -75,6 +75,13 @@ pub struct TrainConfig {
     /// benchmark trial; float64 lets equivalence tests compare to rounding error).
     #[serde(default)]
     pub precision: Precision,
+    /// Seconds of each network stage's forward and backward at the pipeline's micro-batch,
+    /// measured before training: a `time` balance cuts these (the profile the run predicted
+    /// the cell from, so trial and prediction cut alike) instead of timing the stages again
+    /// on its first rank, which re-measured near-ties differently and moved the cut of 59
+    /// of 120 pipeline trials in one validation run. `None`: the pipeline times them.
+    #[serde(default)]
+    pub stage_seconds: Option<Vec<f64>>,
 }
 
 /// Default of [`TrainConfig::metrics_every_steps`]: one read per 5 steps costs a fifth of
@@ -102,6 +109,7 @@ impl Default for TrainConfig {
             metrics_every_steps: DEFAULT_METRICS_EVERY_STEPS,
             numerics: Numerics::default(),
             precision: Precision::Float32,
+            stage_seconds: None,
         }
     }
 }

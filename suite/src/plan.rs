@@ -198,6 +198,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             numerics: suite.numerics,
             // Benchmarks train in float32; float64 is for the equivalence tests.
             precision: Precision::Float32,
+            // Given by the run from its profiles once they are taken (`ex_ante`).
+            stage_seconds: None,
         },
         timeout_s: suite.timeout_s,
         memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),

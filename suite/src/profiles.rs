@@ -69,14 +69,8 @@ impl ProfileCache {
             // left behind gave the first lookup of every process another key than the one
             // its profile had been stored under, and it was measured again.
             trial.apply_numerics()?;
-            let training_steps = training_steps_for(trials, &key);
-            let sizes = sizes_for(trials, &key, &training_steps);
-            let contention = cores.and_then(|cores| contention_for(trials, &key, cores));
-            let needs = ProfileNeeds {
-                sizes: &sizes,
-                contention: contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
-                training_steps: &training_steps,
-            };
+            let needs = Needs::of(trials, &key, cores);
+            let needs = needs.as_profile_needs();
             let stored_key = stored_key(trial);
             let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
             let taken = match reused {
@@ -85,11 +79,7 @@ impl ProfileCache {
                         "reused the profile of {} on {} at {} thread(s) taken {taken_at}",
                         key.0, key.1, key.2
                     ));
-                    let stored_reference = self
-                        .stored
-                        .iter()
-                        .find(|row| Some(row.profile_key.as_str()) == stored_key.as_deref() && row.taken_at == taken_at)
-                        .and_then(|row| row.speed_reference_s);
+                    let stored_reference = stored_key.as_deref().and_then(|key| self.stored_reference(key, &taken_at));
                     (profile, stored_reference)
                 }
                 None => {
@@ -107,11 +97,36 @@ impl ProfileCache {
         Ok((&self.taken[&key].0, profile_s))
     }
 
+    /// The profile [`Self::measured`] would reuse for `trial`'s cell (the latest stored one
+    /// with everything the trials of its key need), never measured here: `None` when the
+    /// store has none.
+    pub fn stored(&mut self, trials: &[TrialSpec], trial: &TrialSpec, cores: Option<usize>) -> Option<&NetworkProfile> {
+        let key = key_of(trial);
+        if !self.taken.contains_key(&key) {
+            // The key names the numerics in force, as when the profile was stored.
+            trial.apply_numerics().ok()?;
+            let needs = Needs::of(trials, &key, cores);
+            let stored_key = stored_key(trial)?;
+            let (profile, taken_at) = stored_profile(&self.stored, &stored_key, &needs.as_profile_needs())?;
+            let reference = self.stored_reference(&stored_key, &taken_at);
+            self.taken.insert(key.clone(), (profile, reference));
+        }
+        Some(&self.taken[&key].0)
+    }
+
     /// The reference work's seconds timed with the profile of `trial`'s cell, once
     /// [`Self::measured`] has taken or reused it; `None` for a stored profile from before
     /// the reference was timed.
     pub fn speed_reference_s(&self, trial: &TrialSpec) -> Option<f64> {
         self.taken.get(&key_of(trial)).and_then(|(_, speed_reference_s)| *speed_reference_s)
+    }
+
+    /// The reference work's seconds stored with the profile `stored_key` taken at `taken_at`.
+    fn stored_reference(&self, stored_key: &str, taken_at: &str) -> Option<f64> {
+        self.stored
+            .iter()
+            .find(|row| row.profile_key == stored_key && row.taken_at == taken_at)
+            .and_then(|row| row.speed_reference_s)
     }
 
     /// Adds a profile just taken to the store, if there is one, under `stored_key`.
@@ -180,6 +195,31 @@ fn binary_digest() -> Option<&'static str> {
 }
 
 /// The trials one profile serves.
+/// What the profile of one (network, data set, threads) must hold for its trials.
+struct Needs {
+    sizes: Vec<usize>,
+    contention: Option<(usize, Vec<usize>)>,
+    training_steps: Vec<usize>,
+}
+
+impl Needs {
+    /// Where `cores` is given (the workers share this machine), with their contention.
+    fn of(trials: &[TrialSpec], key: &ProfileKey, cores: Option<usize>) -> Needs {
+        let training_steps = training_steps_for(trials, key);
+        let sizes = sizes_for(trials, key, &training_steps);
+        let contention = cores.and_then(|cores| contention_for(trials, key, cores));
+        Needs { sizes, contention, training_steps }
+    }
+
+    fn as_profile_needs(&self) -> ProfileNeeds<'_> {
+        ProfileNeeds {
+            sizes: &self.sizes,
+            contention: self.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
+            training_steps: &self.training_steps,
+        }
+    }
+}
+
 fn trials_of<'a>(trials: &'a [TrialSpec], key: &'a ProfileKey) -> impl Iterator<Item = &'a TrialSpec> + Clone {
     trials.iter().filter(move |t| key_of(t) == *key)
 }

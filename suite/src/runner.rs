@@ -92,6 +92,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     };
 
     crate::ex_ante::predict_run(&trials, &store, &mut |line| eprintln!("{line}"));
+    crate::ex_ante::cut_on_run_profiles(&mut trials, &store, &mut |line| eprintln!("{line}"));
     let finished = store.finished_trial_ids()?;
     let already_done = trials.iter().filter(|trial| finished.contains(&trial.trial_id)).count();
     let progress = MatrixProgress::new(trials.len(), already_done);

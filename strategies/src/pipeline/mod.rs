@@ -26,7 +26,7 @@ use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
-pub use partition::{linear_partition, plan_stages, PartitionError, StagePlan};
+pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, PartitionError, StagePlan};
 pub use stage_report::PipelineStageReport;
 use stage_worker::StageWorker;
 use stratlab_strategy_spec::{check_balance, Balance, Strategy};
@@ -49,7 +49,12 @@ pub fn train(
     let layout = Layout::of(world.rank(), stages, replicas);
     let device = train_loop::prepare(config)?;
     let micro_batch = strategy.stage_samples(config.batch_size) as i64;
-    let plan = agree_on_plan(context.network, &strategy.balance(), stages, micro_batch, device, world)?;
+    let plan = match (strategy.balance(), &config.stage_seconds) {
+        // Every rank cuts the same given seconds: nothing to time or to agree on.
+        (Balance::Time, Some(seconds)) => plan_by_stage_seconds(context.network, seconds, stages)
+            .map_err(|error| invalid("balance", error.to_string()))?,
+        (balance, _) => agree_on_plan(context.network, &balance, stages, micro_batch, device, world)?,
+    };
     // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
     // and every replica of a stage, builds the weights a single-device build draws.
     tch::manual_seed(config.seed as i64);

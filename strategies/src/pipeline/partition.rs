@@ -156,8 +156,30 @@ pub fn plan_stages(
         Balance::Explicit(list) => ranges_from_counts(list),
         _ => linear_partition(&costs.per_stage, parts),
     };
+    Ok(plan_of(balance.clone(), ranges, &costs))
+}
+
+/// The `time` balance's plan from seconds per network stage measured beforehand (one per
+/// stage of `spec`, at the micro-batch): the cut [`plan_stages`] makes of the seconds it
+/// times itself, without timing anything.
+pub fn plan_by_stage_seconds(spec: &NetworkSpec, seconds: &[f64], parts: usize) -> Result<StagePlan, PartitionError> {
+    let n = spec.stages.len();
+    check_balance(n, &Balance::Time, parts)?;
+    if seconds.len() != n || seconds.iter().any(|s| !s.is_finite() || *s < 0.0) {
+        return Err(PartitionError(format!(
+            "balance time: {} stage times given for the {n} stages of {}, each finite and not negative: {seconds:?}",
+            seconds.len(),
+            spec.name
+        )));
+    }
+    let costs = StageCosts { per_stage: seconds.to_vec(), unit: "seconds" };
+    Ok(plan_of(Balance::Time, linear_partition(seconds, parts), &costs))
+}
+
+/// A plan's parts with the cost each sums.
+fn plan_of(balance: Balance, ranges: Vec<Range<usize>>, costs: &StageCosts) -> StagePlan {
     let part_costs = ranges.iter().map(|range| costs.per_stage[range.clone()].iter().sum()).collect();
-    Ok(StagePlan { balance: balance.clone(), ranges, costs: part_costs, unit: costs.unit.to_string() })
+    StagePlan { balance, ranges, costs: part_costs, unit: costs.unit.to_string() }
 }
 
 /// Consecutive ranges of the given lengths, starting at 0.

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use stratlab_results::{PipelineStageRow, RunStore};
+
 fn stratlab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stratlab"))
         .args(args)
@@ -25,7 +27,7 @@ strategies:
   - single
   - {name: data-parallel, workers: [2]}
   - {name: parameter-server, workers: [2]}
-  - {name: gpipe, workers: [2], micro_batches: [2]}
+  - {name: gpipe, workers: [2], micro_batches: [2], balance: time}
 batch_size: 32
 threads: 1
 budget: {steps: 6}
@@ -119,6 +121,23 @@ fn a_run_predicts_its_cells_before_training_and_its_report_judges_them() {
     for table in ["predictions", "probes"] {
         let parts = std::fs::read_dir(run_dir.join(table)).unwrap().count();
         assert_eq!(parts, 1, "{table}: one part written before the trials");
+    }
+    // The gpipe trial cut the network on the run's own profile, as its prediction did:
+    // each stage's cost is its stages' profiled seconds at the micro-batch (16), to within
+    // the JSON that carries them to the workers, where a trial timing its stages again
+    // would differ.
+    let profiles = stratlab_results::ProfileStore::new(&store).load().unwrap();
+    let profiled = |stage: u32| {
+        let timed = profiles.iter().filter(|row| row.stage == stage && row.samples == 16);
+        timed.filter_map(|row| Some(row.forward_s? + row.backward_s?)).next().unwrap_or_else(|| panic!("{stage}"))
+    };
+    let stages: Vec<PipelineStageRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    assert_eq!(stages.len(), 2, "{stages:#?}");
+    for stage in &stages {
+        let info = &stage.info;
+        assert_eq!((info.balance.as_str(), info.cost_unit.as_str()), ("time", "seconds"));
+        let seconds: f64 = (info.first_layer..info.first_layer + info.layer_count).map(profiled).sum();
+        assert!((info.predicted_cost - seconds).abs() <= 1e-12 * seconds, "{seconds} s profiled: {info:?}");
     }
     let html = std::fs::read_to_string(run_dir.join("report/index.html")).unwrap();
     assert!(html.contains("Predicted vs measured"), "the report has the section");

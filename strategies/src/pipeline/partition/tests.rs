@@ -190,6 +190,31 @@ fn time_balance_profiles_small_cnn_on_the_cpu() {
 }
 
 #[test]
+fn time_balance_from_given_seconds_cuts_them_without_timing_anything() {
+    let spec = small_cnn();
+    let n = spec.stages.len();
+    // The last stage alone weighs as much as all the others: it gets a part of its own.
+    let mut seconds = vec![1.0; n];
+    seconds[n - 1] = (n - 1) as f64;
+    let plan = plan_by_stage_seconds(&spec, &seconds, 2).unwrap();
+    assert_eq!(plan.ranges, vec![0..n - 1, n - 1..n]);
+    assert_eq!((plan.balance.clone(), plan.unit.as_str()), (Balance::Time, "seconds"));
+    assert_eq!(plan.costs, vec![(n - 1) as f64, (n - 1) as f64]);
+    // The cut a self-timed plan makes of the same seconds.
+    assert_eq!(plan.ranges, linear_partition(&seconds, 2));
+    let heavy_first: Vec<f64> = seconds.iter().rev().copied().collect();
+    assert_eq!(plan_by_stage_seconds(&spec, &heavy_first, 2).unwrap().ranges, vec![0..1, 1..n]);
+
+    let short = plan_by_stage_seconds(&spec, &seconds[1..], 2).unwrap_err().0;
+    assert!(short.contains(&format!("{} stage times given for the {n} stages", n - 1)), "{short}");
+    let mut not_a_time = seconds.clone();
+    not_a_time[0] = f64::NAN;
+    assert!(plan_by_stage_seconds(&spec, &not_a_time, 2).is_err());
+    let too_many_parts = plan_by_stage_seconds(&spec, &seconds, n + 1).unwrap_err().0;
+    assert!(too_many_parts.contains("stages to split"), "{too_many_parts}");
+}
+
+#[test]
 fn infeasible_plans_name_their_numbers() {
     let spec = small_cnn();
     assert_eq!(error(&spec, Balance::Uniform, 0), "0 pipeline stages requested; a pipeline needs at least 1");
