@@ -376,7 +376,6 @@ impl StepQuestion<'_> {
 /// slower passes overlap a little differently, and each round moves the step less.
 const CONTENTION_ROUNDS: usize = 2;
 
-/// The cost curve of measured `(samples, seconds)` points.
 /// Seconds of each network stage's forward and backward on `samples` samples, read off
 /// `profile` (interpolated between the sizes it timed): what a `time` balance cuts, in the
 /// model and, handed over in `TrainConfig::stage_seconds`, in the trial itself.
@@ -388,6 +387,7 @@ pub fn stage_seconds(profile: &NetworkProfile, samples: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The cost curve of measured `(samples, seconds)` points.
 fn curve(points: &[(usize, f64)]) -> CostCurve {
     CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
 }

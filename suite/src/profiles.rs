@@ -194,7 +194,6 @@ fn binary_digest() -> Option<&'static str> {
         .as_deref()
 }
 
-/// The trials one profile serves.
 /// What the profile of one (network, data set, threads) must hold for its trials.
 struct Needs {
     sizes: Vec<usize>,
@@ -220,6 +219,7 @@ impl Needs {
     }
 }
 
+/// The trials one profile serves.
 fn trials_of<'a>(trials: &'a [TrialSpec], key: &'a ProfileKey) -> impl Iterator<Item = &'a TrialSpec> + Clone {
     trials.iter().filter(move |t| key_of(t) == *key)
 }
