@@ -9,15 +9,22 @@
 
 use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError, TrainReport};
 
+/// Untimed steps first. A fresh worker's first two steps are the slowest (its heap and
+/// caches still filling; MobileNetV2 on MNIST at 64 samples and two threads: 1254, 945,
+/// then 832, 719, 730, 698 ms; the loader's wait is a millisecond a step), and a 10th
+/// percentile over more steps after them falls among the steady ones. This used to be the
+/// loader's prefetched batches and one more (5) before 3 timed steps; 2 before 6, the same
+/// 8 steps, measure the trials' own steps better: over the 192 single trials at two threads of
+/// eight validation runs (val16–val23, their step tables), against the 10th percentile of
+/// each trial's steps from the ninth on, the 10th percentile of steps 3–8 was off by a
+/// median 4.6 % and at the 90th percentile 18.6 %, that of steps 6–8 by 5.0 % and 21.6 %.
+const WARMUP_STEPS: usize = 2;
 /// Timed steps at least, and at most, after the warm-up: their 10th percentile is the
-/// statistic trials are compared by, and it falls among a trial's steady steps. Steps get
-/// faster until the loader has filled its prefetch queue, which takes CPU from the compute
-/// on a shared machine (the small CNN at two threads and 16 samples: 39, 15, 16, 16, 13,
-/// then 11 ms; MobileNetV2 on MNIST: 248, 167, 171, 155, 158, then 128–140), so the
-/// prefetched batches and one more are left untimed. Short steps vary most (the small CNN
-/// at 64 samples, 40 ms a step, gave 35 and 46 ms as the p10 of five steps in two runs a
-/// minute apart), so they are timed until about [`ENOUGH_S`] of them; long ones need few.
-const MIN_TIMED_STEPS: usize = 3;
+/// statistic trials are compared by, and it falls among a trial's steady steps. Short
+/// steps vary most (the small CNN at 64 samples, 40 ms a step, gave 35 and 46 ms as the
+/// p10 of five steps in two runs a minute apart), so they are timed until about
+/// [`ENOUGH_S`] of them; long ones need few.
+const MIN_TIMED_STEPS: usize = 6;
 const MAX_TIMED_STEPS: usize = 40;
 const ENOUGH_S: f64 = 0.5;
 
@@ -56,14 +63,12 @@ pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> 
     Ok(measured)
 }
 
-/// `timed_steps` steps at `batch` samples after the warm-up: the prefetched batches and one
-/// more.
+/// `timed_steps` steps at `batch` samples after [`WARMUP_STEPS`] untimed ones.
 fn train_steps(context: &TrainContext<'_>, batch: usize, timed_steps: usize) -> Result<TrainReport, TrainError> {
-    let warmup_steps = context.config.prefetch + 1;
     let config = TrainConfig {
         batch_size: batch,
-        budget: Budget { epochs: None, steps: Some(warmup_steps + timed_steps), seconds: None },
-        warmup_steps,
+        budget: Budget { epochs: None, steps: Some(WARMUP_STEPS + timed_steps), seconds: None },
+        warmup_steps: WARMUP_STEPS,
         eval_every_steps: None,
         // The end of training evaluates; one batch is the least it can read.
         eval_samples: Some(batch),
