@@ -11,13 +11,13 @@ use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError, TrainRepo
 
 /// Untimed steps first. A fresh worker's first two steps are the slowest (its heap and
 /// caches still filling; MobileNetV2 on MNIST at 64 samples and two threads: 1254, 945,
-/// then 832, 719, 730, 698 ms; the loader's wait is a millisecond a step), and a 10th
-/// percentile over more steps after them falls among the steady ones. This used to be the
-/// loader's prefetched batches and one more (5) before 3 timed steps; 2 before 6, the same
-/// 8 steps, measure the trials' own steps better: over the 192 single trials at two threads of
-/// eight validation runs (val16–val23, their step tables), against the 10th percentile of
-/// each trial's steps from the ninth on, the 10th percentile of steps 3–8 was off by a
-/// median 4.6 % and at the 90th percentile 18.6 %, that of steps 6–8 by 5.0 % and 21.6 %.
+/// then 832, 719, 730, 698 ms; the loader waits a millisecond a step), and a 10th
+/// percentile over more steps after them falls among the steady ones. Two untimed and six
+/// timed steps replaced the loader's prefetched batches and one more (5) and three timed,
+/// the same 8 steps: over the 192 single trials at two threads of eight validation runs
+/// (val16–val23, their step tables), against the 10th percentile of each trial's steps
+/// from the ninth on, the 10th percentile of steps 3–8 was off by a median 4.6 % and at
+/// the 90th percentile 18.6 %, that of steps 6–8 by 5.0 % and 21.6 %.
 const WARMUP_STEPS: usize = 2;
 /// Timed steps at least, and at most, after the warm-up: their 10th percentile is the
 /// statistic trials are compared by, and it falls among a trial's steady steps. Short
