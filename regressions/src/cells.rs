@@ -119,6 +119,7 @@ impl CellSettings {
             trial.epochs_budget.map(|e| format!("{e} epochs")),
             trial.steps_budget.map(|s| format!("{s} steps")),
             trial.seconds_budget.map(|s| format!("{s} s")),
+            trial.min_timed_steps_budget.map(|timed| format!("≥ {timed} timed steps")),
         ]
         .into_iter()
         .flatten()

@@ -50,6 +50,9 @@ pub struct TrialRow {
     pub steps_budget: Option<i64>,
     /// Wall-time budget in seconds, when the trial was bounded by time.
     pub seconds_budget: Option<f64>,
+    /// Steps after the warm-up the time limit waited for, when the budget set a floor
+    /// (absent in runs before it existed).
+    pub min_timed_steps_budget: Option<i64>,
     /// Repeat number of an otherwise identical trial, from 0.
     pub repeat: i64,
     /// Random seed.
@@ -140,6 +143,7 @@ impl Table for TrialRow {
             ("epochs_budget", Int64),
             ("steps_budget", Int64),
             ("seconds_budget", Float64),
+            ("min_timed_steps_budget", Int64),
             ("repeat", Int64),
             ("seed", Int64),
             ("device", String),

@@ -348,8 +348,11 @@ impl<'a> RunState<'a> {
 
     fn budget_spent(&self, started: Instant) -> bool {
         let budget = self.config.budget;
+        let timed_enough = budget
+            .min_timed_steps
+            .is_none_or(|timed| self.steps_done >= self.config.warmup_steps.saturating_add(timed));
         budget.steps.is_some_and(|steps| self.steps_done >= steps)
-            || budget.seconds.is_some_and(|seconds| started.elapsed().as_secs_f64() >= seconds)
+            || (timed_enough && budget.seconds.is_some_and(|seconds| started.elapsed().as_secs_f64() >= seconds))
     }
 
     /// Reads the pending steps' losses and accuracies back in one transfer, completes their

@@ -67,7 +67,7 @@ pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> 
 fn train_steps(context: &TrainContext<'_>, batch: usize, timed_steps: usize) -> Result<TrainReport, TrainError> {
     let config = TrainConfig {
         batch_size: batch,
-        budget: Budget { epochs: None, steps: Some(WARMUP_STEPS + timed_steps), seconds: None },
+        budget: Budget { steps: Some(WARMUP_STEPS + timed_steps), ..Budget::default() },
         warmup_steps: WARMUP_STEPS,
         eval_every_steps: None,
         // The end of training evaluates; one batch is the least it can read.

@@ -132,6 +132,7 @@ pub(crate) fn record(
         epochs_budget: budget.epochs.map(|e| e as i64),
         steps_budget: budget.steps.map(|s| s as i64),
         seconds_budget: budget.seconds,
+        min_timed_steps_budget: budget.min_timed_steps.map(|timed| timed as i64),
         repeat: trial.repeat as i64,
         seed: trial.train.seed as i64,
         device: lead.map(|report| report.device.clone()).unwrap_or_else(|| trial.train.device.to_string()),

@@ -55,6 +55,7 @@ fn trial(
         epochs_budget: Some(2),
         steps_budget: None,
         seconds_budget: None,
+        min_timed_steps_budget: None,
         repeat,
         seed: repeat,
         device: "cpu".into(),

@@ -117,6 +117,19 @@ fn budget_warmup_and_epoch_records_add_up() {
 }
 
 #[test]
+fn a_time_limit_ends_training_only_after_the_floor_of_timed_steps() {
+    // A limit spent before the first step: alone it trains nothing.
+    let spent = Budget { seconds: Some(1e-9), ..Budget::default() };
+    let floor = Budget { min_timed_steps: Some(4), ..spent };
+    let report = train_small_cnn("mnist", &TrainConfig { budget: floor, ..small_config(1) });
+    assert_eq!(report.steps.len(), 2 + 4, "2 warm-up steps, then the 4 timed ones the floor asks for");
+    assert_eq!(report.timed_step_times().len(), 4);
+    // A step limit still ends the run first.
+    let capped = Budget { steps: Some(3), ..floor };
+    assert_eq!(train_small_cnn("mnist", &TrainConfig { budget: capped, ..small_config(1) }).steps.len(), 3);
+}
+
+#[test]
 fn exploding_loss_ends_training_as_diverged_not_as_an_error() {
     // A learning rate this large makes the loss overflow within a few steps.
     let config = TrainConfig { lr: 1e12, momentum: 0.0, weight_decay: 0.0, ..small_config(40) };

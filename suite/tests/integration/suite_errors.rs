@@ -158,6 +158,15 @@ fn infinite_negative_or_nan_durations_are_rejected() {
 }
 
 #[test]
+fn a_floor_of_timed_steps_without_a_time_limit_is_rejected() {
+    fails(
+        &VALID.replace("budget: {steps: 3}", "budget: {steps: 3, min_timed_steps: 4}"),
+        &["budget.min_timed_steps", "budget.seconds"],
+    );
+    fails(&VALID.replace("budget: {steps: 3}", "budget: {seconds: 5, min_timed_steps: 0}"), &["budget", "positive"]);
+}
+
+#[test]
 fn unknown_numerics_setting_lists_the_valid_precisions() {
     fails(&format!("{VALID}numerics: {{matmul_precision: fastest}}\n"), &["matmul_precision", "highest"]);
 }

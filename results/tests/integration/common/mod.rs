@@ -39,6 +39,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         epochs_budget: Some(3),
         steps_budget: None,
         seconds_budget: Some(600.0),
+        min_timed_steps_budget: None,
         repeat: 0,
         seed: 42,
         device: "cpu".into(),
