@@ -147,7 +147,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let device: DeviceChoice = args.device.parse().map_err(InputError)?;
     let budget = match (args.epochs, args.steps, args.seconds) {
         (None, None, None) => Budget { epochs: Some(1), ..Budget::default() },
-        (epochs, steps, seconds) => Budget { epochs, steps, seconds, min_timed_steps: None },
+        (epochs, steps, seconds) => Budget { epochs, steps, seconds, ..Budget::default() },
     };
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let config = TrainConfig {
