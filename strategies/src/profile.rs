@@ -17,17 +17,18 @@ use crate::memory;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
 
-/// Timed passes per stage and size after one untimed warm-up, at most; the cost is their
-/// median.
-pub const PROFILE_REPEATS: usize = 5;
-/// Timed passes at least, however long they take.
-const MIN_PROFILE_REPEATS: usize = 2;
-/// Seconds of timed passes of one stage and size after which the minimum is enough: a
-/// ResNet-18 stage at batch 64 takes 0.1 to 0.3 s here, a small-CNN stage milliseconds,
-/// and profiling is part of every run's time. With 3 passes and 0.5 s, ResNet-18's stages
-/// on CIFAR took 21.2 and 21.5 s to profile; with 2 and 0.3 s, 17.5 and 16.8 s, the
-/// means of their sums at each size within 4 % of the former's.
-const ENOUGH_S: f64 = 0.3;
+/// Timed passes per stage and size after one untimed warm-up; the cost is their median
+/// (their mean). Short stages used to repeat up to five times, until 0.3 s of them: on this
+/// VM that did not make a profile more repeatable, and it cost a third of the stage timing.
+/// ResNet-18, MobileNetV2 and VGG-11 on MNIST and CIFAR-10 at 2–64 samples, one thread
+/// (`stratlab predict` of single cells), two profiles each way, interleaved: up to five
+/// passes took 80–88 s and two profiles' stage sums at a size differed by a median 9.0 %
+/// (p90 26 %); two passes took 56–58 s and differed by 10.3 % (p90 24 %), and 2 against 5
+/// differed by no more than 5 against 5 (signed median −4 and +3 %).
+pub const PROFILE_REPEATS: usize = 2;
+/// Timed SGD steps and gradient copies after an untimed one: milliseconds each, in every
+/// cell's step, so they keep five.
+const UPDATE_REPEATS: usize = 5;
 
 /// One network stage, measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,10 +146,8 @@ pub fn profile_network(
             // (reading the counters costs nothing measurable).
             let stage_parameter_bytes: u64 = profile.parameter_bytes.iter().sum();
             let (mut forward, mut backward) = (Vec::new(), Vec::new());
-            while forward.len() < PROFILE_REPEATS
-                && (forward.len() < MIN_PROFILE_REPEATS || forward.iter().chain(&backward).sum::<f64>() < ENOUGH_S)
-            {
-                let counted = forward.is_empty();
+            for pass in 0..PROFILE_REPEATS {
+                let counted = pass == 0;
                 optimizer.zero_grad();
                 let before = memory::allocated_bytes(device).filter(|_| counted);
                 memory::reset_peak(device);
@@ -184,9 +183,9 @@ pub fn profile_network(
         std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64).chain(spec.input.sample_dims()).collect();
     let output = model.forward_t(&Tensor::ones(dims, (Kind::Float, device)), true);
     backward_with_grad(&output, &Tensor::ones_like(&output))?;
-    let mut steps = Vec::with_capacity(PROFILE_REPEATS);
+    let mut steps = Vec::with_capacity(UPDATE_REPEATS);
     optimizer.step();
-    for _ in 0..PROFILE_REPEATS {
+    for _ in 0..UPDATE_REPEATS {
         synchronize(device);
         let start = Instant::now();
         optimizer.step();
@@ -194,8 +193,8 @@ pub fn profile_network(
         steps.push(start.elapsed().as_secs_f64());
     }
     // A fresh buffer each time, as every round makes one: the first copy is untimed.
-    let mut flattens = Vec::with_capacity(PROFILE_REPEATS);
-    for attempt in 0..=PROFILE_REPEATS {
+    let mut flattens = Vec::with_capacity(UPDATE_REPEATS);
+    for attempt in 0..=UPDATE_REPEATS {
         synchronize(device);
         let start = Instant::now();
         let flat = tch::no_grad(|| Tensor::cat(&variables.iter().map(|v| v.grad().view([-1])).collect::<Vec<_>>(), 0));

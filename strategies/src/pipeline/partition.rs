@@ -81,7 +81,7 @@ pub fn uniform_counts(stage_count: usize, parts: usize) -> Vec<usize> {
 /// # Time
 ///
 /// Builds the whole network in a throwaway VarStore on `device` and runs every stage once
-/// to warm up, then 2 to [`PROFILE_REPEATS`] timed passes (fewer where they are long), the device synchronised before each
+/// to warm up, then [`PROFILE_REPEATS`] timed passes, the device synchronised before each
 /// clock read; the cost is the median. Inputs are ones of the stage's input shape (the
 /// previous stage's output), requiring a gradient from the second stage on, as a pipeline
 /// worker's received activations do. Building draws initial weights from libtorch's global
