@@ -104,8 +104,8 @@ pub enum Command {
         out: Option<PathBuf>,
     },
     /// Measure the links between ranks: point-to-point latency and bandwidth for every
-    /// ordered pair, all-reduce time against message size, idle and again with every rank's
-    /// cores kept busy (as a training step's buckets find them); stored as a probe run.
+    /// pair, all-reduce time against message size, idle and again with every rank's cores
+    /// kept busy (as a training step's buckets find them); stored as a probe run.
     /// Starts `--workers` ranks on this machine, or is one rank when RANK and WORLD_SIZE are
     /// set (torchrun, srun).
     Probe(ProbeArgs),
@@ -360,6 +360,19 @@ pub struct ProbeArgs {
     /// the probe table's `link` column.
     #[arg(long, value_parser = str::parse::<crate::link_axis::TrialLink>)]
     pub link: Option<crate::link_axis::TrialLink>,
+    /// Which all-reduce to time, comma-separated: `idle` ranks, and `loaded`, every
+    /// libtorch thread's core kept busy as during a training step's backward.
+    #[arg(long = "all-reduce", value_enum, value_delimiter = ',', default_value = "idle,loaded")]
+    pub all_reduce: Vec<AllReduceLoad>,
+}
+
+/// The cores' state an all-reduce is timed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum AllReduceLoad {
+    /// Nothing else runs on the ranks.
+    Idle,
+    /// A busy thread per libtorch thread of each rank.
+    Loaded,
 }
 
 /// Options of `stratlab train`.

@@ -7,11 +7,12 @@ use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use clap::ValueEnum;
 use stratlab_comm::Launch;
 
 use stratlab_link_emulation::EmulatedLink;
 
-use crate::cli::ProbeArgs;
+use crate::cli::{AllReduceLoad, ProbeArgs};
 use crate::link_axis::TrialLink;
 
 /// Starts `workers` ranks of this binary on 127.0.0.1, or on `--link`'s emulated link each
@@ -67,6 +68,8 @@ pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
         args.timeout_s.to_string(),
         "--threads".to_owned(),
         threads.to_string(),
+        "--all-reduce".to_owned(),
+        all_reduce_argument(&args.all_reduce),
         "--store".to_owned(),
     ]
     .into_iter()
@@ -78,6 +81,13 @@ pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
         command.push(format!("--link={link}").into());
     }
     command
+}
+
+/// `loads` as `--all-reduce` takes them.
+fn all_reduce_argument(loads: &[AllReduceLoad]) -> String {
+    let names: Vec<String> =
+        loads.iter().filter_map(|load| load.to_possible_value()).map(|value| value.get_name().to_owned()).collect();
+    names.join(",")
 }
 
 /// The local ranks; any still running when this is dropped (an error, a panic) are killed.

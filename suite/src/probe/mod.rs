@@ -1,6 +1,6 @@
 //! `stratlab probe`: what the links between ranks can do, measured before any training so
 //! strategy results can be read against it. Point-to-point latency and bandwidth for every
-//! ordered pair of ranks (ping-pong), and all-reduce time against message size, as
+//! pair of ranks (ping-pong), and all-reduce time against message size, as
 //! algorithm and bus bandwidth (nccl-tests' definitions), stored as a probe run.
 //!
 //! One measurement, two ways to start it:
@@ -98,7 +98,7 @@ mod tests {
     use super::local::rank_args;
     use super::plan::Measurement;
     use super::*;
-    use crate::cli::{Cli, Command as CliCommand};
+    use crate::cli::{AllReduceLoad, Cli, Command as CliCommand};
 
     fn args(sizes: Vec<u64>) -> ProbeArgs {
         ProbeArgs {
@@ -111,6 +111,7 @@ mod tests {
             time_limit_s: 900,
             threads: None,
             link: None,
+            all_reduce: vec![AllReduceLoad::Loaded, AllReduceLoad::Idle],
         }
     }
 
@@ -122,11 +123,21 @@ mod tests {
         let zero_repeats = ProbeArgs { repeats: 0, ..args(vec![4]) };
         assert!(ProbePlan::from_args(&zero_repeats).unwrap_err().0.contains("--repeats"));
         assert_eq!(ProbePlan::from_args(&args(vec![4, 1 << 20])).unwrap().sizes, vec![4, 1 << 20]);
+        let no_all_reduce = ProbeArgs { all_reduce: Vec::new(), ..args(vec![4]) };
+        assert!(ProbePlan::from_args(&no_all_reduce).unwrap_err().0.contains("--all-reduce"));
+        let plan = ProbePlan::from_args(&args(vec![4])).unwrap();
+        assert_eq!(plan.all_reduce, [AllReduceLoad::Idle, AllReduceLoad::Loaded], "idle first, each once");
     }
 
     #[test]
     fn local_ranks_are_given_the_same_probe() {
-        let given = ProbeArgs { warmup: 2, repeats: 7, timeout_s: 30, ..args(vec![4, 1 << 20]) };
+        let given = ProbeArgs {
+            warmup: 2,
+            repeats: 7,
+            timeout_s: 30,
+            all_reduce: vec![AllReduceLoad::Loaded],
+            ..args(vec![4, 1 << 20])
+        };
         let mut argv = vec![OsString::from("stratlab")];
         argv.extend(rank_args(&given, 3));
         let CliCommand::Probe(parsed) = Cli::try_parse_from(argv).unwrap().command else {

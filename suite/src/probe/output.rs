@@ -6,6 +6,7 @@ use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
 
 use super::plan::{Measurement, ProbePlan, BACKEND};
 use crate::byte_size::format_size;
+use crate::cli::AllReduceLoad;
 
 /// The stored rows of `measurements`.
 pub(super) fn probe_rows(
@@ -46,9 +47,15 @@ pub(super) fn print_tables(rows: &[ProbeRow], world_size: usize, plan: &ProbePla
          busbw = algbw × 2(W−1)/W; {repeats}",
         BACKEND.name()
     );
-    println!("{}", kind_table(rows, ProbeKind::AllReduce));
-    println!("all-reduce again, every libtorch thread's core kept busy (as during a training step's backward)");
-    println!("{}", kind_table(rows, ProbeKind::AllReduceLoaded));
+    for load in &plan.all_reduce {
+        match load {
+            AllReduceLoad::Idle => println!("{}", kind_table(rows, ProbeKind::AllReduce)),
+            AllReduceLoad::Loaded => {
+                println!("every libtorch thread's core kept busy (as during a training step's backward):");
+                println!("{}", kind_table(rows, ProbeKind::AllReduceLoaded));
+            }
+        }
+    }
 }
 
 pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {

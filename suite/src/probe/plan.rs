@@ -6,7 +6,7 @@ use std::time::Duration;
 use stratlab_comm::Backend;
 use stratlab_results::ProbeKind;
 
-use crate::cli::{ProbeArgs, DEFAULT_SIZES};
+use crate::cli::{AllReduceLoad, ProbeArgs, DEFAULT_SIZES};
 use crate::exit::InputError;
 
 /// Bytes per element of the probe's buffers (float32, as gradients are all-reduced).
@@ -37,6 +37,8 @@ pub(super) struct ProbePlan {
     pub(super) repeats: usize,
     /// How long a rank waits for its peers (rendezvous, each operation).
     pub(super) timeout: Duration,
+    /// The all-reduces timed, each once, idle before loaded.
+    pub(super) all_reduce: Vec<AllReduceLoad>,
 }
 
 impl ProbePlan {
@@ -58,11 +60,18 @@ impl ProbePlan {
         if args.threads == Some(0) {
             return Err(InputError("--threads must be at least 1".into()));
         }
+        let mut all_reduce = args.all_reduce.clone();
+        all_reduce.sort_unstable();
+        all_reduce.dedup();
+        if all_reduce.is_empty() {
+            return Err(InputError("--all-reduce is empty; give idle, loaded or idle,loaded".into()));
+        }
         Ok(ProbePlan {
             sizes: args.sizes.clone(),
             warmup: args.warmup,
             repeats: args.repeats,
             timeout: Duration::from_secs(args.timeout_s),
+            all_reduce,
         })
     }
 }
