@@ -40,15 +40,16 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
     let run = std::fs::read_dir(store.path()).unwrap().next().expect("the probe run").unwrap().path();
     let rows: Vec<ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
     assert!(rows.iter().all(|row| row.link.as_deref() == Some("100 Mbit/s · 1 ms")), "{rows:#?}");
+    // The pair's one ping-pong: its round trip crosses the link both ways.
     let p2p = |bytes: u64| {
         let times: Vec<f64> =
             rows.iter().filter(|row| row.kind == "p2p" && row.bytes == bytes).map(|row| row.median_s).collect();
-        assert_eq!(times.len(), 2, "both directions of {bytes} bytes: {rows:#?}");
-        times.iter().sum::<f64>() / 2.0
+        assert_eq!(times.len(), 1, "the pair's ping-pong of {bytes} bytes: {rows:#?}");
+        times[0]
     };
     // A 4-byte message's one-way time is the latency: within 0.2 ms + 10 % of 1 ms.
     let latency_s = p2p(4);
-    // On failure, each direction's fastest, median and slowest repeat: a few slow repeats
+    // On failure, the fastest, median and slowest repeat: a few slow repeats
     // (the scheduler) and all of them slow (the link) read differently.
     let small: Vec<String> = rows
         .iter()
