@@ -37,10 +37,11 @@ const UPDATE_REPEATS: usize = 5;
 pub struct StageProfile {
     /// The stage's name in the network.
     pub name: String,
-    /// `(samples, median forward seconds)`, one per profiled size.
+    /// `(samples, forward seconds)` of the faster timed pass, one per profiled size.
     pub forward_s: Vec<(usize, f64)>,
-    /// `(samples, median backward seconds)`: the gradient of the stage's parameters and of
-    /// its input (a pipeline stage's received activation), as a stage worker computes it.
+    /// `(samples, backward seconds)` of the same pass: the gradient of the stage's parameters
+    /// and of its input (a pipeline stage's received activation), as a stage worker computes
+    /// it.
     pub backward_s: Vec<(usize, f64)>,
     /// Bytes of each trainable parameter of the stage, in the network's order.
     pub parameter_bytes: Vec<u64>,

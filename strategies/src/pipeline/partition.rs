@@ -72,7 +72,7 @@ pub fn uniform_counts(stage_count: usize, parts: usize) -> Vec<usize> {
 /// - `uniform`: 1 per stage (unit `stages`);
 /// - `parameters` and explicit lists: trainable parameters (unit `parameters`), so an
 ///   explicit list's predicted imbalance still says how lopsided it is;
-/// - `time`: median forward+backward seconds of one micro-batch of `micro_batch` samples
+/// - `time`: forward+backward seconds of one micro-batch of `micro_batch` samples
 ///   on `device` (unit `seconds`; see *Time* below);
 /// - `size`: bytes one micro-batch needs (unit `bytes`): [`SIZE_BYTES_PER_PARAMETER`] per
 ///   parameter, plus the stage's output and the tensors autograd keeps inside the stage
@@ -82,7 +82,7 @@ pub fn uniform_counts(stage_count: usize, parts: usize) -> Vec<usize> {
 ///
 /// Builds the whole network in a throwaway VarStore on `device` and runs every stage once
 /// to warm up, then [`PROFILE_REPEATS`] timed passes, the device synchronised before each
-/// clock read; the cost is the median. Inputs are ones of the stage's input shape (the
+/// clock read; the cost is the faster pass. Inputs are ones of the stage's input shape (the
 /// previous stage's output), requiring a gradient from the second stage on, as a pipeline
 /// worker's received activations do. Building draws initial weights from libtorch's global
 /// generator, so plan *before* seeding the weights a trial trains.

@@ -9,7 +9,7 @@ use crate::profile::profile_network;
 
 pub use crate::profile::PROFILE_REPEATS;
 
-/// Median seconds of one forward plus one backward of each stage of `spec` for
+/// Seconds of one forward plus one backward of each stage of `spec` for
 /// `micro_batch` samples on `device` (see [`super::stage_costs`] for the method and its
 /// caveats), from the network's profile at that size.
 pub(super) fn stage_seconds(spec: &NetworkSpec, micro_batch: i64, device: Device) -> Result<Vec<f64>, PartitionError> {
