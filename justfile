@@ -30,11 +30,18 @@ setup-test-data:
 # Run every test of the workspace on the CPU. Tests build in release, like the benchmark
 # binary, so `just test` and `just bench-matrix` share one compiled set of dependencies.
 # The release binary (without the test-only fault-injection feature) is built first and kept
-# aside: a test checks that it ignores the fault variable.
+# aside: a test checks that it ignores the fault variable. `cargo test` leaves its own build
+# (with fault injection) at target/release/stratlab, so the release binary is built again
+# afterwards, pass or fail, and must be byte-identical to the one kept aside.
 test: setup setup-chromium setup-test-data
     cargo build --release --bin stratlab
     mkdir -p target/release-checks && cp target/release/stratlab target/release-checks/stratlab
-    STRATLAB_RELEASE_BINARY="$PWD/target/release-checks/stratlab" cargo test --workspace --release --no-fail-fast
+    status=0; \
+    STRATLAB_RELEASE_BINARY="$PWD/target/release-checks/stratlab" cargo test --workspace --release --no-fail-fast || status=$?; \
+    cargo build --release --bin stratlab; \
+    cmp target/release/stratlab target/release-checks/stratlab \
+        || { echo "target/release/stratlab is not the release build after the tests" >&2; exit 1; }; \
+    exit $status
 
 # Run a benchmark suite end to end (fetching data as needed); ends with the results matrix
 # and the path of the run's HTML report (runs/<run>/report/index.html).
