@@ -53,6 +53,11 @@ pub struct PredictionRow {
     /// `ProfileRow::speed_reference_s`); null where it was not timed.
     #[serde(default)]
     pub speed_reference_s: Option<f64>,
+    /// Why the stored profile the prediction would have reused was taken again (it was
+    /// profiled in a slow spell); null where it was reused, taken new, or in runs before
+    /// stale profiles were retaken.
+    #[serde(default)]
+    pub profile_retaken: Option<String>,
 }
 
 impl Table for PredictionRow {
@@ -80,6 +85,7 @@ impl Table for PredictionRow {
             ("link_source", String),
             ("profile_s", Float64),
             ("speed_reference_s", Float64),
+            ("profile_retaken", String),
         ])
     }
 

@@ -65,6 +65,9 @@ pub enum Command {
         /// Do not write the report (`<run>/report/`) or print the results matrix at the end.
         #[arg(long)]
         no_report: bool,
+        /// Which profiles (kept in the store's `profiles/`) the run's predictions reuse.
+        #[command(flatten)]
+        reuse: ReuseArgs,
     },
     /// Write a run's report: figures, Markdown/CSV tables and a self-contained index.html.
     /// Works on finished, partly failed and interrupted runs.
@@ -195,15 +198,35 @@ pub enum Command {
     ContentionCopy,
 }
 
-/// Where profiles are kept, and whether to take them again.
+/// Where profiles are kept, and which stored ones are reused.
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
     /// The store whose `profiles` folder keeps the profiles taken.
     #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
     pub store: PathBuf,
+    #[command(flatten)]
+    pub reuse: ReuseArgs,
+}
+
+/// Which stored profiles are reused (`run`, `predict`, `recommend`, `profile`).
+#[derive(Debug, clap::Args)]
+pub struct ReuseArgs {
     /// Measure every profile again instead of reusing a stored one (the new ones are stored).
     #[arg(long)]
     pub fresh_profiles: bool,
+    /// Retake a stored profile whose speed reference (a fixed piece of work timed on every
+    /// core with it) read more than this many percent slower than the machine does now: a
+    /// profile taken in a slow spell would predict every cell high. `inf` reuses every
+    /// matching profile.
+    #[arg(long, value_name = "PERCENT", default_value_t = 100.0 * crate::profiles::STALE_PROFILE_LIMIT)]
+    pub stale_profile_limit: f64,
+}
+
+impl ReuseArgs {
+    /// The policy these flags ask for.
+    pub fn policy(&self) -> crate::profiles::ReusePolicy {
+        crate::profiles::ReusePolicy { fresh: self.fresh_profiles, stale_limit: self.stale_profile_limit / 100.0 }
+    }
 }
 
 /// Data subcommands.

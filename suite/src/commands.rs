@@ -25,8 +25,10 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
         Command::Train(args) => train(&args),
         Command::Plan { suite } => show_plan(&suite),
-        Command::Run { suite, resume, only, store, allow_mixed, no_report } => {
-            let summary = run_suite(&RunOptions { suite_path: suite, store_dir: store, resume, only, allow_mixed })?;
+        Command::Run { suite, resume, only, store, allow_mixed, no_report, reuse } => {
+            let options =
+                RunOptions { suite_path: suite, store_dir: store, resume, only, allow_mixed, profiles: reuse.policy() };
+            let summary = run_suite(&options)?;
             let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
             println!(
                 "{} trials planned, {} already finished, ran {}: {}",
@@ -57,7 +59,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
         Command::Recommend { network, dataset, workers, batch, cluster, probe, profiles } => {
-            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
             crate::recommend::recommend(
                 &mut cache,
                 &crate::recommend::Question {
@@ -71,7 +73,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             )
         }
         Command::Predict { suite, probe, cluster, against, figure, profiles } => {
-            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
             let sources = crate::predict::Sources {
                 probe: probe.as_deref(),
                 cluster: cluster.as_deref(),
@@ -81,7 +83,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             crate::predict::predict(&suite, &sources, &mut cache)
         }
         Command::Profile { suite, profiles } => {
-            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.fresh_profiles)?;
+            let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
             crate::predict::profile(&suite, &mut cache)
         }
         Command::Env { check_cuda } => env(check_cuda),

@@ -19,7 +19,7 @@ use tch::Device;
 
 use crate::link_axis::TrialLink;
 use crate::predictions::{predict_cells, LocalLinks, MeasuredLink, Placement};
-use crate::profiles::ProfileCache;
+use crate::profiles::{ProfileCache, ReusePolicy};
 use crate::trial::TrialSpec;
 
 /// Message sizes of the run's probe: a small one for the latency, large ones for the
@@ -29,20 +29,25 @@ const PROBE_SIZES: &str = "4,65536,1048576,4194304,16777216";
 
 /// Predicts every cell of `trials` into `store`, unless it already holds predictions (a
 /// resumed run keeps the ones made before its first trial).
-pub fn predict_run(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str)) {
+pub fn predict_run(trials: &[TrialSpec], store: &RunStore, profiles: ReusePolicy, say: &mut dyn FnMut(&str)) {
     match store.load_rows::<PredictionRow>() {
         Ok(rows) if !rows.is_empty() => return,
         _ => {}
     }
     let started = Instant::now();
-    if let Err(error) = predict_into(trials, store, say) {
+    if let Err(error) = predict_into(trials, store, profiles, say) {
         say(&format!("warning: no predictions for this run: {error:#}"));
         return;
     }
     say(&format!("predicted every cell before training in {:.1} s", started.elapsed().as_secs_f64()));
 }
 
-fn predict_into(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str)) -> anyhow::Result<()> {
+fn predict_into(
+    trials: &[TrialSpec],
+    store: &RunStore,
+    profiles: ReusePolicy,
+    say: &mut dyn FnMut(&str),
+) -> anyhow::Result<()> {
     let mut links = LocalLinks::default();
     if trials.iter().any(|trial| trial.workers > 1) {
         // Loopback always: the workers' kernel copies go at its speed whatever link they
@@ -64,7 +69,7 @@ fn predict_into(trials: &[TrialSpec], store: &RunStore, say: &mut dyn FnMut(&str
         }
     }
     // The store's profiles sit beside its runs.
-    let mut cache = ProfileCache::open(store.run_dir().parent(), false)?;
+    let mut cache = ProfileCache::open(store.run_dir().parent(), profiles)?;
     let rows = predict_cells(trials, &Placement::Local(&links), &mut cache, store.run_id(), say)?;
     store.write_run_rows(&rows)?;
     Ok(())
@@ -85,7 +90,8 @@ pub fn cut_on_run_profiles(trials: &mut [TrialSpec], store: &RunStore, say: &mut
     if !trials.iter().any(time_balanced) {
         return;
     }
-    let mut cache = match ProfileCache::open(store.run_dir().parent(), false) {
+    // The latest stored profile: the one the predictions just took, retook or reused.
+    let mut cache = match ProfileCache::open(store.run_dir().parent(), ReusePolicy::default()) {
         Ok(cache) => cache,
         Err(error) => return say(&format!("warning: pipeline trials time their own stages: {error:#}")),
     };

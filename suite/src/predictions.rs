@@ -247,6 +247,7 @@ pub fn predict_cells(
             profile_s,
             // None on an analytical cluster: no profile was taken.
             speed_reference_s: cache.speed_reference_s(trial),
+            profile_retaken: cache.retaken(trial).map(str::to_owned),
         });
     }
     Ok(rows)
@@ -273,6 +274,7 @@ fn unavailable(trial: &TrialSpec, run_id: &str, why: &str) -> PredictionRow {
         link_source: None,
         profile_s: 0.0,
         speed_reference_s: None,
+        profile_retaken: None,
     }
 }
 

@@ -27,27 +27,87 @@ pub(crate) fn key_of(trial: &TrialSpec) -> ProfileKey {
     (trial.network.clone(), trial.dataset.name.to_string(), trial.train.threads)
 }
 
+/// How far a stored profile's speed reference may read slower than the machine does now
+/// before the profile is retaken, as a fraction. Above the reference's own spread on a quiet
+/// machine: between the profiles and the trials of one run it read a median 6 % slower,
+/// p10 −10.6 %, p90 +11.2 %; a slow spell read 19–25 % and left predictions 15–45 % high.
+pub const STALE_PROFILE_LIMIT: f64 = 0.15;
+
+/// Which stored profiles a command may reuse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReusePolicy {
+    /// Reuse none: take every profile again (the new ones are stored).
+    pub fresh: bool,
+    /// Retake a stored profile whose speed reference read slower than the machine does
+    /// now by more than this fraction ([`STALE_PROFILE_LIMIT`] by default).
+    pub stale_limit: f64,
+}
+
+impl Default for ReusePolicy {
+    fn default() -> Self {
+        ReusePolicy { fresh: false, stale_limit: STALE_PROFILE_LIMIT }
+    }
+}
+
+/// A stored profile's speed reference against the machine's now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Staleness {
+    /// Within the limit either way, or not judged (the profile has no reference).
+    Current,
+    /// Taken while the machine ran slower than now by this fraction, past the limit: its
+    /// stages would predict every cell high.
+    TakenInSlowSpell(f64),
+    /// The machine runs slower now than when the profile was taken, by this fraction past
+    /// the limit: the stored profile is the undisturbed one, and is kept.
+    SlowerNow(f64),
+}
+
+impl Staleness {
+    /// Compares the reference seconds stored with a profile to the reference timed now.
+    pub fn judge(stored_s: Option<f64>, now_s: f64, limit: f64) -> Staleness {
+        let Some(stored_s) = stored_s.filter(|s| s.is_finite() && *s > 0.0) else { return Staleness::Current };
+        if !(now_s.is_finite() && now_s > 0.0) {
+            return Staleness::Current;
+        }
+        match stored_s / now_s - 1.0 {
+            slower if slower > limit => Staleness::TakenInSlowSpell(slower),
+            _ if now_s / stored_s - 1.0 > limit => Staleness::SlowerNow(now_s / stored_s - 1.0),
+            _ => Staleness::Current,
+        }
+    }
+}
+
+/// One profile taken or reused during a command.
+struct Taken {
+    profile: NetworkProfile,
+    /// The reference work's seconds timed with it (`None`: a stored profile from before
+    /// it was timed).
+    speed_reference_s: Option<f64>,
+    /// Why a stored profile was retaken, when it was.
+    retaken: Option<String>,
+}
+
 /// Profiles measured or reused during one command.
 pub struct ProfileCache {
     /// Where profiles are kept; `None`: measured afresh, kept nowhere.
     store: Option<ProfileStore>,
     /// What the store held when opened.
     stored: Vec<ProfileRow>,
-    /// Each profile taken or reused, with the reference work's seconds timed with it
-    /// (`None`: a stored profile from before it was timed).
-    taken: BTreeMap<ProfileKey, (NetworkProfile, Option<f64>)>,
+    /// Each profile taken or reused.
+    taken: BTreeMap<ProfileKey, Taken>,
+    /// How far a stored profile's reference may be from now's.
+    stale_limit: f64,
 }
 
 impl ProfileCache {
-    /// The profiles of the store at `store_dir`; with `fresh`, stored ones are not reused
-    /// (new ones are still stored).
-    pub fn open(store_dir: Option<&Path>, fresh: bool) -> anyhow::Result<ProfileCache> {
+    /// The profiles of the store at `store_dir`, reused as `policy` allows.
+    pub fn open(store_dir: Option<&Path>, policy: ReusePolicy) -> anyhow::Result<ProfileCache> {
         let store = store_dir.map(ProfileStore::new);
-        let stored = match (&store, fresh) {
+        let stored = match (&store, policy.fresh) {
             (Some(store), false) => store.load()?,
             _ => Vec::new(),
         };
-        Ok(ProfileCache { store, stored, taken: BTreeMap::new() })
+        Ok(ProfileCache { store, stored, taken: BTreeMap::new(), stale_limit: policy.stale_limit })
     }
 
     /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
@@ -73,28 +133,48 @@ impl ProfileCache {
             let needs = needs.as_profile_needs();
             let stored_key = stored_key(trial);
             let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
-            let taken = match reused {
-                Some((profile, taken_at)) => {
-                    report(&format!(
-                        "reused the profile of {} on {} at {} thread(s) taken {taken_at}",
-                        key.0, key.1, key.2
-                    ));
-                    let stored_reference = stored_key.as_deref().and_then(|key| self.stored_reference(key, &taken_at));
-                    (profile, stored_reference)
-                }
-                None => {
-                    let speed_reference_s = reference_seconds();
-                    let (profile, seconds) = measure_apart(trial, &needs, report)?;
-                    if let Some(stored_key) = stored_key.as_deref() {
-                        self.keep(&profile, stored_key, &key, seconds, speed_reference_s)?;
+            let mut retaken = None;
+            if let Some((profile, taken_at)) = reused {
+                let what = format!("the profile of {} on {} at {} thread(s) taken {taken_at}", key.0, key.1, key.2);
+                let stored_reference = stored_key.as_deref().and_then(|key| self.stored_reference(key, &taken_at));
+                // The faster of two readings: a reading is only ever slowed by what else runs.
+                let now_s = reference_seconds().min(reference_seconds());
+                let milliseconds = |s: Option<f64>| s.map_or("?".to_owned(), |s| format!("{:.2} ms", s * 1e3));
+                let readings = format!("reference {} then, {} now", milliseconds(stored_reference), milliseconds(Some(now_s)));
+                match Staleness::judge(stored_reference, now_s, self.stale_limit) {
+                    Staleness::TakenInSlowSpell(slower) => {
+                        let why = format!(
+                            "taken while the machine ran {:.0} % slower than now ({readings}; limit {:.0} %)",
+                            100.0 * slower,
+                            100.0 * self.stale_limit
+                        );
+                        report(&format!("retaking {what}: {why}"));
+                        retaken = Some(why);
                     }
-                    profile_s = seconds;
-                    (profile, Some(speed_reference_s))
+                    staleness => {
+                        let note = match staleness {
+                            Staleness::SlowerNow(slower) => {
+                                format!("; kept: the machine runs {:.0} % slower now than then ({readings})", 100.0 * slower)
+                            }
+                            _ => format!(" ({readings})"),
+                        };
+                        report(&format!("reused {what}{note}"));
+                        let taken = Taken { profile, speed_reference_s: stored_reference, retaken: None };
+                        self.taken.insert(key.clone(), taken);
+                    }
                 }
-            };
-            self.taken.insert(key.clone(), taken);
+            }
+            if !self.taken.contains_key(&key) {
+                let speed_reference_s = reference_seconds();
+                let (profile, seconds) = measure_apart(trial, &needs, report)?;
+                if let Some(stored_key) = stored_key.as_deref() {
+                    self.keep(&profile, stored_key, &key, seconds, speed_reference_s)?;
+                }
+                profile_s = seconds;
+                self.taken.insert(key.clone(), Taken { profile, speed_reference_s: Some(speed_reference_s), retaken });
+            }
         }
-        Ok((&self.taken[&key].0, profile_s))
+        Ok((&self.taken[&key].profile, profile_s))
     }
 
     /// The profile [`Self::measured`] would reuse for `trial`'s cell (the latest stored one
@@ -108,17 +188,23 @@ impl ProfileCache {
             let needs = Needs::of(trials, &key, cores);
             let stored_key = stored_key(trial)?;
             let (profile, taken_at) = stored_profile(&self.stored, &stored_key, &needs.as_profile_needs())?;
-            let reference = self.stored_reference(&stored_key, &taken_at);
-            self.taken.insert(key.clone(), (profile, reference));
+            let speed_reference_s = self.stored_reference(&stored_key, &taken_at);
+            self.taken.insert(key.clone(), Taken { profile, speed_reference_s, retaken: None });
         }
-        Some(&self.taken[&key].0)
+        Some(&self.taken[&key].profile)
     }
 
     /// The reference work's seconds timed with the profile of `trial`'s cell, once
     /// [`Self::measured`] has taken or reused it; `None` for a stored profile from before
     /// the reference was timed.
     pub fn speed_reference_s(&self, trial: &TrialSpec) -> Option<f64> {
-        self.taken.get(&key_of(trial)).and_then(|(_, speed_reference_s)| *speed_reference_s)
+        self.taken.get(&key_of(trial)).and_then(|taken| taken.speed_reference_s)
+    }
+
+    /// Why the stored profile of `trial`'s cell was retaken by [`Self::measured`], when it
+    /// was.
+    pub fn retaken(&self, trial: &TrialSpec) -> Option<&str> {
+        self.taken.get(&key_of(trial)).and_then(|taken| taken.retaken.as_deref())
     }
 
     /// The reference work's seconds stored with the profile `stored_key` taken at `taken_at`.
@@ -322,5 +408,24 @@ mod tests {
         assert_eq!(sizes_for(&trials, &key(1), &[]), [8, 16]);
         // Without the steps (a datasheet profile), every cell's stages are sized.
         assert_eq!(sizes_for(&trials, &key(2), &[]), [16]);
+    }
+
+    #[test]
+    fn a_profile_is_stale_only_past_the_limit_and_only_when_it_was_taken_slower() {
+        let limit = STALE_PROFILE_LIMIT;
+        // Taken at 6 ms of reference, 5 ms now: 20 % slower then, past 15 %.
+        match Staleness::judge(Some(6e-3), 5e-3, limit) {
+            Staleness::TakenInSlowSpell(slower) => assert!((slower - 0.2).abs() < 1e-12, "{slower}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Staleness::judge(Some(5.5e-3), 5e-3, limit), Staleness::Current, "10 % is noise");
+        // Slower now: the stored profile is the undisturbed one.
+        match Staleness::judge(Some(5e-3), 6e-3, limit) {
+            Staleness::SlowerNow(slower) => assert!((slower - 0.2).abs() < 1e-12, "{slower}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Staleness::judge(None, 5e-3, limit), Staleness::Current, "no reference: nothing to judge");
+        assert_eq!(Staleness::judge(Some(6e-3), f64::NAN, limit), Staleness::Current);
+        assert_eq!(Staleness::judge(Some(60e-3), 5e-3, f64::INFINITY), Staleness::Current, "no limit");
     }
 }

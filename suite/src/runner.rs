@@ -22,6 +22,7 @@ use crate::plan::plan;
 use crate::progress::MatrixProgress;
 use crate::protocol::{failure_outcome, WorkerEvent};
 use crate::speed_reference::reference_seconds;
+use crate::profiles::ReusePolicy;
 use crate::suite_file::SuiteFile;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
@@ -41,6 +42,8 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// Resume even when this machine's fingerprint differs from the run's (recorded).
     pub allow_mixed: bool,
+    /// Which stored profiles the run's predictions reuse.
+    pub profiles: ReusePolicy,
 }
 
 /// What a run did, for the closing summary.
@@ -91,7 +94,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
         None => RunStore::create(&options.store_dir, &suite.name, &options.suite_path, &fingerprint)?,
     };
 
-    crate::ex_ante::predict_run(&trials, &store, &mut |line| eprintln!("{line}"));
+    crate::ex_ante::predict_run(&trials, &store, options.profiles, &mut |line| eprintln!("{line}"));
     crate::ex_ante::cut_on_run_profiles(&mut trials, &store, &mut |line| eprintln!("{line}"));
     let finished = store.finished_trial_ids()?;
     let already_done = trials.iter().filter(|trial| finished.contains(&trial.trial_id)).count();

@@ -282,6 +282,7 @@ mod tests {
                 link_source: None,
                 profile_s: 0.0,
                 speed_reference_s: None,
+                profile_retaken: None,
             },
             measured_p10_s,
             // Steps 2 % apart within a trial.

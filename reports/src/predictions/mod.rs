@@ -109,8 +109,10 @@ pub(crate) fn prediction_section(
              (largest ÷ smallest − 1) where it has several and never less than its steps' spread within a \
              trial (median ÷ p10 − 1); \"top-1 exact\" counts only the fastest itself. Regret is the pick's measured time per sample over the fastest's, − 1. \
              Summaries leave out single, whose prediction is its own training steps. \
-             Before every profile and every trial the runner timed one fixed piece of work on one thread; \
-             \"machine slower than at profiling\" compares the median of that over a trial and its two \
+             Before every profile and every trial the runner timed one fixed piece of work on every core \
+             (on one thread in runs before profiles were retaken); a stored profile whose reference read more \
+             than the limit (15 % by default) slower than the machine did before this run was retaken, and \
+             \"profile retaken\" says why; \"machine slower than at profiling\" compares the median of that over a trial and its two \
              neighbours on each side with its median over the run's profiles. It is a sign, not a correction: \
              on a steady machine it also reads about a tenth higher after a large network's trial than after a \
              small one's, so only a slowdown well past that says the host itself slowed.",
@@ -149,6 +151,7 @@ fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
         Column::new("optimizer (ms)".into(), float(&|c| ms(c.prediction.optimizer_s))),
         Column::new("core sharing (×)".into(), float(&|c| Some(c.prediction.core_sharing))),
         Column::new("why no prediction".into(), text(&|c| c.prediction.step_unavailable.clone().unwrap_or_default())),
+        Column::new("profile retaken".into(), text(&|c| c.prediction.profile_retaken.clone().unwrap_or_default())),
     ];
     frame("predicted_vs_measured", "Predicted (before training) vs measured, per cell", columns)
 }

@@ -334,3 +334,68 @@ fn predicted_speedup_is_drawn_for_64_workers_on_the_example_cluster() {
     assert!(speedup(4.0, four) > 1.0 && speedup(64.0, sixty_four) > speedup(4.0, four), "{stdout}");
     assert!(speedup(64.0, sixty_four) < 64.0, "{stdout}");
 }
+
+/// Multiplies the speed reference stored with every profile of `store` by `factor`, as if
+/// the profiles had been taken on a machine that much slower (or faster).
+fn scale_stored_references(store: &Path, factor: f64) {
+    let profiles = stratlab_results::ProfileStore::new(store);
+    let mut rows = profiles.load().unwrap();
+    for row in &mut rows {
+        row.speed_reference_s = row.speed_reference_s.map(|seconds| seconds * factor);
+    }
+    std::fs::remove_dir_all(profiles.dir()).unwrap();
+    profiles.append(&rows).unwrap();
+}
+
+/// A profile taken in a slow spell (its reference read ten times the machine's now) is
+/// retaken and the new one stored; one taken ten times faster than the machine runs now is
+/// kept; a limit of `inf` keeps every one; and a run's predictions say what was retaken and
+/// why. Factors of ten: the tests beside this one load the cores and move the reference.
+#[test]
+fn a_profile_taken_in_a_slow_spell_is_retaken_and_one_taken_faster_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let (suite, store_dir) = (suite.to_str().unwrap(), dir.path().join("runs"));
+    let store = store_dir.to_str().unwrap();
+    let first = stratlab(&["profile", suite, "--store", store]);
+    assert!(first.status.success(), "{}", text_of(&first));
+
+    scale_stored_references(&store_dir, 10.0);
+    let kept = stratlab(&["profile", suite, "--store", store, "--stale-profile-limit", "inf"]);
+    assert!(text(&kept.stdout).contains("reused the profile of small-cnn"), "{}", text_of(&kept));
+    let retaken = stratlab(&["profile", suite, "--store", store]);
+    assert!(retaken.status.success(), "{}", text_of(&retaken));
+    let out = text(&retaken.stdout);
+    assert!(out.contains("retaking the profile of small-cnn on mnist at 1 thread(s)"), "{}", text_of(&retaken));
+    assert!(out.contains("% slower than now") && out.contains("profiled small-cnn"), "{}", text_of(&retaken));
+    // The retaken profile is the one stored last, and its own reference is the machine's.
+    let after = stratlab(&["profile", suite, "--store", store, "--stale-profile-limit", "1000"]);
+    assert!(text(&after.stdout).contains("reused the profile of small-cnn"), "{}", text_of(&after));
+    assert!(!text(&after.stdout).contains("profiled"), "{}", text_of(&after));
+
+    scale_stored_references(&store_dir, 0.1);
+    let slower_now = stratlab(&["profile", suite, "--store", store]);
+    let out = text(&slower_now.stdout);
+    assert!(out.contains("reused the profile") && out.contains("kept: the machine runs"), "{}", text_of(&slower_now));
+
+    // A run reads the same store and records the reason with its predictions.
+    scale_stored_references(&store_dir, 100.0);
+    let run = stratlab(&["run", suite, "--store", store, "--no-report", "--only", "single"]);
+    assert!(run.status.success(), "{}", text_of(&run));
+    assert!(text(&run.stderr).contains("retaking the profile of small-cnn"), "{}", text_of(&run));
+    let run_dir = std::fs::read_dir(&store_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.file_name().unwrap() != "profiles")
+        .unwrap();
+    let predictions: Vec<stratlab_results::PredictionRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    assert!(!predictions.is_empty());
+    for row in &predictions {
+        let why = row.profile_retaken.as_deref().unwrap_or_default();
+        assert!(why.contains("slower than now") && why.contains("limit 15 %"), "{row:?}");
+    }
+    let fresh = stratlab(&["run", suite, "--store", store, "--no-report", "--only", "single", "--fresh-profiles"]);
+    assert!(fresh.status.success(), "`run --fresh-profiles`: {}", text_of(&fresh));
+    assert!(text(&fresh.stderr).contains("profiled small-cnn"), "{}", text_of(&fresh));
+}
