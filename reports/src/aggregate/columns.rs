@@ -6,10 +6,23 @@ use polars::prelude::{
     StringChunked,
 };
 
+use stratlab_strategy_spec::threads_label;
+
 use crate::ReportError;
 
 /// The trials-table columns that identify one cell of the matrix; repeats share them.
-pub(crate) const KEY_COLUMNS: [&str; 5] = ["network", "dataset", "strategy", "workers", "batch_size"];
+pub(crate) const KEY_COLUMNS: [&str; 7] =
+    ["network", "dataset", "strategy", "workers", "batch_size", "swept_threads", "link"];
+
+/// A cell's strategy as the report names it: the strategy's label, the threads where the
+/// run swept them (` · 2 threads`), the emulated link where there was one (` over 1 Gbit/s`).
+/// The one place the name is composed: a baseline is found from the typed fields, never by
+/// taking a name apart (a link's own label holds ` · `).
+pub(crate) fn cell_strategy_label(strategy: &str, swept_threads: Option<i64>, link: Option<&str>) -> String {
+    let threads = swept_threads.map(|threads| format!(" · {}", threads_label(threads))).unwrap_or_default();
+    let link = link.map(|link| format!(" over {link}")).unwrap_or_default();
+    format!("{strategy}{threads}{link}")
+}
 
 /// One cell of the benchmark matrix: what was trained, how, on how many workers, with how
 /// many samples per worker. Repeats of a trial share their key.
@@ -25,15 +38,23 @@ pub struct CellKey {
     pub workers: u32,
     /// Samples per worker per step.
     pub batch_size: u32,
+    /// The trial's threads, where the run swept them.
+    pub swept_threads: Option<i64>,
+    /// The emulated link the workers talked over (`None`: loopback).
+    pub link: Option<String>,
 }
 
 impl CellKey {
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: same
     /// network, data set and batch per worker, and the same threads where the run swept
-    /// them (the label's ` · 2 threads`, see `with_synthetic_marked`).
+    /// them; single has no link to talk over.
     pub fn baseline(&self) -> CellKey {
-        let threads = self.strategy.find(" · ").map_or("", |at| &self.strategy[at..]);
-        CellKey { strategy: format!("single{threads}"), workers: 1, ..self.clone() }
+        CellKey {
+            strategy: cell_strategy_label("single", self.swept_threads, None),
+            workers: 1,
+            link: None,
+            ..self.clone()
+        }
     }
 }
 
@@ -93,6 +114,8 @@ impl<'a> Frame<'a> {
             strategy: self.str("strategy")?,
             workers: self.i64("workers")?,
             batch_size: self.i64("batch_size")?,
+            swept_threads: self.i64("swept_threads")?,
+            link: self.str("link")?,
         })
     }
 }
@@ -105,6 +128,8 @@ pub(crate) struct KeyReader<'a> {
     strategy: &'a StringChunked,
     workers: &'a Int64Chunked,
     batch_size: &'a Int64Chunked,
+    swept_threads: &'a Int64Chunked,
+    link: &'a StringChunked,
 }
 
 impl KeyReader<'_> {
@@ -125,6 +150,8 @@ impl KeyReader<'_> {
             strategy: text(self.strategy, "strategy")?,
             workers: count(self.workers, "workers")?,
             batch_size: count(self.batch_size, "batch_size")?,
+            swept_threads: self.swept_threads.get(i),
+            link: self.link.get(i).map(str::to_owned),
         })
     }
 

@@ -25,7 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use polars::prelude::{Column, DataFrame};
 use stratlab_results::{decode_rows, EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
-use stratlab_strategy_spec::{threads_label, Strategy, StrategyColumns};
+use stratlab_strategy_spec::{Strategy, StrategyColumns};
 
 use crate::ReportError;
 
@@ -33,6 +33,7 @@ pub use accuracy::TrialAccuracy;
 pub use bubble::{bubble_share, bubble_share_of, gpipe_bubble, BubbleShare};
 pub use cells::{failure_of, FailedTrial, Repeats, NOT_RECORDED};
 pub use columns::CellKey;
+use columns::cell_strategy_label;
 pub use device::DeviceUsageCell;
 pub use loss::{StepsPerEpoch, TrialLoss, MAX_LOSS_POINTS};
 pub use pipeline::{PipelineStage, PipelineTrial};
@@ -184,10 +185,7 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
         .map(|(strategy, row)| {
             let varies =
                 |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
-            let label = strategy.report_label(varies);
-            let threads = row.swept_threads.map(|threads| format!(" · {}", threads_label(threads))).unwrap_or_default();
-            let link = row.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
-            Some(format!("{label}{threads}{link}"))
+            Some(cell_strategy_label(&strategy.report_label(varies), row.swept_threads, row.link.as_deref()))
         })
         .collect();
     trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;

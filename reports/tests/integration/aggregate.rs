@@ -205,8 +205,34 @@ fn cell<'a>(aggregates: &'a RunAggregates, strategy: &str, workers: u32, batch_s
         strategy: strategy.into(),
         workers,
         batch_size,
+        swept_threads: None,
+        link: None,
     };
     aggregates.throughput.iter().find(|c| c.key == key).unwrap_or_else(|| panic!("no cell {key:?}"))
+}
+
+/// A link's label holds ` · ` (`1 Gbit/s · 1 ms`), as the label of swept threads does: a
+/// cell over such a link still finds its single baseline, at its own threads.
+#[test]
+fn a_cell_over_a_link_with_latency_keeps_its_speedup_over_single() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = new_store(dir.path());
+    let link = "1 Gbit/s · 1 ms";
+    for (index, (strategy, workers, wall, link)) in
+        [("single", 1, 100.0, None), ("data-parallel", 2, 150.0, Some(link))].into_iter().enumerate()
+    {
+        let mut row = trial(index as i64, strategy, workers, 128, 0, "ok", Some(wall));
+        row.swept_threads = Some(2);
+        row.link = link.map(str::to_owned);
+        store.write_trial(TrialTables { epochs: &epochs(&row), ..TrialTables::new(&row) }).expect("write trial");
+    }
+    let aggregates = aggregate_run(&store).expect("aggregate");
+    let over_link = aggregates.throughput.iter().find(|c| c.key.workers == 2).expect("the data-parallel cell");
+    assert_eq!(over_link.key.strategy, format!("data-parallel · 2 threads over {link}"));
+    assert_eq!((over_link.key.swept_threads, over_link.key.link.as_deref()), (Some(2), Some(link)));
+    let (speedup, efficiency) = speedup_of(over_link);
+    assert_stat(&speedup, 1.5, 1.5, 1.5, 1);
+    assert_stat(&efficiency, 0.75, 0.75, 0.75, 1);
 }
 
 fn assert_stat(stat: &Stat, median: f64, min: f64, max: f64, n: usize) {
