@@ -222,8 +222,17 @@ impl ClusterFile {
         if self.devices_per_node == 0 {
             return Err(error("devices_per_node", "is 0: a node has 1 device or more".to_owned()));
         }
-        if self.device.memory.0 == 0 {
-            return Err(error("device.memory", "is 0: give the memory of one device, e.g. `80 GiB`".to_owned()));
+        // Sizes read a bare number as bytes (`--sizes 4,1K`); a device's memory under 1 MiB
+        // is a forgotten unit (`memory: 80`), never a device.
+        if self.device.memory.0 < 1 << 20 {
+            return Err(error(
+                "device.memory",
+                format!(
+                    "is {} bytes: give the memory of one device with its unit, e.g. `80 GiB` (units: {})",
+                    self.device.memory.0,
+                    crate::units::byte_unit_names()
+                ),
+            ));
         }
         if self.nodes > 1 && self.links.inter_node.is_none() {
             return Err(error(

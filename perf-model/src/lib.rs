@@ -29,4 +29,4 @@ pub use collective::{AllReduce, AllReduceCurve};
 pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
 pub use link::{Bandwidth, Latency, Link};
-pub use units::{ByteSize, FlopRate, UnitError};
+pub use units::{ByteSize, FlopRate, UnitError, BYTE_SIZE_GRAMMAR};

@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Byte-size units, as written, and bytes for one of each (numerator, denominator).
+/// Byte-size units, as written, and bytes for one of each (numerator, denominator): SI
+/// units are powers of 1000 and IEC units powers of 1024, each meaning what it says.
 const BYTE_UNITS: [(&str, f64, f64); 9] = [
     ("B", 1.0, 1.0),
     ("kB", 1e3, 1.0),
@@ -19,6 +20,35 @@ const BYTE_UNITS: [(&str, f64, f64); 9] = [
     ("GiB", 1073741824.0, 1.0),
     ("TiB", 1099511627776.0, 1.0),
 ];
+
+/// The byte units' names, for error messages.
+pub(crate) fn byte_unit_names() -> String {
+    unit_names(&BYTE_UNITS)
+}
+
+/// Short binary forms, in any case, as GNU tools and the probe's `--sizes` have always read
+/// them (`64M` is 64 MiB, `1k` 1 KiB; `64mib` too), and a bare number of bytes.
+const SHORT_BYTE_UNITS: [(&str, f64, f64); 14] = [
+    ("", 1.0, 1.0),
+    ("b", 1.0, 1.0),
+    ("k", 1024.0, 1.0),
+    ("ki", 1024.0, 1.0),
+    ("m", 1048576.0, 1.0),
+    ("mi", 1048576.0, 1.0),
+    ("g", 1073741824.0, 1.0),
+    ("gi", 1073741824.0, 1.0),
+    ("t", 1099511627776.0, 1.0),
+    ("ti", 1099511627776.0, 1.0),
+    ("kib", 1024.0, 1.0),
+    ("mib", 1048576.0, 1.0),
+    ("gib", 1073741824.0, 1.0),
+    ("tib", 1099511627776.0, 1.0),
+];
+
+/// The byte-size grammar, for help texts and errors.
+pub const BYTE_SIZE_GRAMMAR: &str = "a number of bytes, optionally with a unit: SI kB, MB, GB, TB \
+    (powers of 1000) or IEC KiB, MiB, GiB, TiB (powers of 1024); the short forms K, M, G, T \
+    (any case) are binary, so 64M = 64 MiB";
 
 /// FLOP-rate units, as written, and floating-point operations per second for one of each.
 const FLOP_RATE_UNITS: [(&str, f64, f64); 4] =
@@ -55,7 +85,8 @@ pub(crate) fn parse_with_units(text: &str, what: &'static str, units: &[(&str, f
     (number.is_finite() && number >= 0.0).then_some(number * numerator / denominator).ok_or_else(error)
 }
 
-/// A size in bytes (device memory, a message), read as `80 GiB` or `16 GB`.
+/// A size in bytes (device memory, a message), read as `80 GiB`, `16 GB` or `64M` (see
+/// [`BYTE_SIZE_GRAMMAR`]): the one reader of sizes for cluster files and the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct ByteSize(pub u64);
@@ -63,9 +94,41 @@ pub struct ByteSize(pub u64);
 impl FromStr for ByteSize {
     type Err = UnitError;
     fn from_str(text: &str) -> Result<Self, UnitError> {
-        let bytes = parse_with_units(text, "byte size", &BYTE_UNITS)?;
+        let error = || UnitError {
+            text: text.to_owned(),
+            what: "byte size",
+            valid: format!("{} (or K, M, G, T for KiB, MiB, GiB, TiB)", unit_names(&BYTE_UNITS)),
+        };
+        let trimmed = text.trim();
+        let unit_at = trimmed.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(trimmed.len());
+        let unit = trimmed[unit_at..].trim();
+        let short = SHORT_BYTE_UNITS.iter().find(|(name, ..)| name.eq_ignore_ascii_case(unit));
+        let bytes = match short {
+            Some(&(_, numerator, denominator)) => {
+                let number: f64 = trimmed[..unit_at].trim().parse().map_err(|_| error())?;
+                number * numerator / denominator
+            }
+            None => parse_with_units(trimmed, "byte size", &BYTE_UNITS).map_err(|_| error())?,
+        };
         // `1.5 kB` is a whole number of bytes; anything finer cannot be allocated anyway.
-        Ok(ByteSize(bytes.round() as u64))
+        match bytes.is_finite() && bytes < u64::MAX as f64 {
+            true => Ok(ByteSize(bytes.round() as u64)),
+            false => Err(error()),
+        }
+    }
+}
+
+impl ByteSize {
+    /// `64 MiB`, `1.5 KiB`, `4 B`: the size in the largest binary unit it reaches, to one
+    /// decimal where it is not a whole number of them (for tables, not for reading back).
+    pub fn approximate(self) -> String {
+        const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+        let bytes = self.0;
+        match UNITS.iter().find(|(_, scale)| bytes >= *scale) {
+            Some((unit, scale)) if bytes % scale == 0 => format!("{} {unit}", bytes / scale),
+            Some((unit, scale)) => format!("{:.1} {unit}", bytes as f64 / *scale as f64),
+            None => format!("{bytes} B"),
+        }
     }
 }
 
@@ -143,6 +206,36 @@ mod tests {
         assert_eq!("2 TiB".parse::<ByteSize>().unwrap(), ByteSize(2 << 40));
         assert_eq!("0 B".parse::<ByteSize>().unwrap(), ByteSize(0));
         assert_eq!("80 GiB".parse::<ByteSize>().unwrap().to_string(), "80 GiB");
+    }
+
+    #[test]
+    fn byte_sizes_read_one_grammar_for_cluster_files_and_the_command_line() {
+        let bytes = |text: &str| text.parse::<ByteSize>().map(|size| size.0);
+        // The command line's forms, as it read them before: binary short units, any case.
+        assert_eq!(bytes("4"), Ok(4));
+        assert_eq!(bytes("1K"), Ok(1024));
+        assert_eq!(bytes("64M"), Ok(64 << 20));
+        assert_eq!(bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(bytes("2g"), Ok(2 << 30));
+        assert_eq!(bytes("64mib"), Ok(64 << 20));
+        // Cluster files' forms: SI means powers of 1000, IEC powers of 1024.
+        assert_eq!(bytes("64MB"), Ok(64_000_000));
+        assert_eq!(bytes("64 MB"), Ok(64_000_000));
+        assert_eq!(bytes("80 GiB"), Ok(80 << 30));
+        assert_eq!(bytes("1.5M"), Ok(3 << 19));
+        for bad in ["", "M", "64 megs", "-1M", "64mb", "1e400GB", "1.2.3K"] {
+            assert!(bytes(bad).is_err(), "`{bad}` read as {:?}", bytes(bad));
+        }
+        let error = "64 megs".parse::<ByteSize>().unwrap_err();
+        assert!(error.to_string().contains("`64 megs`") && error.valid.contains("MiB, GiB"), "{error}");
+    }
+
+    #[test]
+    fn sizes_are_shown_in_binary_units() {
+        assert_eq!(ByteSize(4).approximate(), "4 B");
+        assert_eq!(ByteSize(1 << 20).approximate(), "1 MiB");
+        assert_eq!(ByteSize(64 << 20).approximate(), "64 MiB");
+        assert_eq!(ByteSize(1536).approximate(), "1.5 KiB");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use stratlab_perf_model::ByteSize;
 
 /// The default `--sizes`: powers of 4 from one float32 (4 B) to 64 MiB, 1 MiB among them.
 pub const DEFAULT_SIZES: &str = "4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M";
@@ -346,6 +347,11 @@ pub struct HistoryArgs {
     pub format: FigureFormatArg,
 }
 
+/// A size as `--sizes` takes it: the one byte-size grammar of cluster files and suites.
+fn parse_size(text: &str) -> Result<u64, String> {
+    text.parse::<ByteSize>().map(|size| size.0).map_err(|error| error.to_string())
+}
+
 /// Options of `stratlab probe`.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
@@ -359,10 +365,10 @@ pub struct ProbeArgs {
     /// Untimed iterations before the timed ones.
     #[arg(long, default_value_t = 5)]
     pub warmup: usize,
-    /// Message sizes, comma-separated: bytes, or with binary K, M, G (1M = 1 MiB); multiples
-    /// of 4 (float32 buffers).
-    #[arg(long, value_delimiter = ',', value_parser = crate::byte_size::parse_size,
-          default_value = DEFAULT_SIZES)]
+    /// Message sizes, comma-separated: bytes, or with a unit (`64M` and `64MiB` are 64 MiB,
+    /// `64MB` is 64 000 000 bytes; the grammar of cluster files); multiples of 4 (float32
+    /// buffers).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = DEFAULT_SIZES)]
     pub sizes: Vec<u64>,
     /// Where the probe run's folder is created (by rank 0).
     #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
@@ -460,4 +466,23 @@ pub enum ScheduleArg {
     Step,
     /// Cosine decay to zero over the budget.
     Cosine,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_sizes_are_powers_of_four_from_4_bytes_to_64_mib() {
+        let sizes: Vec<u64> = DEFAULT_SIZES.split(',').map(|s| parse_size(s).unwrap()).collect();
+        assert_eq!(sizes, (1..=13).map(|power| 4u64.pow(power)).collect::<Vec<_>>());
+        assert!(sizes.contains(&(1 << 20)) && sizes.contains(&(64 << 20)));
+    }
+
+    #[test]
+    fn sizes_on_the_command_line_read_like_cluster_files() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("64MB"), Ok(64_000_000), "SI, as in a cluster file");
+        assert!(parse_size("64 megs").unwrap_err().contains("MiB"));
+    }
 }

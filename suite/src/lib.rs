@@ -1,5 +1,4 @@
 //! stratlab as a library: the parts of the binary that tests, benches and other tools reuse.
-pub mod byte_size;
 mod child_process;
 pub mod cli;
 pub mod commands;

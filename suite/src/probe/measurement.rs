@@ -13,7 +13,7 @@ use stratlab_results::ProbeKind;
 use tch::{Device, Kind, Tensor};
 
 use super::plan::{Measurement, ProbePlan, ELEMENT_BYTES};
-use crate::byte_size::format_size;
+use stratlab_perf_model::ByteSize;
 use crate::cli::AllReduceLoad;
 
 /// Tags that keep a pair's ping and pong apart.
@@ -41,7 +41,7 @@ pub(super) fn measure(
         }
         for &bytes in &plan.sizes {
             let times_s = ping_pong(group, src, dst, bytes, plan)
-                .with_context(|| format!("p2p {src}→{dst} of {}", format_size(bytes)))?;
+                .with_context(|| format!("p2p {src}→{dst} of {}", ByteSize(bytes).approximate()))?;
             measurements.push(Measurement { kind: ProbeKind::P2p, src: Some(src), dst: Some(dst), bytes, times_s });
         }
     }
@@ -87,7 +87,7 @@ fn interleaved_all_reduce(group: &ProcessGroup, plan: &ProbePlan, load: usize) -
         let busy = CoreLoad::start(load);
         for (&bytes, times_s) in plan.sizes.iter().zip(&mut per_size) {
             let taken = all_reduce(group, bytes, warmup, repeats)
-                .with_context(|| format!("all-reduce of {} (round {})", format_size(bytes), round + 1))?;
+                .with_context(|| format!("all-reduce of {} (round {})", ByteSize(bytes).approximate(), round + 1))?;
             times_s.extend(taken);
         }
         drop(busy);

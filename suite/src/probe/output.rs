@@ -5,7 +5,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
 
 use super::plan::{Measurement, ProbePlan, BACKEND};
-use crate::byte_size::format_size;
+use stratlab_perf_model::ByteSize;
 use crate::cli::AllReduceLoad;
 
 /// The stored rows of `measurements`.
@@ -69,7 +69,7 @@ pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {
     table.set_header(header.clone());
     for row in rows.iter().filter(|row| row.kind == kind.name()) {
         let mut cells = vec![
-            format_size(row.bytes),
+            ByteSize(row.bytes).approximate(),
             format_duration(row.median_s),
             format_duration(row.min_s),
             format_duration(row.max_s),
