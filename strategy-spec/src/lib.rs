@@ -18,7 +18,7 @@ pub use columns::StrategyColumns;
 pub use error::{ColumnsError, Infeasible, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
-pub use search::search_space;
+pub use search::{search_space, SearchedStrategy};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -1,7 +1,10 @@
-//! The parameters a recommender searches for each strategy at a worker count and batch:
-//! the micro-batch counts that divide the batch (up to 32), the checkpoint modes, the
-//! balances that need no explicit list, the fusion thresholds Horovod users try, both
-//! server placements, and every hybrid split into pipelines of at least two stages.
+//! The parameters a recommender searches for each strategy at a worker count and global
+//! batch (samples per optimizer step, the same for every candidate, so that their times
+//! per sample compare like for like): the per-worker batch that gives that global batch,
+//! the micro-batch counts up to 32 (powers of two) within a pipeline's batch, the
+//! checkpoint modes, the balances that need no explicit list, the fusion thresholds Horovod
+//! users try, both server placements, and every hybrid split into pipelines of at least
+//! two stages.
 
 use crate::{Balance, Checkpoint, Parameters, ServerPlacement, Strategy, StrategyKind};
 
@@ -10,22 +13,36 @@ const FUSION_THRESHOLDS_MIB: [u64; 4] = [1, 4, 16, 64];
 /// The most micro-batches tried.
 const MOST_MICRO_BATCHES: usize = 32;
 
-/// Every strategy, with every parameter value searched, that `workers` workers can run
-/// with a per-worker batch of `batch` over a network of `network_stages` stages; and
-/// `single`, on one of them, the baseline any parallel strategy has to beat.
-pub fn search_space(workers: usize, batch: usize, network_stages: usize) -> Vec<Strategy> {
-    let micro_batches: Vec<usize> =
-        (0..).map(|power| 1usize << power).take_while(|&m| m <= batch.min(MOST_MICRO_BATCHES)).collect();
+/// One strategy of the search with the per-worker batch that gives the searched global batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchedStrategy {
+    /// The strategy and its parameters.
+    pub strategy: Strategy,
+    /// Samples per worker per step (a pipeline's whole batch, split into its micro-batches).
+    pub batch_per_worker: usize,
+}
+
+/// Every strategy, with every parameter value searched, that `workers` workers can run so
+/// that a step trains `global_batch` samples over a network of `network_stages` stages;
+/// and `single`, on one of them, at the same global batch: the baseline any parallel
+/// strategy has to beat. A strategy whose workers (or replicas) do not divide the global
+/// batch is left out.
+pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) -> Vec<SearchedStrategy> {
     let balances = [Balance::Time, Balance::Parameters, Balance::Uniform];
     let mut candidates = Vec::new();
     let mut add = |kind: StrategyKind, parameters: Parameters| {
         if let Ok(strategy) = Strategy::new(kind, parameters) {
             let workers = if kind.is_distributed() { workers } else { 1 };
-            if strategy.check(workers, batch, "network", network_stages).is_ok() {
-                candidates.push(strategy);
+            let Some(batch_per_worker) = strategy.batch_per_worker(global_batch, workers) else { return };
+            if strategy.check(workers, batch_per_worker, "network", network_stages).is_ok() {
+                candidates.push(SearchedStrategy { strategy, batch_per_worker });
             }
         }
     };
+    // A pipeline's batch is the global batch (hybrid: a replica's share of it); `check`
+    // drops the counts its batch cannot split.
+    let micro_batches: Vec<usize> =
+        (0..).map(|power| 1usize << power).take_while(|&m| m <= global_batch.min(MOST_MICRO_BATCHES)).collect();
     for &kind in StrategyKind::ALL {
         let none = Parameters::default;
         match kind {
@@ -92,7 +109,7 @@ mod tests {
 
     #[test]
     fn every_strategy_is_searched_where_it_can_run() {
-        let space = search_space(4, 64, 8);
+        let space: Vec<Strategy> = search_space(4, 64, 8).into_iter().map(|searched| searched.strategy).collect();
         let kinds: Vec<StrategyKind> =
             StrategyKind::ALL.iter().copied().filter(|kind| space.iter().any(|s| s.kind() == *kind)).collect();
         assert_eq!(kinds, StrategyKind::ALL, "every strategy can run 4 workers over 8 stages");
@@ -102,8 +119,30 @@ mod tests {
         // Hybrid splits 4 workers into 2 pipelines of 2 stages only.
         assert!(space.iter().filter(|s| s.kind() == StrategyKind::Hybrid).all(|s| s.pipeline_shape(4) == Ok((2, 2))));
         // Three network stages cannot feed a 4-stage pipeline; a batch of 2 allows m ≤ 2.
-        let small = search_space(4, 2, 3);
+        let small: Vec<Strategy> = search_space(4, 2, 3).into_iter().map(|searched| searched.strategy).collect();
         assert!(small.iter().all(|s| !s.kind().is_pipeline() || s.kind() == StrategyKind::Hybrid));
         assert!(small.iter().all(|s| s.micro_batches() <= 2));
+    }
+
+    #[test]
+    fn every_candidate_trains_the_same_global_batch() {
+        for searched in search_space(4, 64, 8) {
+            let workers = if searched.strategy.kind().is_distributed() { 4 } else { 1 };
+            let global = searched.strategy.global_batch(searched.batch_per_worker, workers);
+            assert_eq!(global, 64, "{searched:?}");
+            // A pipeline's micro-batches split its own batch, never more samples than it has.
+            assert!(searched.strategy.micro_batches() <= searched.batch_per_worker, "{searched:?}");
+        }
+        let per_worker = |kind: StrategyKind| {
+            search_space(4, 64, 8).into_iter().find(|s| s.strategy.kind() == kind).map(|s| s.batch_per_worker)
+        };
+        assert_eq!(per_worker(StrategyKind::Single), Some(64));
+        assert_eq!(per_worker(StrategyKind::DataParallel), Some(16));
+        assert_eq!(per_worker(StrategyKind::Gpipe), Some(64));
+        assert_eq!(per_worker(StrategyKind::Hybrid), Some(32), "two replicas of a 2-stage pipeline");
+        // 4 data-parallel workers cannot share 6 samples evenly; a pipeline can.
+        let odd = search_space(4, 6, 8);
+        assert!(odd.iter().all(|s| s.strategy.kind() != StrategyKind::DataParallel));
+        assert!(odd.iter().any(|s| s.strategy.kind() == StrategyKind::Gpipe));
     }
 }

@@ -286,6 +286,14 @@ impl Strategy {
         }
     }
 
+    /// The per-worker batch that makes a step of `workers` workers consume exactly
+    /// `global_batch` samples (the inverse of [`Self::global_batch`]); `None` where the
+    /// workers (or replicas) do not divide it.
+    pub fn batch_per_worker(&self, global_batch: usize, workers: usize) -> Option<usize> {
+        let per_sample = self.global_batch(1, workers);
+        (global_batch % per_sample == 0 && global_batch >= per_sample).then(|| global_batch / per_sample)
+    }
+
     /// Why `workers` workers cannot train `network` (of `network_stages` stages) with a
     /// per-worker `batch` under this strategy, if they cannot.
     pub fn check(&self, workers: usize, batch: usize, network: &str, network_stages: usize) -> Result<(), Infeasible> {

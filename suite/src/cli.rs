@@ -168,7 +168,9 @@ pub enum Command {
         /// Workers (devices on a cluster, processes here).
         #[arg(long)]
         workers: usize,
-        /// Per-worker batch (default: the data set's).
+        /// Global batch: samples per optimizer step over all workers, the same for every
+        /// strategy ranked (data parallelism splits it over the workers, a pipeline into its
+        /// micro-batches). Default: the data set's per-worker batch times the workers.
         #[arg(long)]
         batch: Option<usize>,
         /// Where: `local` (this machine, the default) or a cluster file.

@@ -1,9 +1,13 @@
-//! `stratlab recommend`: for one network, data set and worker count, every strategy with
-//! every parameter value searched (`stratlab_strategy_spec::search_space`) predicted on
-//! this machine or a cluster file's devices (the same path as `stratlab predict`), then
-//! ranked as the thesis's recommender ranks: what does not fit the device's memory is set
-//! aside, the rest ordered by time per sample, each strategy with its best parameters and
-//! why it loses to the first (`stratlab_perf_model::recommend`).
+//! `stratlab recommend`: for one network, data set, worker count and global batch (samples
+//! per optimizer step), every strategy with every parameter value searched
+//! (`stratlab_strategy_spec::search_space`: each at the per-worker batch that trains that
+//! global batch, pipelines' micro-batches within it) predicted on this machine or a cluster
+//! file's devices (the same path as `stratlab predict`), then ranked as the thesis's
+//! recommender ranks: what does not fit the device's memory is set aside, the rest ordered
+//! by time per sample, each strategy with its best parameters and why it loses to the first
+//! (`stratlab_perf_model::recommend`). Every candidate trains the same samples per step, so
+//! none wins by taking a larger step (a data-parallel step of 16 × 32 samples against a
+//! pipeline's 32).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,7 +18,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::recommend::{rank, Candidate};
 use stratlab_perf_model::{Cluster, StepBreakdown};
 use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::search_space;
+use stratlab_strategy_spec::{search_space, SearchedStrategy};
 
 use crate::exit::InputError;
 use crate::predictions::{predict_cells, LocalLinks, Placement};
@@ -30,7 +34,8 @@ pub struct Question<'a> {
     pub dataset: &'a str,
     /// Workers to use.
     pub workers: usize,
-    /// Per-worker batch (default: the data set's).
+    /// Samples per optimizer step over all workers (default: the data set's per-worker
+    /// batch on every worker).
     pub batch: Option<usize>,
     /// A cluster file, or `local`.
     pub cluster: Option<&'a Path>,
@@ -48,7 +53,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
     let info = dataset.info()?;
     let spec = stratlab_networks::spec(question.network, &input_shape(info))
         .map_err(|error| InputError(format!("--network {}: {error}", question.network)))?;
-    let batch = question.batch.unwrap_or(info.batch_size);
+    let batch = question.batch.unwrap_or(info.batch_size * question.workers);
     if question.workers == 0 || batch == 0 {
         return Err(InputError("--workers and --batch must be at least 1".into()).into());
     }
@@ -74,10 +79,10 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
     let trials: Vec<TrialSpec> = search_space(question.workers, batch, spec.stages.len())
         .into_iter()
         .enumerate()
-        .map(|(index, strategy)| {
+        .map(|(index, SearchedStrategy { strategy, batch_per_worker })| {
             let workers = if strategy.kind().is_distributed() { question.workers } else { 1 };
             TrialSpec {
-                trial_id: strategy.label_with_workers(workers),
+                trial_id: format!("{} · b{batch_per_worker}", strategy.label_with_workers(workers)),
                 index,
                 network: question.network.to_owned(),
                 dataset: dataset.clone(),
@@ -86,7 +91,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 link: crate::link_axis::TrialLink::Loopback,
                 repeat: 0,
                 train: TrainConfig {
-                    batch_size: batch,
+                    batch_size: batch_per_worker,
                     threads: if workers == 1 { cores } else { threads },
                     ..TrainConfig::default()
                 },
@@ -158,7 +163,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         }
     };
     println!(
-        "{} on {} with {} worker(s), batch {batch} per worker, {place}:\n{table}",
+        "{} on {} with {} worker(s), {batch} samples per step (b: each worker's batch), {place}:\n{table}",
         question.network, dataset, question.workers
     );
     if !missing.is_empty() {

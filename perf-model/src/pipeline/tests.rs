@@ -49,6 +49,38 @@ fn equal_stages_give_gpipe_and_1f1b_exactly_the_bubble_p_minus_1_over_m_plus_p_m
     }
 }
 
+/// The recommender's pipelines at 16 devices: GPipe and 1F1B at p = 16, m = 32 idle
+/// (p − 1)/(m + p − 1) = 15/47 of the step on every stage when stages are equal and links
+/// free, and take the same (m + p − 1)(f + b).
+#[test]
+fn sixteen_stages_and_32_micro_batches_give_both_schedules_the_same_arithmetic_bubble() {
+    let (p, m) = (16, 32);
+    let stages = equal_stages(p, 1.0, 2.0);
+    for schedule in [Schedule::GPipe, Schedule::OneFOneB] {
+        let step = simulate(&pipeline(schedule, &stages, m, free_link())).unwrap();
+        assert!(close(step.step_s, 47.0 * 3.0), "{schedule:?}: {}", step.step_s);
+        assert!(close(step.bubble(), 15.0 / 47.0), "{schedule:?}: {}", step.bubble());
+    }
+}
+
+/// Why `recommend` can rank 1F1B far behind GPipe at the same m: 1F1B keeps at most p − s
+/// micro-batches in flight on stage s, so each micro-batch's backward must come back over
+/// every hop before the stage takes another, and a transfer longer than a pass is paid in
+/// every round trip; GPipe keeps all m in flight and pays the hops once in its fill and
+/// drain. With free links the two are equal (above); with a hop of 5 passes they are not.
+#[test]
+fn one_f_one_b_exposes_transfers_longer_than_a_pass_that_gpipe_hides() {
+    let (p, m) = (4, 16);
+    let stages = equal_stages(p, 1.0, 2.0);
+    let slow_hop = Link::new(1e30, 5.0);
+    let gpipe = simulate(&pipeline(Schedule::GPipe, &stages, m, slow_hop)).unwrap();
+    let one_f_one_b = simulate(&pipeline(Schedule::OneFOneB, &stages, m, slow_hop)).unwrap();
+    // GPipe: the m micro-batches' compute plus the fill and drain, each hop paid once per
+    // direction: (m + p − 1)(f + b) + 2(p − 1) × 5.
+    assert!(close(gpipe.step_s, 19.0 * 3.0 + 30.0), "{}", gpipe.step_s);
+    assert!(one_f_one_b.step_s > 1.5 * gpipe.step_s, "1F1B {} against GPipe {}", one_f_one_b.step_s, gpipe.step_s);
+}
+
 #[test]
 fn each_stage_runs_its_schedules_action_list_in_order() {
     for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB] {

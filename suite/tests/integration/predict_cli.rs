@@ -236,8 +236,9 @@ fn recommend_picks_a_pipeline_when_data_parallel_does_not_fit_the_devices() {
         "imagenet:synthetic",
         "--workers",
         "4",
+        // Samples per step: data parallelism's 64 per worker, a pipeline's whole batch.
         "--batch",
-        "64",
+        "256",
         "--cluster",
         small.to_str().unwrap(),
         "--store",
