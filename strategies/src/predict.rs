@@ -10,12 +10,12 @@ use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_com
 use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
 use stratlab_perf_model::memory::WorkerMemory;
 use stratlab_perf_model::parameter_server::ParameterServerRound;
-use stratlab_perf_model::pipeline::{simulate, Pipeline, StageCost};
+use stratlab_perf_model::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use stratlab_perf_model::{AllReduce, AllReduceCurve, CostCurve, Link, StepBreakdown};
-use stratlab_strategy_spec::{check_balance, Balance, ServerPlacement, Strategy, StrategyKind};
+use stratlab_strategy_spec::{check_balance, Balance, Infeasible, ServerPlacement, Strategy, StrategyKind};
 use tch::Device;
 
-use crate::pipeline::{linear_partition, plan_stages};
+use crate::pipeline::{linear_partition, plan_stages, PartitionError};
 use crate::profile::{value_at, NetworkProfile};
 
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network,
@@ -54,14 +54,40 @@ pub struct StepQuestion<'a> {
     pub host_copy_bandwidth: Option<f64>,
 }
 
+/// Why the model, the thesis's forms or the memory have no answer for a trial.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unpredictable {
+    /// The thesis has closed forms for single, data parallelism and the flushed pipelines.
+    #[error("the thesis has no closed form for it")]
+    NoClosedForm,
+    /// A pipeline's prediction asked of a strategy that does not pipeline.
+    #[error("not a pipeline")]
+    NotAPipeline,
+    /// Multi-worker strategies need the link between the workers.
+    #[error("needs a link: give --probe <a stratlab probe run>")]
+    NoLink,
+    /// The strategy cannot run on these workers as configured.
+    #[error(transparent)]
+    Infeasible(#[from] Infeasible),
+    /// The balance cannot cut the network into the pipeline's stages.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    /// The schedule cannot be simulated.
+    #[error(transparent)]
+    Simulation(#[from] SimulationError),
+    /// The profile was taken where the allocator does not count bytes.
+    #[error("the profile has no memory counts (the device's allocator cannot count)")]
+    NoMemoryCounts,
+}
+
 /// A trial predicted two ways, and its memory, or why there is none.
 pub struct StepPrediction {
     /// The performance model: the strategy's own structure simulated, the step split.
-    pub model: Result<StepBreakdown, String>,
+    pub model: Result<StepBreakdown, Unpredictable>,
     /// The thesis's closed forms on the same profile and link: the baseline.
-    pub thesis_s: Result<f64, String>,
+    pub thesis_s: Result<f64, Unpredictable>,
     /// Peak memory of the fullest worker.
-    pub memory: Result<WorkerMemory, String>,
+    pub memory: Result<WorkerMemory, Unpredictable>,
     /// How much slower compute runs because the workers' threads outnumber the cores
     /// (1 when they do not).
     pub core_sharing: f64,
@@ -69,7 +95,7 @@ pub struct StepPrediction {
 
 impl StepPrediction {
     /// The model's seconds per step.
-    pub fn model_s(&self) -> Result<f64, String> {
+    pub fn model_s(&self) -> Result<f64, Unpredictable> {
         self.model.as_ref().map(|step| step.step_s).map_err(Clone::clone)
     }
 }
@@ -98,7 +124,7 @@ impl StepQuestion<'_> {
             (StrategyKind::ModelParallel | StrategyKind::Gpipe | StrategyKind::OneFOneB, Some(partition)) => {
                 partition.clone().and_then(|ranges| self.thesis_pipeline_s(&ranges))
             }
-            _ => Err("the thesis has no closed form for it".into()),
+            _ => Err(Unpredictable::NoClosedForm),
         };
         let memory = match &partition {
             Some(partition) => partition.clone().and_then(|ranges| self.pipeline_memory(&ranges)),
@@ -110,9 +136,9 @@ impl StepQuestion<'_> {
     /// The step with every compute cost multiplied by `slowdown`.
     fn model(
         &self,
-        partition: Option<&Result<Vec<Range<usize>>, String>>,
+        partition: Option<&Result<Vec<Range<usize>>, Unpredictable>>,
         slowdown: f64,
-    ) -> Result<StepBreakdown, String> {
+    ) -> Result<StepBreakdown, Unpredictable> {
         match (self.strategy.kind(), partition) {
             (StrategyKind::Single, _) => {
                 let step_s = self.single_s() * slowdown;
@@ -128,7 +154,7 @@ impl StepQuestion<'_> {
             (StrategyKind::DataParallel, _) => self.data_parallel(slowdown),
             (StrategyKind::ParameterServer, _) => self.parameter_server(slowdown),
             (_, Some(partition)) => partition.clone().and_then(|ranges| self.pipeline(&ranges, slowdown)),
-            (_, None) => Err("not a pipeline".into()),
+            (_, None) => Err(Unpredictable::NotAPipeline),
         }
     }
 
@@ -177,24 +203,22 @@ impl StepQuestion<'_> {
         }
     }
 
-    fn link(&self) -> Result<Link, String> {
-        self.link.copied().ok_or_else(|| "needs a link: give --probe <a stratlab probe run>".to_string())
+    fn link(&self) -> Result<Link, Unpredictable> {
+        self.link.copied().ok_or(Unpredictable::NoLink)
     }
 
     /// Which network stages each pipeline stage holds, as the strategy plans them; a `time`
     /// balance cuts the question's own profile (the measurement the strategy would take
     /// again, or the roofline of a device this machine does not have).
-    fn partition(&self) -> Result<Vec<Range<usize>>, String> {
-        let (stages, _) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
+    fn partition(&self) -> Result<Vec<Range<usize>>, Unpredictable> {
+        let (stages, _) = self.strategy.pipeline_shape(self.workers)?;
         let samples = self.strategy.stage_samples(self.batch);
         let balance = self.strategy.balance();
         if balance == Balance::Time {
-            check_balance(self.profile.stages.len(), &balance, stages).map_err(|error| error.to_string())?;
+            check_balance(self.profile.stages.len(), &balance, stages)?;
             return Ok(linear_partition(&stage_seconds(self.profile, samples), stages));
         }
-        plan_stages(self.spec, &balance, stages, samples as i64, Device::Cpu)
-            .map(|plan| plan.ranges)
-            .map_err(|error| error.to_string())
+        Ok(plan_stages(self.spec, &balance, stages, samples as i64, Device::Cpu)?.ranges)
     }
 
     /// Seconds of network stage `stage`'s forward and backward on `samples` samples.
@@ -234,7 +258,7 @@ impl StepQuestion<'_> {
     }
 
     /// Every data-parallel worker computes at once.
-    fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, String> {
+    fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
         let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
         let stages: Vec<StageWork> = (0..self.profile.stages.len())
             .map(|stage| {
@@ -254,7 +278,7 @@ impl StepQuestion<'_> {
     }
 
     /// The server's round: the training ranks but itself push to it, it updates, they pull.
-    fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, String> {
+    fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
         let training = self.strategy.server_placement().training_ranks(self.workers);
         // The training ranks compute at once; a dedicated server waits for them.
         let slowdown = slowdown * self.contention(training as f64, self.batch);
@@ -285,7 +309,7 @@ impl StepQuestion<'_> {
     /// to the batch is the form's own assumption (thesis table 6.1 shows where it fails),
     /// and profiling every global batch cost half of the stage profiles' time (ResNet-18
     /// at 128 samples, 1 thread: 79 of 157 s of the validation suite's stage timing).
-    fn thesis_data_parallel_s(&self) -> Result<f64, String> {
+    fn thesis_data_parallel_s(&self) -> Result<f64, Unpredictable> {
         Ok(thesis_data_parallel_s(
             self.workers as f64 * self.sequential_s(self.batch),
             self.workers,
@@ -299,12 +323,12 @@ impl StepQuestion<'_> {
     /// profile measured contention, each stage's passes are slowed by how many workers
     /// compute beside it in the simulated schedule (its stages times hybrid's replicas);
     /// slower passes overlap differently, so that is simulated again, a few rounds.
-    fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, String> {
-        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
-        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
+    fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
+        let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
+        let (_, replicas) = self.strategy.pipeline_shape(self.workers)?;
         let samples = self.strategy.stage_samples(self.batch);
         let costs = self.stage_costs(partition, samples);
-        let simulate_slowed = |slowdowns: &[f64]| {
+        let simulate_slowed = |slowdowns: &[f64]| -> Result<PipelineStep, Unpredictable> {
             let slowed: Vec<StageCost> =
                 costs.iter().zip(slowdowns).map(|(cost, &slowdown)| cost.slowed(slowdown)).collect();
             let pipeline = Pipeline {
@@ -316,7 +340,7 @@ impl StepQuestion<'_> {
                 replicas,
                 measured_all_reduce: self.all_reduce,
             };
-            simulate(&pipeline).map_err(|error| error.to_string())
+            Ok(simulate(&pipeline)?)
         };
         let mut step = simulate_slowed(&vec![slowdown; costs.len()])?;
         if self.profile.contention.is_some() {
@@ -356,7 +380,7 @@ impl StepQuestion<'_> {
 
     /// Eq. 6.1 + 6.2: the sequential time of the micro-batches, and the largest activation
     /// crossing the strategy's own cuts.
-    fn thesis_pipeline_s(&self, partition: &[Range<usize>]) -> Result<f64, String> {
+    fn thesis_pipeline_s(&self, partition: &[Range<usize>]) -> Result<f64, Unpredictable> {
         let samples = self.strategy.stage_samples(self.batch);
         let m = self.strategy.micro_batches();
         let activation_bytes = partition[..partition.len().saturating_sub(1)]

@@ -4,9 +4,10 @@
 use std::ops::Range;
 
 use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
+use stratlab_perf_model::pipeline::SimulationError;
 use stratlab_strategy_spec::{Schedule, ServerPlacement, StrategyKind};
 
-use super::{curve, StepQuestion};
+use super::{curve, StepQuestion, Unpredictable};
 use crate::profile::value_at;
 
 impl StepQuestion<'_> {
@@ -26,10 +27,10 @@ impl StepQuestion<'_> {
     /// What a forward over network stages `stages` at `samples` samples keeps, and the
     /// high-water of its forward and backward: over the stages, what the stages up to each
     /// keep plus that stage's temporaries.
-    fn activations(&self, stages: Range<usize>, samples: usize) -> Result<(f64, f64), String> {
+    fn activations(&self, stages: Range<usize>, samples: usize) -> Result<(f64, f64), Unpredictable> {
         let profiled = &self.profile.stages[stages];
         if profiled.iter().any(|stage| stage.kept_bytes.is_empty()) {
-            return Err("the profile has no memory counts (the device's allocator cannot count)".into());
+            return Err(Unpredictable::NoMemoryCounts);
         }
         let (mut kept, mut pass_peak) = (0.0, 0.0f64);
         for stage in profiled {
@@ -41,7 +42,7 @@ impl StepQuestion<'_> {
 
     /// A whole replica per worker (single, data-parallel, parameter server): the network at
     /// the worker's batch, and the flattened buffers its communication goes through.
-    pub(super) fn replica_memory(&self) -> Result<WorkerMemory, String> {
+    pub(super) fn replica_memory(&self) -> Result<WorkerMemory, Unpredictable> {
         if self.strategy.kind() == StrategyKind::Single {
             if let Some(peak_bytes) = value_at(&self.profile.training_step_peak_bytes, self.batch) {
                 return Ok(self.measured_single_memory(peak_bytes));
@@ -95,12 +96,12 @@ impl StepQuestion<'_> {
     /// The fullest stage worker of a pipeline: its part of the network, the micro-batches
     /// its schedule keeps in flight (inputs only where it recomputes), PipeDream's stashed
     /// weights, the received activations.
-    pub(super) fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, String> {
-        let schedule = self.strategy.schedule().ok_or("not a pipeline")?;
+    pub(super) fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, Unpredictable> {
+        let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
         let m = self.strategy.micro_batches();
         let samples = self.strategy.stage_samples(self.batch);
         let stages = partition.len();
-        let (_, replicas) = self.strategy.pipeline_shape(self.workers).map_err(|error| error.to_string())?;
+        let (_, replicas) = self.strategy.pipeline_shape(self.workers)?;
         let mut fullest: Option<WorkerMemory> = None;
         for (stage, range) in partition.iter().enumerate() {
             let (kept_bytes, pass_peak_bytes) = self.activations(range.clone(), samples)?;
@@ -132,6 +133,6 @@ impl StepQuestion<'_> {
                 fullest = Some(peak);
             }
         }
-        fullest.ok_or_else(|| "a pipeline needs at least one stage".to_string())
+        fullest.ok_or(Unpredictable::Simulation(SimulationError::NoStages))
     }
 }
