@@ -351,6 +351,9 @@ pub struct HistoryArgs {
 
 /// A size as `--sizes` takes it: the one byte-size grammar of cluster files and suites.
 fn parse_size(text: &str) -> Result<u64, String> {
+    if text.trim().is_empty() {
+        return Err(format!("empty size; give sizes like {DEFAULT_SIZES}"));
+    }
     text.parse::<ByteSize>().map(|size| size.0).map_err(|error| error.to_string())
 }
 
