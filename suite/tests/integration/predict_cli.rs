@@ -75,7 +75,9 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
         stratlab(&["probe", "--workers", "2", "--sizes", "4,1M", "--repeats", "3", "--warmup", "1", "--store", store]);
     assert!(probe.status.success(), "{}", text(&probe.stderr));
     let probe_run = crate::run_folders(Path::new(store)).into_iter().next().expect("the probe run");
-    let run = stratlab(&["run", suite, "--store", store]);
+    // Reuse is what is checked here, by key: the speed reference moves under the tests
+    // running beside this one, so no stored profile is judged stale (that has its own test).
+    let run = stratlab(&["run", suite, "--store", store, "--stale-profile-limit", "inf"]);
     assert!(run.status.success(), "{}", text(&run.stderr));
     let reused = "reused the profile of small-cnn on mnist at 1 thread(s)";
     assert!(text(&run.stderr).contains(reused), "{}", text(&run.stderr));
@@ -85,8 +87,19 @@ fn a_suite_is_predicted_from_a_profile_and_a_probe_and_set_beside_a_run_of_it() 
         .expect("the run's folder");
 
     let probe_run = probe_run.to_str().unwrap();
-    let out =
-        stratlab(&["predict", suite, "--probe", probe_run, "--against", run_dir.to_str().unwrap(), "--store", store]);
+    let against = run_dir.to_str().unwrap();
+    let out = stratlab(&[
+        "predict",
+        suite,
+        "--probe",
+        probe_run,
+        "--against",
+        against,
+        "--store",
+        store,
+        "--stale-profile-limit",
+        "inf",
+    ]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stderr.contains(reused) && !stderr.contains("profiled"), "{stderr}");
@@ -284,7 +297,8 @@ fn profiles_are_taken_once_and_reused_until_asked_afresh() {
         let taken = format!("profiled small-cnn on mnist at {threads} thread(s)");
         assert!(text(&first.stdout).contains(&taken), "{}", text_of(&first));
     }
-    let again = stratlab(&["profile", suite, "--store", store]);
+    // Reuse by key; staleness, which the tests beside this one would move, has its own test.
+    let again = stratlab(&["profile", suite, "--store", store, "--stale-profile-limit", "inf"]);
     assert!(again.status.success(), "{}", text_of(&again));
     assert_eq!(text(&again.stdout).matches("reused the profile of small-cnn").count(), 2, "{}", text_of(&again));
     assert!(!text(&again.stdout).contains("profiled"), "{}", text_of(&again));
