@@ -56,10 +56,18 @@ extern "C" {
     ) -> c_int;
     pub fn stratlab_pg_free(pg: *mut RawProcessGroup);
 
-    pub fn stratlab_pg_all_reduce(pg: *mut RawProcessGroup, t: *mut C_tensor, op: c_int, out: *mut *mut RawWork)
-        -> c_int;
-    pub fn stratlab_pg_broadcast(pg: *mut RawProcessGroup, t: *mut C_tensor, root: c_int, out: *mut *mut RawWork)
-        -> c_int;
+    pub fn stratlab_pg_all_reduce(
+        pg: *mut RawProcessGroup,
+        t: *mut C_tensor,
+        op: c_int,
+        out: *mut *mut RawWork,
+    ) -> c_int;
+    pub fn stratlab_pg_broadcast(
+        pg: *mut RawProcessGroup,
+        t: *mut C_tensor,
+        root: c_int,
+        out: *mut *mut RawWork,
+    ) -> c_int;
     pub fn stratlab_pg_reduce(
         pg: *mut RawProcessGroup,
         t: *mut C_tensor,

@@ -106,7 +106,8 @@ mod tests {
             Launch { rank: 1, world_size: 4, local_rank: 1, master_addr: "10.0.0.7".into(), master_port: 29500 }
         );
         assert!(!read.is_loopback());
-        let local = launch(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_PORT", "4242")]).unwrap();
+        let local =
+            launch(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_PORT", "4242")]).unwrap();
         assert!(local.is_loopback());
         assert_eq!(local.master_port, 4242);
     }

@@ -137,7 +137,8 @@ impl ProcessGroup {
     ) -> Result<ProcessGroup, CommError> {
         let timeout_ms = options.timeout.as_millis() as i64;
         let fail = |message: String| CommError::Operation { operation: "connect", rank, world_size, message };
-        let text = |value: &Option<String>| CString::new(value.clone().unwrap_or_default()).map_err(|e| fail(e.to_string()));
+        let text =
+            |value: &Option<String>| CString::new(value.clone().unwrap_or_default()).map_err(|e| fail(e.to_string()));
         let mut raw = std::ptr::null_mut();
         let status = match options.backend {
             Backend::Gloo => {
@@ -248,8 +249,10 @@ impl ProcessGroup {
             .then(|| (tensor.shallow_clone(), self.world_size as f64));
         let code = op.code(self.backend);
         let bytes = byte_size(tensor);
-        self.launch("all_reduce", bytes, |out| unsafe { ffi::stratlab_pg_all_reduce(self.raw, tensor.as_mut_ptr(), code, out) })
-            .map(|work| work.dividing(divide))
+        self.launch("all_reduce", bytes, |out| unsafe {
+            ffi::stratlab_pg_all_reduce(self.raw, tensor.as_mut_ptr(), code, out)
+        })
+        .map(|work| work.dividing(divide))
     }
 
     /// All-reduces `tensor` in place and waits.
@@ -277,8 +280,9 @@ impl ProcessGroup {
     pub fn reduce_async(&self, tensor: &mut Tensor, root: usize, op: ReduceOp) -> Result<Work, CommError> {
         self.check("reduce", tensor)?;
         self.check_rank("reduce", root)?;
-        let divide = (op == ReduceOp::Average && self.backend == Backend::Gloo && self.rank == root && self.world_size > 1)
-            .then(|| (tensor.shallow_clone(), self.world_size as f64));
+        let divide =
+            (op == ReduceOp::Average && self.backend == Backend::Gloo && self.rank == root && self.world_size > 1)
+                .then(|| (tensor.shallow_clone(), self.world_size as f64));
         let code = op.code(self.backend);
         let bytes = byte_size(tensor);
         self.launch("reduce", bytes, |out| unsafe {
@@ -414,4 +418,3 @@ impl Drop for ProcessGroup {
 pub fn byte_size(tensor: &Tensor) -> u64 {
     (tensor.numel() * tensor.kind().elt_size_in_bytes()) as u64
 }
-

@@ -1,5 +1,5 @@
-//! Predicts a training step of every strategy, libtorch-free, from what a profile and a
-//! probe measure: per-stage forward and backward seconds against the samples
+//! Predicts a training step and its memory for every strategy, libtorch-free, from what a
+//! profile ([`profile::NetworkProfile`]) and a probe measure ([`predict::StepQuestion`]): per-stage forward and backward seconds against the samples
 //! ([`CostCurve`]), and the links between workers ([`Link`]) with the all-reduce time the
 //! probe measured over them ([`AllReduceCurve`]).
 //!
@@ -20,6 +20,8 @@ mod link;
 pub mod memory;
 pub mod parameter_server;
 pub mod pipeline;
+pub mod predict;
+pub mod profile;
 pub mod recommend;
 mod units;
 

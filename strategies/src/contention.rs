@@ -29,9 +29,9 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
-use crate::profile::NetworkProfile;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
+use stratlab_perf_model::profile::NetworkProfile;
 
 /// Timed passes per copy after the untimed warm-up, at least and at most: small passes
 /// repeat until about [`ENOUGH_S`] of them, the least a stable median of a millisecond

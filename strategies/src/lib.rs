@@ -13,6 +13,7 @@ pub mod device;
 mod dispatch;
 pub mod evaluate;
 pub mod memory;
+pub mod model_inputs;
 /// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).
 pub use stratlab_results::nonfinite;
 pub mod numerics;
@@ -20,7 +21,6 @@ pub mod observer;
 pub mod parameter_server;
 pub mod pipeline;
 pub mod precision;
-pub mod predict;
 pub mod profile;
 pub mod record;
 pub mod schedule;

@@ -5,9 +5,8 @@
 
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::Contention;
+use stratlab_perf_model::profile::{NetworkProfile, StageProfile};
 use tch::nn::{self, ModuleT, OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
 
@@ -31,73 +30,6 @@ pub const PROFILE_REPEATS: usize = 2;
 /// Timed SGD steps and gradient copies after an untimed one: milliseconds each, in every
 /// cell's step, so they keep five.
 const UPDATE_REPEATS: usize = 5;
-
-/// One network stage, measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageProfile {
-    /// The stage's name in the network.
-    pub name: String,
-    /// `(samples, forward seconds)` of the faster timed pass, one per profiled size.
-    pub forward_s: Vec<(usize, f64)>,
-    /// `(samples, backward seconds)` of the same pass: the gradient of the stage's parameters
-    /// and of its input (a pipeline stage's received activation), as a stage worker computes
-    /// it.
-    pub backward_s: Vec<(usize, f64)>,
-    /// Bytes of each trainable parameter of the stage, in the network's order.
-    pub parameter_bytes: Vec<u64>,
-    /// Bytes of the stage's output per sample (what a pipeline sends on, and the size of
-    /// the gradient it gets back).
-    pub output_bytes_per_sample: u64,
-    /// `(samples, bytes)` the forward leaves allocated until its backward: what autograd
-    /// keeps, and the output. Counted by the allocator (empty where it cannot count).
-    #[serde(default)]
-    pub kept_bytes: Vec<(usize, f64)>,
-    /// `(samples, bytes)` the passes allocate above what is kept, at their high-water mark:
-    /// the forward's workspace, or the backward's gradients of the input and temporaries.
-    #[serde(default)]
-    pub transient_bytes: Vec<(usize, f64)>,
-}
-
-/// Every stage of a network on one device at one thread count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NetworkProfile {
-    /// Stages in order.
-    pub stages: Vec<StageProfile>,
-    /// Median seconds of one SGD step over all the network's parameters (with the
-    /// momentum asked for; a stage's share is proportional to its parameters).
-    pub optimizer_s: f64,
-    /// Median seconds to copy every gradient into one new flat buffer (`cat`), as a
-    /// parameter server builds its messages (0 where not measured).
-    #[serde(default)]
-    pub flatten_s: f64,
-    /// How much slower the passes run while the machine's other workers compute, measured
-    /// apart ([`crate::contention`]); `None` where no two workers share a machine.
-    #[serde(default)]
-    pub contention: Option<Contention>,
-    /// `(samples, seconds)`: the 10th percentile of a few real training steps of the whole
-    /// network by one worker at this thread count, on the trial's data with its optimizer,
-    /// measured apart at the batches single cells train; the sequential step as the trials
-    /// time it (empty where not measured).
-    #[serde(default)]
-    pub training_step_s: Vec<(usize, f64)>,
-    /// `(samples, bytes)`: the largest peak of allocated bytes over those steps (empty
-    /// where not measured, or where the allocator cannot count).
-    #[serde(default)]
-    pub training_step_peak_bytes: Vec<(usize, f64)>,
-}
-
-impl NetworkProfile {
-    /// Seconds of every stage's forward and backward at exactly `samples`, where profiled.
-    pub fn stage_sum_s(&self, samples: usize) -> Option<f64> {
-        let at = |points: &[(usize, f64)]| value_at(points, samples);
-        self.stages.iter().map(|stage| Some(at(&stage.forward_s)? + at(&stage.backward_s)?)).sum()
-    }
-}
-
-/// The value measured at exactly `samples` among `(samples, value)` points.
-pub(crate) fn value_at(points: &[(usize, f64)], samples: usize) -> Option<f64> {
-    points.iter().find(|&&(at, _)| at == samples).map(|&(_, value)| value)
-}
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
 /// SGD step with `momentum` and `weight_decay`, with the threads libtorch has now. Weights

@@ -18,6 +18,17 @@ pub struct UnknownName {
 #[error("{0}")]
 pub struct Infeasible(pub String);
 
+/// Why a balance cannot split a network into the requested parts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct PartitionError(pub String);
+
+impl From<Infeasible> for PartitionError {
+    fn from(infeasible: Infeasible) -> PartitionError {
+        PartitionError(infeasible.0)
+    }
+}
+
 /// A strategy entry of a suite that breaks a rule; `field` is the entry's field as the
 /// suite file spells it (`micro_batches`), the caller adds where the entry is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,10 +15,10 @@ mod strategy;
 mod sweep;
 
 pub use columns::StrategyColumns;
-pub use error::{ColumnsError, Infeasible, SweepError, UnknownName};
+pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
-pub use search::{search_space, SearchedStrategy};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
+pub use search::{search_space, SearchedStrategy};
 pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

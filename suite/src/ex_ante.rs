@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
+use stratlab_perf_model::profile::stage_seconds;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
-use stratlab_strategies::predict::stage_seconds;
 use stratlab_strategy_spec::Balance;
 use tch::Device;
 

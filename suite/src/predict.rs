@@ -1,7 +1,7 @@
 //! `stratlab predict`: every trial of a suite predicted, not trained. Each network is
 //! profiled on this device at the trial's threads and the batch sizes its trials need
 //! (`stratlab_strategies::profile`), the links come from a probe run, and the performance
-//! model times the step (`stratlab_strategies::predict`): pipelines by simulating their
+//! model times the step (`stratlab_perf_model::predict`): pipelines by simulating their
 //! schedules, data parallelism with its bucket plan. With `--against RUN` each prediction
 //! is set beside what that run measured, with the error; nothing is fitted to it.
 

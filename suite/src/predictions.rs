@@ -1,17 +1,19 @@
 //! Every cell of a plan predicted, not trained: each network profiled once per (data set,
 //! threads) on the trial's device at the batch sizes its cells need
 //! (`stratlab_strategies::profile`), then each cell's step and memory put to the
-//! performance model (`stratlab_strategies::predict`). `stratlab predict` prints the rows;
+//! performance model (`stratlab_perf_model::predict`). `stratlab predict` prints the rows;
 //! `stratlab run` stores them with the run before its first trial.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
+use stratlab_perf_model::predict::StepQuestion;
+use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_perf_model::{AllReduceCurve, Link};
 use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
-use stratlab_strategies::predict::StepQuestion;
-use stratlab_strategies::profile::{analytical_profile, NetworkProfile};
+use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
+use stratlab_strategies::profile::analytical_profile;
 use tch::Device;
 
 use crate::exit::InputError;
@@ -214,8 +216,9 @@ pub fn predict_cells(
             strategy: &trial.strategy,
             workers: trial.workers,
             batch: trial.train.batch_size,
-            spec: &spec,
             profile,
+            cuts: pipeline_cuts(&trial.strategy, trial.workers, trial.train.batch_size, &spec, profile),
+            sample_bytes: loader_sample_bytes(&spec),
             link: link.map(|measured| &measured.link),
             all_reduce: link.and_then(|measured| measured.all_reduce.as_ref()),
             momentum: trial.train.momentum,

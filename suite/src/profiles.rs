@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
+use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
-use stratlab_strategies::profile::NetworkProfile;
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
 use stratlab_strategies::{LibtorchBuild, Numerics};
 use stratlab_strategy_spec::StrategyKind;
@@ -140,7 +140,8 @@ impl ProfileCache {
                 // The faster of two readings: a reading is only ever slowed by what else runs.
                 let now_s = reference_seconds().min(reference_seconds());
                 let milliseconds = |s: Option<f64>| s.map_or("?".to_owned(), |s| format!("{:.2} ms", s * 1e3));
-                let readings = format!("reference {} then, {} now", milliseconds(stored_reference), milliseconds(Some(now_s)));
+                let readings =
+                    format!("reference {} then, {} now", milliseconds(stored_reference), milliseconds(Some(now_s)));
                 match Staleness::judge(stored_reference, now_s, self.stale_limit) {
                     Staleness::TakenInSlowSpell(slower) => {
                         let why = format!(
@@ -154,7 +155,10 @@ impl ProfileCache {
                     staleness => {
                         let note = match staleness {
                             Staleness::SlowerNow(slower) => {
-                                format!("; kept: the machine runs {:.0} % slower now than then ({readings})", 100.0 * slower)
+                                format!(
+                                    "; kept: the machine runs {:.0} % slower now than then ({readings})",
+                                    100.0 * slower
+                                )
                             }
                             _ => format!(" ({readings})"),
                         };

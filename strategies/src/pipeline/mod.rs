@@ -26,10 +26,10 @@ use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
-pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, PartitionError, StagePlan};
+pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
 pub use stage_report::PipelineStageReport;
 use stage_worker::StageWorker;
-use stratlab_strategy_spec::{check_balance, Balance, Strategy};
+use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
 /// with the same initial weights a single-device build has, then runs the schedule on

@@ -6,7 +6,6 @@
 //! is smallest ([`linear_partition`]): a pipeline runs at the pace of its slowest stage.
 
 mod linear;
-mod partition_error;
 mod profile;
 mod saved;
 
@@ -14,11 +13,10 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
-use stratlab_strategy_spec::{check_balance, Balance};
+use stratlab_strategy_spec::{check_balance, Balance, PartitionError};
 use tch::Device;
 
 pub use linear::linear_partition;
-pub use partition_error::PartitionError;
 pub use profile::PROFILE_REPEATS;
 pub use saved::{activation_bytes_per_sample, ActivationBytes};
 

@@ -13,8 +13,8 @@ use stratlab_results::ProbeKind;
 use tch::{Device, Kind, Tensor};
 
 use super::plan::{Measurement, ProbePlan, ELEMENT_BYTES};
-use stratlab_perf_model::ByteSize;
 use crate::cli::AllReduceLoad;
+use stratlab_perf_model::ByteSize;
 
 /// Tags that keep a pair's ping and pong apart.
 const PING_TAG: u32 = 1;

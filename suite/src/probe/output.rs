@@ -5,8 +5,8 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
 
 use super::plan::{Measurement, ProbePlan, BACKEND};
-use stratlab_perf_model::ByteSize;
 use crate::cli::AllReduceLoad;
+use stratlab_perf_model::ByteSize;
 
 /// The stored rows of `measurements`.
 pub(super) fn probe_rows(

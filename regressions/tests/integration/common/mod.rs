@@ -46,10 +46,8 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
             let mut trial = results_fixtures::trial(run_id, &format!("t{index}"), index as i64);
             trial.network = made.network.into();
             let kind: StrategyKind = made.strategy.parse().unwrap();
-            let parameters = Parameters {
-                pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2),
-                ..Parameters::default()
-            };
+            let parameters =
+                Parameters { pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2), ..Parameters::default() };
             trial.strategy = StrategyColumns::from(&Strategy::new(kind, parameters).unwrap());
             trial.workers = made.workers;
             trial.global_batch = 32 * made.workers;

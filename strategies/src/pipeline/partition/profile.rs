@@ -2,9 +2,9 @@
 //! will train, timed one stage at a time on synthetic inputs.
 
 use stratlab_networks::NetworkSpec;
+use stratlab_strategy_spec::PartitionError;
 use tch::Device;
 
-use super::partition_error::PartitionError;
 use crate::profile::profile_network;
 
 pub use crate::profile::PROFILE_REPEATS;

@@ -1,20 +1,22 @@
 //! What the workers sharing one machine cost each other, on hand-made profiles.
 
-use stratlab_networks::{spec, InputShape};
-use stratlab_perf_model::{Contention, Link};
-use stratlab_strategy_spec::{Balance, Parameters, Strategy, StrategyKind};
+use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
 
 use super::*;
 use crate::profile::StageProfile;
+use crate::Contention;
 
-/// Every stage of small-cnn at 16 samples: 10 ms forward, 20 ms backward, 1 MB of
+/// Network stages of the hand-made profile.
+const STAGES: usize = 8;
+/// An MNIST sample as the loader holds it: 28 × 28 f32 pixels and an i64 label.
+const SAMPLE_BYTES: f64 = 28.0 * 28.0 * 4.0 + 8.0;
+
+/// Every one of [`STAGES`] stages at 16 samples: 10 ms forward, 20 ms backward, 1 MB of
 /// parameters, no update time.
-fn profile(spec: &NetworkSpec, contention: Option<Contention>) -> NetworkProfile {
-    let stages = spec
-        .stages
-        .iter()
+fn profile(contention: Option<Contention>) -> NetworkProfile {
+    let stages = (0..STAGES)
         .map(|stage| StageProfile {
-            name: stage.name.clone(),
+            name: format!("stage{stage}"),
             forward_s: vec![(16, 0.010)],
             backward_s: vec![(16, 0.020)],
             parameter_bytes: vec![1_000_000],
@@ -33,9 +35,9 @@ fn profile(spec: &NetworkSpec, contention: Option<Contention>) -> NetworkProfile
     }
 }
 
+/// Two workers of `strategy`; a pipeline cut in two halves.
 fn question<'a>(
     strategy: &'a Strategy,
-    spec: &'a NetworkSpec,
     profile: &'a NetworkProfile,
     link: &'a Link,
     host_copy_bandwidth: Option<f64>,
@@ -44,8 +46,9 @@ fn question<'a>(
         strategy,
         workers: 2,
         batch: 16,
-        spec,
         profile,
+        cuts: strategy.schedule().map(|_| Ok(vec![0..STAGES / 2, STAGES / 2..STAGES])),
+        sample_bytes: SAMPLE_BYTES,
         link: Some(link),
         all_reduce: None,
         momentum: 0.0,
@@ -58,20 +61,19 @@ fn question<'a>(
 
 #[test]
 fn transfers_the_host_copies_take_core_time_from_workers_that_fill_the_cores() {
-    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
-    let profile = profile(&spec, None);
-    let stages = spec.stages.len() as f64;
+    let profile = profile(None);
+    let stages = STAGES as f64;
     let strategy = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
     // A link so fast the all-reduce is all but free: the step is the compute.
     let link = Link::new(1e15, 0.0);
     let compute_s = stages * 0.030;
-    let apart = question(&strategy, &spec, &profile, &link, None).predict();
+    let apart = question(&strategy, &profile, &link, None).predict();
     assert_eq!(apart.core_sharing, 1.0, "two 1-thread workers on two cores");
     // The ring all-reduce of 2 workers sends every gradient byte once each way: 2 × G bytes
     // between workers, each copied at both ends, at 2 × G × 100 bytes per second: 1 % of a
     // second per step of core time over two cores.
     let gradients = stages * 1e6;
-    let shared = question(&strategy, &spec, &profile, &link, Some(2.0 * gradients * 100.0)).predict();
+    let shared = question(&strategy, &profile, &link, Some(2.0 * gradients * 100.0)).predict();
     let copying_s = 2.0 * 2.0 * gradients / (2.0 * gradients * 100.0);
     let expected = (2.0 + copying_s / compute_s) / 2.0;
     assert!((shared.core_sharing - expected).abs() < 1e-6, "{} vs {expected}", shared.core_sharing);
@@ -80,39 +82,36 @@ fn transfers_the_host_copies_take_core_time_from_workers_that_fill_the_cores() {
 
 #[test]
 fn contention_slows_workers_that_compute_at_once_not_those_that_take_turns() {
-    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
     let contention = Contention { copies: 2, ratio: vec![(16, 1.5)] };
-    let (alone, contended) = (profile(&spec, None), profile(&spec, Some(contention)));
+    let (alone, contended) = (profile(None), profile(Some(contention)));
     let link = Link::new(1e15, 0.0);
     let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
     let step = |strategy: &Strategy, profile: &NetworkProfile| {
-        question(strategy, &spec, profile, &link, None).predict().model_s().unwrap()
+        question(strategy, profile, &link, None).predict().model_s().unwrap()
     };
     let ratio = step(&data_parallel, &contended) / step(&data_parallel, &alone);
     assert!((ratio - 1.5).abs() < 1e-6, "every data-parallel worker computes at once: {ratio}");
-    let parameters = Parameters { balance: Some(Balance::Parameters), ..Parameters::default() };
-    let model_parallel = Strategy::new(StrategyKind::ModelParallel, parameters).unwrap();
+    let model_parallel = Strategy::new(StrategyKind::ModelParallel, Parameters::default()).unwrap();
     let ratio = step(&model_parallel, &contended) / step(&model_parallel, &alone);
     assert!((ratio - 1.0).abs() < 1e-6, "model-parallel's stages take turns: {ratio}");
 }
 
 #[test]
 fn single_is_its_measured_training_step_where_there_is_one_and_its_stages_elsewhere() {
-    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
     let link = Link::new(1e15, 0.0);
     let single = Strategy::new(StrategyKind::Single, Parameters::default()).unwrap();
-    let stages_only = profile(&spec, None);
-    let summed = question(&single, &spec, &stages_only, &link, None).predict();
-    let stages_s = spec.stages.len() as f64 * 0.030;
+    let stages_only = profile(None);
+    let summed = question(&single, &stages_only, &link, None).predict();
+    let stages_s = STAGES as f64 * 0.030;
     assert!((summed.model_s().unwrap() - stages_s).abs() < 1e-12);
     // Steps trained at 16 samples (the question's batch) answer for it, in both predictors.
     // So does their measured peak for its memory, whatever the stages' counts say.
     let stepped = NetworkProfile {
         training_step_s: vec![(8, 0.5), (16, 0.25)],
         training_step_peak_bytes: vec![(16, 5e7)],
-        ..profile(&spec, None)
+        ..profile(None)
     };
-    let measured = question(&single, &spec, &stepped, &link, None).predict();
+    let measured = question(&single, &stepped, &link, None).predict();
     assert_eq!(measured.model_s().unwrap(), 0.25);
     assert_eq!(measured.thesis_s.unwrap(), 0.25);
     let memory = measured.memory.unwrap();
@@ -121,18 +120,17 @@ fn single_is_its_measured_training_step_where_there_is_one_and_its_stages_elsewh
     assert_ne!(summed.memory.unwrap().total_bytes(), memory.total_bytes());
     // Data parallelism still times its stages: the steps say nothing of their split.
     let data_parallel = Strategy::new(StrategyKind::DataParallel, Parameters::default()).unwrap();
-    let step = |profile: &NetworkProfile| question(&data_parallel, &spec, profile, &link, None).predict().model_s();
+    let step = |profile: &NetworkProfile| question(&data_parallel, profile, &link, None).predict().model_s();
     assert_eq!(step(&stepped).unwrap(), step(&stages_only).unwrap());
 }
 
 #[test]
 fn the_parameter_server_pays_its_whole_model_copies() {
-    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
     let link = Link::new(1e15, 0.0);
     let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
     let step = |flatten_s: f64| {
-        let profile = NetworkProfile { flatten_s, ..profile(&spec, None) };
-        question(&server, &spec, &profile, &link, None).predict().model.unwrap()
+        let profile = NetworkProfile { flatten_s, ..profile(None) };
+        question(&server, &profile, &link, None).predict().model.unwrap()
     };
     let (free, copying) = (step(0.0), step(0.01));
     // Two workers, the server colocated: one remote worker, seven copies in the round.
@@ -145,16 +143,15 @@ fn the_parameter_server_pays_its_whole_model_copies() {
 /// weights it sends. With activations far smaller than the weights, that is the peak.
 #[test]
 fn a_colocated_server_holds_every_workers_gradients_at_once_then_two_buffers() {
-    let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
-    let profile = profile(&spec, None);
+    let profile = profile(None);
     let link = Link::new(1e15, 0.0);
     let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
-    let parameter_bytes = spec.stages.len() as f64 * 1e6;
+    let parameter_bytes = STAGES as f64 * 1e6;
     let buffers_over_parameters = |workers: usize| {
-        let question = StepQuestion { workers, ..question(&server, &spec, &profile, &link, None) };
+        let question = StepQuestion { workers, ..question(&server, &profile, &link, None) };
         let memory = question.predict().memory.unwrap();
         // The loader's batches (two at a time without prefetch) are the rest.
-        let loader_bytes = 2.0 * 16.0 * (28.0 * 28.0 * 4.0 + 8.0);
+        let loader_bytes = 2.0 * 16.0 * SAMPLE_BYTES;
         (memory.activations_bytes, (memory.buffers_bytes - loader_bytes) / parameter_bytes)
     };
     for (workers, buffers) in [(2, 2.0), (4, 4.0)] {
@@ -162,4 +159,22 @@ fn a_colocated_server_holds_every_workers_gradients_at_once_then_two_buffers() {
         assert_eq!(activations, 0.0, "after the backward no activation is alive");
         assert!((measured - buffers).abs() < 1e-9, "{workers} workers: {measured} weights' worth");
     }
+}
+
+#[test]
+fn a_pipeline_is_predicted_on_the_cut_it_is_given_or_says_why_not() {
+    let profile = profile(None);
+    let link = Link::new(1e15, 0.0);
+    let parameters = Parameters { micro_batches: Some(8), ..Parameters::default() };
+    let gpipe = Strategy::new(StrategyKind::Gpipe, parameters).unwrap();
+    let cut = |cuts| StepQuestion { cuts, ..question(&gpipe, &profile, &link, None) }.predict();
+    // Eight micro-batches: a lopsided cut paces the pipeline at its larger part, 6 of the
+    // 8 stages against 4.
+    let even = cut(Some(Ok(vec![0..4, 4..8]))).model_s().unwrap();
+    let lopsided = cut(Some(Ok(vec![0..6, 6..8]))).model_s().unwrap();
+    assert!(lopsided > even * 1.2, "{lopsided} vs {even}");
+    let refused = cut(Some(Err(PartitionError("3 parts of 2 stages".into()))));
+    assert_eq!(refused.model_s(), Err(Unpredictable::Partition(PartitionError("3 parts of 2 stages".into()))));
+    assert!(refused.memory.is_err() && refused.thesis_s.is_err());
+    assert_eq!(cut(None).model_s(), Err(Unpredictable::NoCuts));
 }

@@ -1,27 +1,26 @@
-//! A trial's step predicted from its network's profile: the strategy's own structure
-//! (its bucket plan, its pipeline partition and schedule) put to the performance model's
-//! simulation (`stratlab_perf_model`), beside the thesis's closed forms on the same inputs.
-//! Here, not in the binary, because it reads every strategy's parameters.
+//! A trial's step and memory predicted from its network's profile: the strategy's own
+//! structure (its bucket plan, its pipeline's cut and schedule) put to the model's
+//! simulations, beside the thesis's closed forms on the same inputs. The caller measures
+//! (a [`NetworkProfile`], a probed [`Link`]) and says how the strategy cuts the network;
+//! everything from there to the prediction is here.
 
 use std::ops::Range;
 
-use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
-use stratlab_perf_model::data_parallel::{data_parallel_step, StageWork};
-use stratlab_perf_model::memory::WorkerMemory;
-use stratlab_perf_model::parameter_server::ParameterServerRound;
-use stratlab_perf_model::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
-use stratlab_perf_model::{AllReduce, AllReduceCurve, CostCurve, Link, StepBreakdown};
-use stratlab_strategy_spec::{check_balance, Balance, Infeasible, ServerPlacement, Strategy, StrategyKind};
-use tch::Device;
+use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, Strategy, StrategyKind};
 
-use crate::pipeline::{linear_partition, plan_stages, PartitionError};
-use crate::profile::{value_at, NetworkProfile};
+use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
+use crate::data_parallel::{data_parallel_step, StageWork};
+use crate::memory::WorkerMemory;
+use crate::parameter_server::ParameterServerRound;
+use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
+use crate::profile::{curve, value_at, NetworkProfile};
+use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
 
-/// One trial to predict: the strategy and its workers, the per-worker batch, the network,
-/// its profile (holding every stage at [`Strategy::stage_samples`] of the batch) and, for multi-worker
-/// strategies, the link between workers; and what the trial's workers hold beside the
-/// network and share: the optimizer's momentum, the loader's prefetch, threads and cores.
+/// One trial to predict: the strategy and its workers, the per-worker batch, the network's
+/// profile (holding every stage at [`Strategy::stage_samples`] of the batch) and, for a
+/// pipeline, its cut; for multi-worker strategies, the link between workers; and what the
+/// trial's workers hold beside the network and share: the optimizer's momentum, the
+/// loader's batches, threads and cores.
 pub struct StepQuestion<'a> {
     /// The strategy with its parameters.
     pub strategy: &'a Strategy,
@@ -29,10 +28,13 @@ pub struct StepQuestion<'a> {
     pub workers: usize,
     /// Per-worker (per-pipeline) batch.
     pub batch: usize,
-    /// The network.
-    pub spec: &'a NetworkSpec,
     /// The network's profile on the trial's device and threads.
     pub profile: &'a NetworkProfile,
+    /// For a pipeline, the network stages each of its stages holds, as the strategy cuts
+    /// them (`stratlab_strategies::pipeline_cuts`), or why it cannot; `None` otherwise.
+    pub cuts: Option<Result<Vec<Range<usize>>, PartitionError>>,
+    /// Bytes of one sample as the data loader holds it (its input and its label).
+    pub sample_bytes: f64,
     /// The link between workers, where known.
     pub link: Option<&'a Link>,
     /// All-reduce time against size over that link, where the probe measured it (with the
@@ -63,6 +65,9 @@ pub enum Unpredictable {
     /// A pipeline's prediction asked of a strategy that does not pipeline.
     #[error("not a pipeline")]
     NotAPipeline,
+    /// A pipeline's prediction asked without the cut of its network.
+    #[error("the pipeline's cut of the network was not given")]
+    NoCuts,
     /// Multi-worker strategies need the link between the workers.
     #[error("needs a link: give --probe <a stratlab probe run>")]
     NoLink,
@@ -207,18 +212,11 @@ impl StepQuestion<'_> {
         self.link.copied().ok_or(Unpredictable::NoLink)
     }
 
-    /// Which network stages each pipeline stage holds, as the strategy plans them; a `time`
-    /// balance cuts the question's own profile (the measurement the strategy would take
-    /// again, or the roofline of a device this machine does not have).
+    /// Which network stages each pipeline stage holds: the strategy's cut, for a pipeline
+    /// its workers can form.
     fn partition(&self) -> Result<Vec<Range<usize>>, Unpredictable> {
-        let (stages, _) = self.strategy.pipeline_shape(self.workers)?;
-        let samples = self.strategy.stage_samples(self.batch);
-        let balance = self.strategy.balance();
-        if balance == Balance::Time {
-            check_balance(self.profile.stages.len(), &balance, stages)?;
-            return Ok(linear_partition(&stage_seconds(self.profile, samples), stages));
-        }
-        Ok(plan_stages(self.spec, &balance, stages, samples as i64, Device::Cpu)?.ranges)
+        self.strategy.pipeline_shape(self.workers)?;
+        Ok(self.cuts.clone().ok_or(Unpredictable::NoCuts)??)
     }
 
     /// Seconds of network stage `stage`'s forward and backward on `samples` samples.
@@ -399,22 +397,6 @@ impl StepQuestion<'_> {
 /// Rounds of simulating a pipeline again with the contention its last simulation implies:
 /// slower passes overlap a little differently, and each round moves the step less.
 const CONTENTION_ROUNDS: usize = 2;
-
-/// Seconds of each network stage's forward and backward on `samples` samples, read off
-/// `profile` (interpolated between the sizes it timed): what a `time` balance cuts, in the
-/// model and, handed over in `TrainConfig::stage_seconds`, in the trial itself.
-pub fn stage_seconds(profile: &NetworkProfile, samples: usize) -> Vec<f64> {
-    profile
-        .stages
-        .iter()
-        .map(|stage| curve(&stage.forward_s).at(samples) + curve(&stage.backward_s).at(samples))
-        .collect()
-}
-
-/// The cost curve of measured `(samples, seconds)` points.
-fn curve(points: &[(usize, f64)]) -> CostCurve {
-    CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
-}
 
 mod memory;
 #[cfg(test)]

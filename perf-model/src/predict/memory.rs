@@ -3,22 +3,21 @@
 
 use std::ops::Range;
 
-use stratlab_perf_model::memory::{max_in_flight, WorkerMemory, WorkerShape};
-use stratlab_perf_model::pipeline::SimulationError;
 use stratlab_strategy_spec::{Schedule, ServerPlacement, StrategyKind};
 
-use super::{curve, StepQuestion, Unpredictable};
-use crate::profile::value_at;
+use super::{StepQuestion, Unpredictable};
+use crate::memory::{max_in_flight, WorkerMemory, WorkerShape};
+use crate::pipeline::SimulationError;
+use crate::profile::{curve, value_at};
 
 impl StepQuestion<'_> {
     /// What every worker holds beside the network: its momentum buffers, the loader's
     /// batches (prefetched, being built, in use) of the trial's batch, whole even for a
     /// pipeline's stage (its loader reads the batch before cutting micro-batches).
     fn worker_basics(&self) -> WorkerShape {
-        let sample_bytes = self.spec.input.sample_dims().iter().product::<i64>() as f64 * 4.0 + 8.0;
         WorkerShape {
             optimizer_states: usize::from(self.momentum != 0.0),
-            loader_bytes: (self.prefetch + 2) as f64 * self.batch as f64 * sample_bytes,
+            loader_bytes: (self.prefetch + 2) as f64 * self.batch as f64 * self.sample_bytes,
             in_flight: 1,
             ..WorkerShape::default()
         }
