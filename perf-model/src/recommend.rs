@@ -190,7 +190,7 @@ mod tests {
     fn what_does_not_fit_goes_last_and_the_rest_rank_by_time_per_sample() {
         let candidates = [
             // Fastest per sample, but a whole replica per worker does not fit 16 GiB.
-            candidate("data-parallel", "data-parallel ×4 fusion 64", [0.10, 0.02, 0.0, 0.01], 256, 19.2),
+            candidate("data-parallel", "data-parallel ×4 fusion 64 MiB", [0.10, 0.02, 0.0, 0.01], 256, 19.2),
             candidate("gpipe", "gpipe ×4 m4", [0.06, 0.0, 0.05, 0.002], 64, 9.0),
             candidate("gpipe", "gpipe ×4 m16", [0.06, 0.0, 0.02, 0.002], 64, 12.0),
             candidate("gpipe", "gpipe ×4 m32", [0.06, 0.0, 0.01, 0.002], 64, 17.0),
@@ -199,7 +199,7 @@ mod tests {
         let ranked = rank(&candidates, 16.0 * GIB);
         let order: Vec<&str> = ranked.iter().map(|r| r.candidate.label.as_str()).collect();
         // gpipe's m32 would be faster but does not fit; its m16 does.
-        assert_eq!(order, ["gpipe ×4 m16", "1f1b ×4 m16", "data-parallel ×4 fusion 64"]);
+        assert_eq!(order, ["gpipe ×4 m16", "1f1b ×4 m16", "data-parallel ×4 fusion 64 MiB"]);
         assert_eq!((ranked[0].searched, ranked[0].fits, ranked[0].why.as_str()), (3, true, "fastest that fits"));
         assert!(
             ranked[1].why.contains("slower per sample than gpipe") && ranked[1].why.contains("pipeline bubble"),

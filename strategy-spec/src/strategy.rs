@@ -338,32 +338,45 @@ impl Strategy {
         id
     }
 
+    /// Every parameter given, in the order labels name them, as (its name, how a label
+    /// says it): `("pp", "pp2")`, `("m", "m4")`, `("balance", "bal [2,3]")`,
+    /// `("checkpoint", "ckpt except_last")`, `("fusion", "fusion 64 MiB")`,
+    /// `("server", "dedicated server")`. The one rendering every label uses; trial ids,
+    /// which are file names and resume keys, keep their own spelling ([`Self::id_parameters`]).
+    pub fn labelled_parameters(&self) -> Vec<(&'static str, String)> {
+        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
+            self.parameters();
+        [
+            ("pp", pipeline_stages.map(|pp| format!("pp{pp}"))),
+            ("m", micro_batches.map(|m| format!("m{m}"))),
+            ("balance", balance.map(|balance| format!("bal {balance}"))),
+            ("checkpoint", checkpoint.map(|checkpoint| format!("ckpt {checkpoint}"))),
+            ("fusion", fusion_threshold_mib.map(|mib| format!("fusion {mib} MiB"))),
+            ("server", server.map(|server| format!("{server} server"))),
+        ]
+        .into_iter()
+        .filter_map(|(name, text)| Some((name, text?)))
+        .collect()
+    }
+
     /// The strategy with its workers and the parameters given, as comparisons and
     /// rankings name it: `gpipe ×2 m4 bal time`, `hybrid ×4 pp2 m4`.
     pub fn label_with_workers(&self, workers: usize) -> String {
-        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
-            self.parameters();
         let mut label = format!("{} ×{workers}", self.name());
-        let mut add = |name: &str, value: Option<String>| {
-            if let Some(value) = value {
-                label.push_str(&format!(" {name}{value}"));
-            }
-        };
-        add("pp", pipeline_stages.map(|pp| pp.to_string()));
-        add("m", micro_batches.map(|m| m.to_string()));
-        add("bal ", balance.map(|balance| balance.to_string()));
-        add("ckpt ", checkpoint.map(|checkpoint| checkpoint.to_string()));
-        add("fusion ", fusion_threshold_mib.map(|mib| (mib << 20).to_string()));
-        add("server ", server.map(|server| server.to_string()));
+        for (_, text) in self.labelled_parameters() {
+            label.push(' ');
+            label.push_str(&text);
+        }
         label
     }
 
-    /// The pipeline parameters given, by the names reports use (`m`, `balance`,
+    /// The pipeline's shape and schedule as given, by name (`pp`, `m`, `balance`,
     /// `checkpoint`): a report names one in a strategy's label only where the run tried
     /// that strategy with more than one value of it.
-    pub fn pipeline_parameters(&self) -> [(&'static str, Option<String>); 3] {
+    pub fn pipeline_parameters(&self) -> [(&'static str, Option<String>); 4] {
         let parameters = self.parameters();
         [
+            ("pp", parameters.pipeline_stages.map(|pp| pp.to_string())),
             ("m", parameters.micro_batches.map(|m| m.to_string())),
             ("balance", parameters.balance.map(|balance| balance.to_string())),
             ("checkpoint", parameters.checkpoint.map(|checkpoint| checkpoint.to_string())),
@@ -372,21 +385,15 @@ impl Strategy {
 
     /// The label reports group and draw by: the name, then in parentheses the pipeline
     /// parameters `varies` says the run varied, the fusion threshold and the server
-    /// placement where given: `gpipe (m 4)`, `parameter-server (dedicated)`.
+    /// placement where given: `gpipe (m4)`, `parameter-server (dedicated server)`.
     pub fn report_label(&self, varies: impl Fn(&str) -> bool) -> String {
-        let mut shown: Vec<String> = self
-            .pipeline_parameters()
+        let pipeline = self.pipeline_parameters().map(|(name, _)| name);
+        let shown: Vec<String> = self
+            .labelled_parameters()
             .into_iter()
-            .filter(|(name, _)| varies(name))
-            .filter_map(|(name, value)| value.map(|value| format!("{name} {value}")))
+            .filter(|(name, _)| !pipeline.contains(name) || varies(name))
+            .map(|(_, text)| text)
             .collect();
-        let parameters = self.parameters();
-        if let Some(mib) = parameters.fusion_threshold_mib {
-            shown.push(format!("fusion {mib} MiB"));
-        }
-        if let Some(server) = parameters.server {
-            shown.push(server.to_string());
-        }
         match shown.is_empty() {
             true => self.name().to_owned(),
             false => format!("{} ({})", self.name(), shown.join(", ")),
@@ -472,13 +479,22 @@ mod tests {
         .unwrap();
         assert_eq!(hybrid.id_parameters(), "__m4__pp2__bal-2-3__ckpt-except_last");
         assert_eq!(hybrid.label_with_workers(4), "hybrid ×4 pp2 m4 bal [2,3] ckpt except_last");
-        assert_eq!(hybrid.report_label(|name| name == "m"), "hybrid (m 4)");
+        assert_eq!(hybrid.report_label(|name| name == "m"), "hybrid (m4)");
+        assert_eq!(hybrid.report_label(|name| name == "pp"), "hybrid (pp2)");
+        let fused = Strategy::new(
+            StrategyKind::DataParallel,
+            Parameters { fusion_threshold_mib: Some(1), ..Default::default() },
+        )
+        .unwrap();
+        assert_eq!(fused.label_with_workers(16), "data-parallel ×16 fusion 1 MiB");
+        assert_eq!(fused.report_label(|_| false), "data-parallel (fusion 1 MiB)");
+        assert_eq!(fused.id_parameters(), "__fusion1mib");
         let server = Strategy::new(
             StrategyKind::ParameterServer,
             Parameters { server: Some(ServerPlacement::Dedicated), ..Default::default() },
         )
         .unwrap();
-        assert_eq!(server.report_label(|_| true), "parameter-server (dedicated)");
+        assert_eq!(server.report_label(|_| true), "parameter-server (dedicated server)");
         assert_eq!(server.id_parameters(), "__server-dedicated");
         assert_eq!(Strategy::Single.report_label(|_| true), "single");
     }

@@ -165,9 +165,9 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
     let mut trials = trials.clone();
     trials.replace("dataset", Column::new("dataset".into(), named)).map_err(error("dataset"))?;
     // Cells that differ only in a strategy parameter are different cells: the parameter
-    // joins the strategy's label (`parameter-server (dedicated)`), as `:synthetic` joins
+    // joins the strategy's label (`parameter-server (dedicated server)`), as `:synthetic` joins
     // the data set's. A pipeline parameter joins the label of a strategy the run tried with
-    // more than one value of it (`gpipe (m 4)`); a value all its cells share needs no
+    // more than one value of it (`gpipe (m4)`); a value all its cells share needs no
     // telling apart. Threads a suite swept join every label they apply to.
     let rows: Vec<TrialStrategy> =
         decode_rows(&trials, TrialRow::NAME).map_err(|source| ReportError::Load { table: TrialRow::NAME, source })?;

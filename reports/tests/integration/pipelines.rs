@@ -157,7 +157,7 @@ fn the_pipeline_table_has_a_row_per_trial_and_stage_with_exact_bubbles() {
     assert_eq!(
         row_of(0),
         [
-            "gpipe (m 2)",
+            "gpipe (m2)",
             "0",
             "1",
             "gpipe",
@@ -175,8 +175,8 @@ fn the_pipeline_table_has_a_row_per_trial_and_stage_with_exact_bubbles() {
     );
     // m = 4: bubble 1/5 = 20 %, compute 3 s per step.
     let m4 = row_of(3);
-    assert_eq!((m4[0], m4[1], m4[9], m4[10], m4[12]), ("gpipe (m 4)", "1", "20.0", "20.0", "3000"));
-    assert_eq!((row_of(4)[0], row_of(6)[0]), ("1f1b (m 2)", "1f1b (m 4)"));
+    assert_eq!((m4[0], m4[1], m4[9], m4[10], m4[12]), ("gpipe (m4)", "1", "20.0", "20.0", "3000"));
+    assert_eq!((row_of(4)[0], row_of(6)[0]), ("1f1b (m2)", "1f1b (m4)"));
     // The hybrid's stages: two replicas each, one micro-batch count, so no `m` in the label.
     let hybrid = row_of(8);
     assert_eq!((hybrid[0], hybrid[2], hybrid[3], hybrid[9], hybrid[12]), ("hybrid", "2", "hybrid", "33.3", "1500"));
@@ -195,7 +195,7 @@ fn a_timeline_is_the_first_step_after_warm_up_with_a_row_per_rank() {
     };
 
     let gpipe = timeline_of(&aggregates.pipelines[0]);
-    assert_eq!(gpipe.title, "resnet18 / cifar10 · gpipe (m 2) W=2, 2 stages, m = 2 · step 1");
+    assert_eq!(gpipe.title, "resnet18 / cifar10 · gpipe (m2) W=2, 2 stages, m = 2 · step 1");
     assert_eq!((gpipe.workers, gpipe.worker_labels.clone()), (2, vec!["stage 0".to_owned(), "stage 1".to_owned()]));
     // Step 1 runs from 10 s: 4 forwards, 4 backwards, 2 sends and 2 optimizer steps.
     assert_eq!(gpipe.events.len(), 12);
