@@ -8,7 +8,8 @@ use crate::ffi::{self, RawProcessGroup, RawWork};
 use crate::{CommError, Launch, Store, Work};
 
 /// Which c10d backend moves the bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Backend {
     /// Gloo: CPU tensors, TCP transport.
     Gloo,
@@ -19,10 +20,7 @@ pub enum Backend {
 impl Backend {
     /// The name results record.
     pub fn name(self) -> &'static str {
-        match self {
-            Backend::Gloo => "gloo",
-            Backend::Nccl => "nccl",
-        }
+        self.into()
     }
 
     /// The backend for tensors on `device`, as PyTorch chooses it.
@@ -47,10 +45,15 @@ impl Backend {
 /// group size when the work completes (exactly what PyTorch DDP does over Gloo).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceOp {
+    /// The elementwise sum.
     Sum,
+    /// The sum divided by the group size.
     Average,
+    /// The elementwise maximum.
     Max,
+    /// The elementwise minimum.
     Min,
+    /// The elementwise product.
     Product,
 }
 
@@ -417,4 +420,14 @@ impl Drop for ProcessGroup {
 /// Bytes of a tensor's elements.
 pub fn byte_size(tensor: &Tensor) -> u64 {
     (tensor.numel() * tensor.kind().elt_size_in_bytes()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_names_are_the_recorded_ones() {
+        assert_eq!([Backend::Gloo, Backend::Nccl].map(Backend::name), ["gloo", "nccl"]);
+    }
 }

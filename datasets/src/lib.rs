@@ -13,8 +13,6 @@
 //! # Ok::<(), stratlab_datasets::DataError>(())
 //! ```
 
-#![warn(missing_docs)]
-
 mod batch;
 mod bytes;
 mod cache;

@@ -16,8 +16,6 @@
 //! # Ok::<(), stratlab_networks::NetworkError>(())
 //! ```
 
-#![warn(missing_docs)]
-
 mod analysis;
 mod block;
 mod input_shape;

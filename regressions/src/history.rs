@@ -10,6 +10,7 @@ use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use stratlab_results::{Fingerprint, Table};
+use strum::VariantArray;
 
 use crate::bootstrap::Statistic;
 use crate::cells::{suite_label, Cell, CellKey, RunCells};
@@ -127,6 +128,8 @@ impl Table for HistoryRow {
 /// A headline metric tracked over time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum HeadlineMetric {
     /// Training throughput, samples/s (higher is better).
     Throughput,
@@ -139,22 +142,13 @@ pub enum HeadlineMetric {
 }
 
 impl HeadlineMetric {
-    /// Every metric, in the order figures are drawn.
-    pub const ALL: [HeadlineMetric; 4] = [
-        HeadlineMetric::Throughput,
-        HeadlineMetric::StepTime,
-        HeadlineMetric::TimeToAccuracy,
-        HeadlineMetric::PeakMemory,
-    ];
+    /// Every metric, in the order figures are drawn (declaration order). An array, not a
+    /// slice, so that callers iterate by value.
+    pub const ALL: [HeadlineMetric; 4] = *Self::VARIANTS.as_array().expect("four headline metrics");
 
     /// File-name stem and JSON name.
     pub fn name(self) -> &'static str {
-        match self {
-            HeadlineMetric::Throughput => "throughput",
-            HeadlineMetric::StepTime => "step_time",
-            HeadlineMetric::TimeToAccuracy => "time_to_accuracy",
-            HeadlineMetric::PeakMemory => "peak_memory",
-        }
+        self.into()
     }
 
     /// Axis label with unit.
@@ -408,5 +402,21 @@ fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic)
         time_to_accuracy_s: median_of(|t| t.training.time_to_accuracy_s),
         final_accuracy: median_of(|t| t.training.final_accuracy),
         peak_memory_bytes: median_of(|t| t.load.memory_max_bytes.map(|b| b as f64)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headline_metric_names_stay_the_stored_ones() {
+        assert_eq!(
+            HeadlineMetric::ALL.map(HeadlineMetric::name),
+            ["throughput", "step_time", "time_to_accuracy", "peak_memory"]
+        );
+        // Serialised (a `HistoryStep`'s `metric`) in kebab case, unlike `name()`.
+        let serde_names = HeadlineMetric::ALL.map(|metric| serde_json::to_string(&metric).unwrap());
+        assert_eq!(serde_names, ["\"throughput\"", "\"step-time\"", "\"time-to-accuracy\"", "\"peak-memory\""]);
     }
 }

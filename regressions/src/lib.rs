@@ -6,8 +6,6 @@
 //! Reads runs through `stratlab-results` only: no libtorch. The binary's `compare` and
 //! `history` subcommands and the reports' history figures are its users.
 
-#![warn(missing_docs)]
-
 pub mod bootstrap;
 mod cells;
 mod compare;

@@ -9,8 +9,6 @@
 //! [`FigureTarget`], writing SVG and PNG, and returning the paths written. Failed trials are
 //! drawn as failed (a hatched grey stub or an × with the reason), never left out.
 
-#![warn(missing_docs)]
-
 pub mod aggregate;
 mod draw;
 mod figure_target;

@@ -1,9 +1,10 @@
 //! What a timed event was (`events.kind`) and which thread ran it (`events.lane`).
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::UnknownName;
+use strum::VariantArray;
 
 /// The kind of a timed event of one rank, as stored in `events.kind`.
 ///
@@ -11,6 +12,8 @@ use serde::{Deserialize, Serialize};
 /// trace viewer colours the same work the same way across strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum EventKind {
     /// Waiting for the data loader.
     DataWait,
@@ -46,44 +49,12 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// Every kind, in the order of a training step.
-    pub const ALL: [EventKind; 15] = [
-        EventKind::DataWait,
-        EventKind::H2d,
-        EventKind::Forward,
-        EventKind::Backward,
-        EventKind::Recompute,
-        EventKind::AllReduce,
-        EventKind::Broadcast,
-        EventKind::Reduce,
-        EventKind::AllGather,
-        EventKind::Send,
-        EventKind::Recv,
-        EventKind::Barrier,
-        EventKind::Optimizer,
-        EventKind::Idle,
-        EventKind::Eval,
-    ];
+    /// Every kind, in the order of a training step (declaration order).
+    pub const ALL: &'static [EventKind] = Self::VARIANTS;
 
     /// The name stored in `events.kind`.
     pub fn name(self) -> &'static str {
-        match self {
-            EventKind::DataWait => "data_wait",
-            EventKind::H2d => "h2d",
-            EventKind::Forward => "forward",
-            EventKind::Backward => "backward",
-            EventKind::Recompute => "recompute",
-            EventKind::AllReduce => "all_reduce",
-            EventKind::Broadcast => "broadcast",
-            EventKind::Reduce => "reduce",
-            EventKind::AllGather => "all_gather",
-            EventKind::Send => "send",
-            EventKind::Recv => "recv",
-            EventKind::Barrier => "barrier",
-            EventKind::Optimizer => "optimizer",
-            EventKind::Idle => "idle",
-            EventKind::Eval => "eval",
-        }
+        self.into()
     }
 
     /// Whether the event moves data between ranks (collectives, point-to-point, barriers):
@@ -102,22 +73,11 @@ impl EventKind {
     }
 }
 
-impl fmt::Display for EventKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A stored event kind that is not one of [`EventKind::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown event kind {0:?} (expected one of: data_wait, h2d, forward, backward, recompute, all_reduce, broadcast, reduce, all_gather, send, recv, barrier, optimizer, idle, eval)")]
-pub struct UnknownEventKind(pub String);
-
 impl FromStr for EventKind {
-    type Err = UnknownEventKind;
+    type Err = UnknownName;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        EventKind::ALL.into_iter().find(|kind| kind.name() == name).ok_or_else(|| UnknownEventKind(name.to_owned()))
+        UnknownName::parse("event kind", name)
     }
 }
 
@@ -127,6 +87,8 @@ impl FromStr for EventKind {
 /// two apart is what lets a trace show the overlap and the breakdown measure it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Lane {
     /// The training thread: loading, copies, forward, backward, optimizer.
     Compute,
@@ -135,15 +97,12 @@ pub enum Lane {
 }
 
 impl Lane {
-    /// Both lanes, compute first.
-    pub const ALL: [Lane; 2] = [Lane::Compute, Lane::Comm];
+    /// Both lanes, compute first (declaration order).
+    pub const ALL: &'static [Lane] = Self::VARIANTS;
 
     /// The name stored in `events.lane`.
     pub fn name(self) -> &'static str {
-        match self {
-            Lane::Compute => "compute",
-            Lane::Comm => "comm",
-        }
+        self.into()
     }
 
     /// Thread id of the lane in a Chrome trace (compute 0, comm 1).
@@ -155,22 +114,11 @@ impl Lane {
     }
 }
 
-impl fmt::Display for Lane {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A stored lane that is neither `compute` nor `comm`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown event lane {0:?} (expected compute or comm)")]
-pub struct UnknownLane(pub String);
-
 impl FromStr for Lane {
-    type Err = UnknownLane;
+    type Err = UnknownName;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Lane::ALL.into_iter().find(|lane| lane.name() == name).ok_or_else(|| UnknownLane(name.to_owned()))
+        UnknownName::parse("event lane", name)
     }
 }
 
@@ -180,26 +128,38 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip_and_match_serde() {
-        for kind in EventKind::ALL {
+        let names: Vec<&str> = EventKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert_eq!(
+            names.join(" "),
+            "data_wait h2d forward backward recompute all_reduce broadcast reduce all_gather send recv barrier \
+             optimizer idle eval"
+        );
+        for &kind in EventKind::ALL {
             assert_eq!(kind.name().parse::<EventKind>(), Ok(kind));
-            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+            assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.name()));
         }
-        assert!("matmul".parse::<EventKind>().unwrap_err().to_string().contains("expected one of"));
+        let unknown = "matmul".parse::<EventKind>().unwrap_err().to_string();
+        assert!(unknown.starts_with("unknown event kind `matmul`; valid: data_wait, h2d, forward,"), "{unknown}");
+        assert!(unknown.ends_with(", optimizer, idle, eval"), "{unknown}");
     }
 
     #[test]
     fn only_data_movement_between_ranks_is_communication() {
         let communication: Vec<&str> =
-            EventKind::ALL.into_iter().filter(|kind| kind.is_communication()).map(EventKind::name).collect();
+            EventKind::ALL.iter().copied().filter(|kind| kind.is_communication()).map(EventKind::name).collect();
         assert_eq!(communication, ["all_reduce", "broadcast", "reduce", "all_gather", "send", "recv", "barrier"]);
     }
 
     #[test]
     fn lane_names_round_trip_and_match_serde() {
-        for lane in Lane::ALL {
+        let names: Vec<&str> = Lane::ALL.iter().map(|lane| lane.name()).collect();
+        assert_eq!(names, ["compute", "comm"]);
+        for &lane in Lane::ALL {
             assert_eq!(lane.name().parse::<Lane>(), Ok(lane));
-            assert_eq!(serde_json::to_string(&lane).unwrap(), format!("\"{lane}\""));
+            assert_eq!(lane.to_string(), lane.name());
+            assert_eq!(serde_json::to_string(&lane).unwrap(), format!("\"{}\"", lane.name()));
         }
-        assert!("gpu".parse::<Lane>().is_err());
+        assert_eq!("gpu".parse::<Lane>().unwrap_err().to_string(), "unknown event lane `gpu`; valid: compute, comm");
     }
 }

@@ -2,9 +2,10 @@
 
 use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::UnknownName;
 
 use crate::rows::schema_of;
-use crate::{EventKind, Lane, Table, UnknownEventKind, UnknownLane};
+use crate::{EventKind, Lane, Table};
 
 /// One timed event (a forward pass, a gradient bucket's all-reduce, a send) of one rank in
 /// a multi-worker trial, as stored in the `events` table.
@@ -39,12 +40,12 @@ pub struct EventRow {
 
 impl EventRow {
     /// The event's kind, parsed.
-    pub fn event_kind(&self) -> Result<EventKind, UnknownEventKind> {
+    pub fn event_kind(&self) -> Result<EventKind, UnknownName> {
         self.kind.parse()
     }
 
     /// The event's lane, parsed.
-    pub fn event_lane(&self) -> Result<Lane, UnknownLane> {
+    pub fn event_lane(&self) -> Result<Lane, UnknownName> {
         self.lane.parse()
     }
 

@@ -10,8 +10,6 @@
 //!
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
-#![warn(missing_docs)]
-
 mod atomic_file;
 mod chrome_trace;
 mod device_load;
@@ -41,14 +39,14 @@ mod utc_time;
 pub use atomic_file::write_file_atomically;
 pub use chrome_trace::chrome_trace;
 pub use device_load::{DeviceLoad, EnergySource, Sample};
-pub use event_kind::{EventKind, Lane, UnknownEventKind, UnknownLane};
+pub use event_kind::{EventKind, Lane};
 pub use event_row::EventRow;
 pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
-pub use outcome::{Outcome, UnknownOutcome};
+pub use outcome::Outcome;
 pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
 pub use prediction_row::PredictionRow;
-pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec, UnknownProbeKind};
+pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
 pub use profile_row::ProfileRow;
 pub use profile_store::ProfileStore;
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
@@ -56,6 +54,9 @@ pub use records::{EpochRecord, StepRecord, TrainingSummary};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR};
 pub use store_error::StoreError;
+/// The parse error of every named enum here ([`Outcome`], [`EventKind`], [`Lane`],
+/// [`ProbeKind`], [`ExportFormat`]): the same one as the strategy vocabulary's names.
+pub use stratlab_strategy_spec::UnknownName;
 pub use table::{decode_rows, from_frame, to_frame, Table};
 pub use table_names::TABLE_NAMES;
 pub use trial_tables::TrialTables;

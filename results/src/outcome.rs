@@ -1,13 +1,16 @@
 //! How a trial ended: the `trials.outcome` column's vocabulary.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::UnknownName;
+use strum::VariantArray;
 
 /// How one trial ended, as recorded in `trials.outcome`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "lowercase")]
 pub enum Outcome {
     /// Trained to the end of its budget.
     Ok,
@@ -26,19 +29,11 @@ pub enum Outcome {
 impl Outcome {
     /// The name stored in the results.
     pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::Oom => "oom",
-            Outcome::Crashed => "crashed",
-            Outcome::Timeout => "timeout",
-            Outcome::Diverged => "diverged",
-            Outcome::Infeasible => "infeasible",
-        }
+        self.into()
     }
 
-    /// Every outcome, in the order reports list them.
-    pub const ALL: [Outcome; 6] =
-        [Outcome::Ok, Outcome::Oom, Outcome::Crashed, Outcome::Timeout, Outcome::Diverged, Outcome::Infeasible];
+    /// Every outcome, in the order reports list them (declaration order).
+    pub const ALL: &'static [Outcome] = Self::VARIANTS;
 
     /// Whether the trial produced measurements (only `ok` does).
     pub fn is_ok(self) -> bool {
@@ -46,22 +41,11 @@ impl Outcome {
     }
 }
 
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A stored outcome name that is not one of [`Outcome::ALL`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown trial outcome {0:?} (expected one of: ok, oom, crashed, timeout, diverged, infeasible)")]
-pub struct UnknownOutcome(pub String);
-
 impl FromStr for Outcome {
-    type Err = UnknownOutcome;
+    type Err = UnknownName;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        Outcome::ALL.into_iter().find(|outcome| outcome.name() == name).ok_or_else(|| UnknownOutcome(name.to_owned()))
+        UnknownName::parse("trial outcome", name)
     }
 }
 
@@ -71,10 +55,16 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_match_serde() {
-        for outcome in Outcome::ALL {
+        let names: Vec<&str> = Outcome::ALL.iter().map(|outcome| outcome.name()).collect();
+        assert_eq!(names, ["ok", "oom", "crashed", "timeout", "diverged", "infeasible"]);
+        for &outcome in Outcome::ALL {
             assert_eq!(outcome.name().parse::<Outcome>(), Ok(outcome));
-            assert_eq!(serde_json::to_string(&outcome).unwrap(), format!("\"{outcome}\""));
+            assert_eq!(outcome.to_string(), outcome.name());
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), format!("\"{}\"", outcome.name()));
         }
-        assert!("exploded".parse::<Outcome>().unwrap_err().to_string().contains("expected one of"));
+        assert_eq!(
+            "exploded".parse::<Outcome>().unwrap_err().to_string(),
+            "unknown trial outcome `exploded`; valid: ok, oom, crashed, timeout, diverged, infeasible"
+        );
     }
 }

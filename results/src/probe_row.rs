@@ -1,11 +1,12 @@
 //! Measured bandwidth of the machine's links: point-to-point transfers and all-reduces of
 //! a given size, timed before any training so strategy results can be read against them.
 
-use std::fmt;
 use std::str::FromStr;
 
 use polars::prelude::{ChunkAgg, ChunkQuantile, DataType, Float64Chunked, NewChunkedArray, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::UnknownName;
+use strum::VariantArray;
 
 use crate::rows::schema_of;
 use crate::Table;
@@ -13,6 +14,8 @@ use crate::Table;
 /// What a probe measured, as stored in `probes.kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum ProbeKind {
     /// One rank sends, one receives (`src` → `dst`).
     P2p,
@@ -25,16 +28,12 @@ pub enum ProbeKind {
 }
 
 impl ProbeKind {
-    /// Every kind.
-    pub const ALL: [ProbeKind; 3] = [ProbeKind::P2p, ProbeKind::AllReduce, ProbeKind::AllReduceLoaded];
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [ProbeKind] = Self::VARIANTS;
 
     /// The name stored in `probes.kind`.
     pub fn name(self) -> &'static str {
-        match self {
-            ProbeKind::P2p => "p2p",
-            ProbeKind::AllReduce => "all_reduce",
-            ProbeKind::AllReduceLoaded => "all_reduce_loaded",
-        }
+        self.into()
     }
 
     /// Bus bandwidth ÷ algorithm bandwidth for `world_size` ranks, as nccl-tests defines it
@@ -51,22 +50,11 @@ impl ProbeKind {
     }
 }
 
-impl fmt::Display for ProbeKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A stored probe kind that is none of `p2p`, `all_reduce` and `all_reduce_loaded`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown probe kind {0:?} (expected p2p, all_reduce or all_reduce_loaded)")]
-pub struct UnknownProbeKind(pub String);
-
 impl FromStr for ProbeKind {
-    type Err = UnknownProbeKind;
+    type Err = UnknownName;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        ProbeKind::ALL.into_iter().find(|kind| kind.name() == name).ok_or_else(|| UnknownProbeKind(name.to_owned()))
+        UnknownName::parse("probe kind", name)
     }
 }
 
@@ -202,7 +190,7 @@ impl ProbeRow {
     }
 
     /// The probe's kind, parsed.
-    pub fn probe_kind(&self) -> Result<ProbeKind, UnknownProbeKind> {
+    pub fn probe_kind(&self) -> Result<ProbeKind, UnknownName> {
         self.kind.parse()
     }
 }
@@ -278,10 +266,16 @@ mod tests {
 
     #[test]
     fn kind_names_round_trip_and_match_serde() {
-        for kind in ProbeKind::ALL {
+        let names: Vec<&str> = ProbeKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert_eq!(names, ["p2p", "all_reduce", "all_reduce_loaded"]);
+        for &kind in ProbeKind::ALL {
             assert_eq!(kind.name().parse::<ProbeKind>(), Ok(kind));
-            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+            assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.name()));
         }
-        assert!("broadcast".parse::<ProbeKind>().is_err());
+        assert_eq!(
+            "broadcast".parse::<ProbeKind>().unwrap_err().to_string(),
+            "unknown probe kind `broadcast`; valid: p2p, all_reduce, all_reduce_loaded"
+        );
     }
 }

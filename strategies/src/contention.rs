@@ -81,6 +81,7 @@ pub struct ContentionCopy {
 }
 
 impl ContentionCopy {
+    /// A copy of `spec`'s network on the CPU, ready to run its passes.
     pub fn new(spec: &NetworkSpec) -> ContentionCopy {
         let store = VarStore::new(Device::Cpu);
         let model = StagedModel::build(spec, &store);

@@ -7,7 +7,6 @@
 //! so the rest goes through a small C++ shim (`cpp/torch_context.cpp`).
 
 use std::ffi::{c_char, c_int, CString};
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +24,8 @@ extern "C" {
 /// `torch.set_float32_matmul_precision`: how float32 matrix products may be computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "lowercase")]
 pub enum MatmulPrecision {
     /// Full float32 (PyTorch's default): no TF32 in cuBLAS.
     Highest,
@@ -37,17 +38,7 @@ pub enum MatmulPrecision {
 impl MatmulPrecision {
     /// The name libtorch and PyTorch use.
     pub fn name(self) -> &'static str {
-        match self {
-            MatmulPrecision::Highest => "highest",
-            MatmulPrecision::High => "high",
-            MatmulPrecision::Medium => "medium",
-        }
-    }
-}
-
-impl fmt::Display for MatmulPrecision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        self.into()
     }
 }
 
@@ -163,7 +154,19 @@ pub fn show_config() -> String {
 
 #[cfg(test)]
 mod tests {
+    use strum::VariantArray;
+
     use super::*;
+
+    #[test]
+    fn precision_names_are_libtorch_s_and_serde_uses_them() {
+        let names: Vec<&str> = MatmulPrecision::VARIANTS.iter().map(|precision| precision.name()).collect();
+        assert_eq!(names, ["highest", "high", "medium"]);
+        for &precision in MatmulPrecision::VARIANTS {
+            assert_eq!(precision.to_string(), precision.name());
+            assert_eq!(serde_json::to_string(&precision).unwrap(), format!("\"{}\"", precision.name()));
+        }
+    }
 
     #[test]
     fn settings_round_trip_through_libtorch() {

@@ -9,7 +9,12 @@ pub enum LrSchedule {
     /// The base rate throughout.
     Constant,
     /// Multiply by `gamma` every `every_epochs` epochs (torch's StepLR).
-    Step { every_epochs: usize, gamma: f64 },
+    Step {
+        /// Epochs between two multiplications.
+        every_epochs: usize,
+        /// The factor.
+        gamma: f64,
+    },
     /// Half-cosine from the base rate down to zero over the whole budget of steps.
     Cosine,
 }

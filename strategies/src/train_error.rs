@@ -8,7 +8,12 @@ use thiserror::Error;
 pub enum TrainError {
     /// The configuration cannot be trained as given (names the field and why).
     #[error("invalid training configuration: {field}: {reason}")]
-    InvalidConfig { field: &'static str, reason: String },
+    InvalidConfig {
+        /// The configuration's field.
+        field: &'static str,
+        /// Why it cannot be trained.
+        reason: String,
+    },
     /// The requested device does not exist here.
     #[error("device: {0}")]
     Device(String),

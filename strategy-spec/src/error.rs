@@ -13,6 +13,23 @@ pub struct UnknownName {
     pub valid: String,
 }
 
+impl UnknownName {
+    /// The variant of a named enum whose name (what its `name()` gives, from strum's
+    /// `IntoStaticStr`) is `name`, or the error naming `what` with every valid name in
+    /// declaration order: the `FromStr` of every such enum of the workspace.
+    pub fn parse<T>(what: &'static str, name: &str) -> Result<T, UnknownName>
+    where
+        T: strum::VariantArray + Copy + Into<&'static str>,
+    {
+        let name_of = |variant: T| -> &'static str { variant.into() };
+        T::VARIANTS.iter().copied().find(|&variant| name_of(variant) == name).ok_or_else(|| UnknownName {
+            what,
+            name: name.to_owned(),
+            valid: T::VARIANTS.iter().map(|&variant| name_of(variant)).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
 /// Why a cell cannot run as configured (recorded as an `infeasible` outcome, not a crash).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

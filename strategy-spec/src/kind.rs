@@ -1,15 +1,17 @@
 //! The strategies stratlab knows, by name alone (their parameters are [`crate::Strategy`]'s).
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use strum::VariantArray;
 
 use crate::{Infeasible, UnknownName};
 
 /// A way of spreading training over workers (the thesis's *distribution model*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "kebab-case")]
 pub enum StrategyKind {
     /// One worker; the baseline every speedup divides by.
     Single,
@@ -25,9 +27,11 @@ pub enum StrategyKind {
     Gpipe,
     /// PipeDream-flush (1F1B): warm-up forwards, then one forward and one backward in
     /// turn, then drain; one optimizer step per batch, same updates as GPipe.
+    #[strum(serialize = "1f1b")]
     OneFOneB,
     /// PipeDream: asynchronous 1F1B with weight stashing and no flush; every stage updates
     /// after every micro-batch's backward, so stage s's updates are p − s − 1 steps stale.
+    #[strum(serialize = "pipedream")]
     PipeDream,
     /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
     /// all-reduced among its replicas.
@@ -35,17 +39,9 @@ pub enum StrategyKind {
 }
 
 impl StrategyKind {
-    /// Every strategy this build can train, in the order reports list them.
-    pub const ALL: &'static [StrategyKind] = &[
-        StrategyKind::Single,
-        StrategyKind::DataParallel,
-        StrategyKind::ParameterServer,
-        StrategyKind::ModelParallel,
-        StrategyKind::Gpipe,
-        StrategyKind::OneFOneB,
-        StrategyKind::PipeDream,
-        StrategyKind::Hybrid,
-    ];
+    /// Every strategy this build can train, in the order reports list them (declaration
+    /// order).
+    pub const ALL: &'static [StrategyKind] = Self::VARIANTS;
 
     /// The strategies that cut the network into stages (and take micro-batches, balance
     /// and checkpoint parameters).
@@ -59,16 +55,7 @@ impl StrategyKind {
 
     /// The name used in suite files and results.
     pub fn name(self) -> &'static str {
-        match self {
-            StrategyKind::Single => "single",
-            StrategyKind::DataParallel => "data-parallel",
-            StrategyKind::ParameterServer => "parameter-server",
-            StrategyKind::ModelParallel => "model-parallel",
-            StrategyKind::Gpipe => "gpipe",
-            StrategyKind::OneFOneB => "1f1b",
-            StrategyKind::PipeDream => "pipedream",
-            StrategyKind::Hybrid => "hybrid",
-        }
+        self.into()
     }
 
     /// Whether the strategy can run with `workers` workers, and if not, why (an
@@ -116,11 +103,7 @@ impl FromStr for StrategyKind {
     type Err = UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Self::ALL.iter().copied().find(|kind| kind.name() == text).ok_or_else(|| UnknownName {
-            what: "strategy",
-            name: text.to_owned(),
-            valid: Self::valid_names().join(", "),
-        })
+        UnknownName::parse("strategy", text)
     }
 }
 
@@ -137,8 +120,27 @@ impl From<StrategyKind> for String {
     }
 }
 
-impl fmt::Display for StrategyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_stored_ones_and_serde_uses_them() {
+        let names: Vec<&str> = StrategyKind::ALL.iter().map(|kind| kind.name()).collect();
+        assert_eq!(
+            names,
+            ["single", "data-parallel", "parameter-server", "model-parallel", "gpipe", "1f1b", "pipedream", "hybrid"]
+        );
+        for &kind in StrategyKind::ALL {
+            assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(kind.name().parse::<StrategyKind>(), Ok(kind));
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{}\"", kind.name()));
+            assert_eq!(serde_json::from_str::<StrategyKind>(&format!("\"{}\"", kind.name())).unwrap(), kind);
+        }
+        assert_eq!(
+            "ring".parse::<StrategyKind>().unwrap_err().to_string(),
+            "unknown strategy `ring`; valid: single, data-parallel, parameter-server, model-parallel, gpipe, 1f1b, \
+             pipedream, hybrid"
+        );
     }
 }

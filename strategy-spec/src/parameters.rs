@@ -4,6 +4,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use strum::VariantArray;
 
 use crate::{Infeasible, UnknownName};
 
@@ -117,6 +118,8 @@ pub fn check_balance(stage_count: usize, balance: &Balance, parts: usize) -> Res
 /// Activation checkpointing of a synchronous pipeline (torchgpipe's `checkpoint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum Checkpoint {
     /// Recompute every micro-batch's activations in the backward pass.
     Always,
@@ -129,8 +132,9 @@ pub enum Checkpoint {
 }
 
 impl Checkpoint {
-    /// Every mode, in the order error messages list them.
-    pub const ALL: [Checkpoint; 3] = [Checkpoint::Always, Checkpoint::ExceptLast, Checkpoint::Never];
+    /// Every mode, in the order error messages list them (declaration order). An array, not a
+    /// slice, so that callers iterate by value.
+    pub const ALL: [Checkpoint; 3] = *Self::VARIANTS.as_array().expect("three checkpoint modes");
 
     /// Whether micro-batch `micro_batch` of `micro_batches` keeps only its input in the
     /// forward pass and recomputes the rest in backward.
@@ -144,11 +148,7 @@ impl Checkpoint {
 
     /// The name in suite files and results.
     pub fn name(self) -> &'static str {
-        match self {
-            Checkpoint::Always => "always",
-            Checkpoint::ExceptLast => "except_last",
-            Checkpoint::Never => "never",
-        }
+        self.into()
     }
 }
 
@@ -156,23 +156,15 @@ impl std::str::FromStr for Checkpoint {
     type Err = UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        Checkpoint::ALL.into_iter().find(|mode| mode.name() == text).ok_or_else(|| UnknownName {
-            what: "checkpoint",
-            name: text.to_owned(),
-            valid: Checkpoint::ALL.map(Checkpoint::name).join(", "),
-        })
-    }
-}
-
-impl fmt::Display for Checkpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        UnknownName::parse("checkpoint", text)
     }
 }
 
 /// Where a parameter server runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "kebab-case")]
 pub enum ServerPlacement {
     /// Rank 0 trains and serves.
     #[default]
@@ -182,15 +174,13 @@ pub enum ServerPlacement {
 }
 
 impl ServerPlacement {
-    /// Both placements, in the order error messages list them.
-    pub const ALL: [ServerPlacement; 2] = [ServerPlacement::Colocated, ServerPlacement::Dedicated];
+    /// Both placements, in the order error messages list them (declaration order). An array,
+    /// not a slice, so that callers iterate by value.
+    pub const ALL: [ServerPlacement; 2] = *Self::VARIANTS.as_array().expect("two placements");
 
     /// The name used in suites and results.
     pub fn name(self) -> &'static str {
-        match self {
-            ServerPlacement::Colocated => "colocated",
-            ServerPlacement::Dedicated => "dedicated",
-        }
+        self.into()
     }
 
     /// The server's rank in a group of `world_size`.
@@ -214,17 +204,7 @@ impl std::str::FromStr for ServerPlacement {
     type Err = UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        ServerPlacement::ALL.into_iter().find(|placement| placement.name() == text).ok_or_else(|| UnknownName {
-            what: "server placement",
-            name: text.to_owned(),
-            valid: ServerPlacement::ALL.map(ServerPlacement::name).join(", "),
-        })
-    }
-}
-
-impl fmt::Display for ServerPlacement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        UnknownName::parse("server placement", text)
     }
 }
 
@@ -252,10 +232,28 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_and_placement_names_are_the_stored_ones_and_serde_uses_them() {
+        assert_eq!(Checkpoint::ALL.map(Checkpoint::name), ["always", "except_last", "never"]);
+        for mode in Checkpoint::ALL {
+            assert_eq!(mode.to_string(), mode.name());
+            assert_eq!(serde_json::to_string(&mode).unwrap(), format!("\"{}\"", mode.name()));
+        }
+        assert_eq!(ServerPlacement::ALL.map(ServerPlacement::name), ["colocated", "dedicated"]);
+        for placement in ServerPlacement::ALL {
+            assert_eq!(placement.to_string(), placement.name());
+            assert_eq!(serde_json::to_string(&placement).unwrap(), format!("\"{}\"", placement.name()));
+        }
+    }
+
+    #[test]
     fn checkpoint_and_placement_names_parse_back() {
         for mode in Checkpoint::ALL {
             assert_eq!(mode.name().parse::<Checkpoint>().unwrap(), mode);
         }
+        assert_eq!(
+            "some".parse::<Checkpoint>().unwrap_err().to_string(),
+            "unknown checkpoint `some`; valid: always, except_last, never"
+        );
         assert_eq!("dedicated".parse::<ServerPlacement>().unwrap(), ServerPlacement::Dedicated);
         assert_eq!(
             "remote".parse::<ServerPlacement>().unwrap_err().to_string(),

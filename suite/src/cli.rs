@@ -140,6 +140,7 @@ pub enum Command {
         /// speedups of `--against`'s run beside them.
         #[arg(long, value_name = "DIR")]
         figure: Option<PathBuf>,
+        /// Which stored profiles to reuse.
         #[command(flatten)]
         profiles: ProfileArgs,
     },
@@ -150,6 +151,7 @@ pub enum Command {
     Profile {
         /// The suite file.
         suite: PathBuf,
+        /// Which stored profiles to reuse.
         #[command(flatten)]
         profiles: ProfileArgs,
     },
@@ -180,6 +182,7 @@ pub enum Command {
         /// need one unless a cluster file gives the links).
         #[arg(long)]
         probe: Option<PathBuf>,
+        /// Which stored profiles to reuse.
         #[command(flatten)]
         profiles: ProfileArgs,
     },
@@ -207,6 +210,7 @@ pub struct ProfileArgs {
     /// The store whose `profiles` folder keeps the profiles taken.
     #[arg(long, default_value = stratlab_results::DEFAULT_STORE_DIR)]
     pub store: PathBuf,
+    /// Which stored profiles to reuse.
     #[command(flatten)]
     pub reuse: ReuseArgs,
 }

@@ -9,12 +9,29 @@ use thiserror::Error;
 pub enum SuiteError {
     /// The file could not be read.
     #[error("{}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The suite file.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
     /// Malformed YAML, an unknown key or name, or a wrong type (serde's message carries the
     /// field path and line).
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The suite file.
+        path: PathBuf,
+        /// What is wrong, with the valid choices where there is a list of them.
+        message: String,
+    },
     /// A field whose value is well-formed but unusable.
     #[error("{}: {field}: {message}", path.display())]
-    Field { path: PathBuf, field: String, message: String },
+    Field {
+        /// The suite file.
+        path: PathBuf,
+        /// The field at fault.
+        field: String,
+        /// What is wrong, with the valid choices where there is a list of them.
+        message: String,
+    },
 }
