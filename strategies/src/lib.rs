@@ -24,6 +24,7 @@ pub mod precision;
 pub mod profile;
 pub mod record;
 pub mod schedule;
+pub mod setup;
 pub mod single;
 mod staged_model;
 pub mod stored_profile;

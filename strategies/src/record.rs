@@ -65,7 +65,7 @@ pub struct TrainReport {
     pub events: Vec<crate::timeline::TimelineEvent>,
     /// This rank's stage, plan and activation memory (pipeline strategies only).
     #[serde(default)]
-    pub pipeline: Option<crate::pipeline::PipelineStageReport>,
+    pub pipeline: Option<stratlab_results::PipelineStageInfo>,
 }
 
 impl TrainReport {

@@ -116,27 +116,6 @@ pub struct StepOutput {
     pub comm_s: f64,
 }
 
-/// Validates the configuration and applies it to this process (threads, numerics, seed);
-/// returns the device to train on. Call before building the model, so weights are seeded.
-pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
-    config.validate()?;
-    let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
-    // Count CPU tensor memory from here on: the weights, optimizer state and every step.
-    memory::count_cpu_allocations();
-    tch::set_num_threads(config.threads as i32);
-    config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
-    tch::manual_seed(config.seed as i64);
-    Ok(device)
-}
-
-/// The optimizer every strategy steps with: SGD with the configuration's momentum and
-/// weight decay, no dampening, no Nesterov (torch.optim.SGD's defaults otherwise).
-pub fn sgd(store: &tch::nn::VarStore, config: &TrainConfig) -> Result<tch::nn::Optimizer, TrainError> {
-    use tch::nn::OptimizerConfig;
-    Ok(tch::nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(store, config.lr)?)
-}
-
 /// Runs the loop over `context`'s data with `runner` doing each step, on `device`.
 ///
 /// Divergence (a NaN or infinite loss) ends training with [`TrainOutcome::Diverged`]; it is a

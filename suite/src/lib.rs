@@ -29,4 +29,5 @@ pub mod suite_file;
 pub mod training;
 pub mod trial;
 pub mod trial_rows;
+mod trial_workers;
 pub mod worker;

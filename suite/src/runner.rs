@@ -3,32 +3,26 @@
 //! ended, and records each finished trial atomically in the run's store.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::IpAddr;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use stratlab_datasets::Source;
-use stratlab_link_emulation::{EmulatedLink, EmulationError, WorkerEnd as LinkEnd};
+use stratlab_link_emulation::{EmulatedLink, EmulationError};
+use stratlab_results::{Fingerprint, Outcome, RunStore, UtcTime};
 use stratlab_strategies::DeviceChoice;
+use stratlab_telemetry::{choose_sampler, CudaEnv, TelemetryRecorder};
 
 use crate::exit::InputError;
-use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::plan::plan;
 use crate::profiles::ReusePolicy;
 use crate::progress::MatrixProgress;
-use crate::protocol::{failure_outcome, WorkerEvent};
 use crate::speed_reference::reference_seconds;
 use crate::suite_file::SuiteFile;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
-use crate::trial_rows::{record, Identity, RecordedTrial, WorkerEnd};
-use stratlab_results::{Fingerprint, Outcome, RunStore, UtcTime};
-use stratlab_telemetry::{choose_sampler, CudaEnv, TelemetryRecorder, TelemetrySummary};
+use crate::trial_rows::{record, RecordedTrial, TrialFacts};
+use crate::trial_workers::TrialWorkers;
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
@@ -207,10 +201,7 @@ fn run_trial(
     let started_at = UtcTime::now();
     let started = Instant::now();
     let not_started = |outcome: Outcome, reason: String| {
-        let ends = vec![WorkerEnd::Failed(outcome, reason)];
-        let summary = TelemetrySummary::from_samples(&[]);
-        let identity = Identity::of(trial, fingerprint, &summary, &[]);
-        record(trial, run_id, &identity, &ends, Vec::new(), &summary, started_at, started)
+        record(trial, run_id, fingerprint, TrialFacts::not_started(outcome, reason, started_at, started))
     };
     if let Some(reason) = infeasibility {
         return Ok(not_started(Outcome::Infeasible, reason));
@@ -227,40 +218,7 @@ fn run_trial(
             Err(error) => return Ok(not_started(Outcome::Crashed, format!("the {} link: {error}", trial.link))),
         },
     };
-
-    let mut children = Vec::new();
-    let (events, receiver) = mpsc::channel::<(usize, WorkerEvent)>();
-    let mut stderr_tails = Vec::new();
-    let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
-    let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
-    let (master, port) = crate::link_axis::rendezvous(emulated.as_ref())?;
-    for rank in 0..trial.workers {
-        let end = emulated.as_ref().map(|emulated| &emulated.ends()[rank]);
-        let mut child = spawn_worker(trial, rank, (master, port), end, memory_limit)?;
-        let mut stdin = child.stdin.take().context("worker stdin")?;
-        writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
-        drop(stdin);
-        let stdout = child.stdout.take().context("worker stdout")?;
-        let sender = events.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                // Lines that are not events (a library printing to stdout) are ignored.
-                if let Some(event) = WorkerEvent::from_line(&line) {
-                    if sender.send((rank, event)).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let mut stderr = child.stderr.take().context("worker stderr")?;
-        stderr_tails.push(std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        }));
-        children.push(child);
-    }
-    drop(events);
+    let workers = TrialWorkers::start(trial, emulated.as_ref())?;
 
     // `auto` was resolved before the run started, so these are the devices the workers use:
     // one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK = cuda:i.
@@ -271,137 +229,19 @@ fn run_trial(
     };
     // Every worker is sampled: one worker's process tree, or for a group the runner's own
     // tree, which holds all its workers (and the runner's few threads beside them).
-    let sampled_root = if trial.workers == 1 { children[0].id() } else { std::process::id() };
+    let sampled_root = if trial.workers == 1 { workers.pids()[0] } else { std::process::id() };
     let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
     let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
     let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
-    let deadline = started + Duration::from_secs_f64(trial.timeout_s);
-    let mut last_words: Vec<Option<WorkerEnd>> = (0..trial.workers).map(|_| None).collect();
-    let mut timed_out = false;
-    let mut guard = match memory_limit {
-        MemoryLimit::Resident(bytes) => {
-            Some(ResidentGuard::new(bytes, &children.iter().map(Child::id).collect::<Vec<_>>()))
-        }
-        _ => None,
+    let ends = workers.watch(trial, started + Duration::from_secs_f64(trial.timeout_s), progress)?;
+    let facts = TrialFacts {
+        ends,
+        samples: recorder.stop(),
+        board_names,
+        started_at,
+        started,
+        speed_reference_s,
+        link_emulation_cpu_s: emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0),
     };
-    let mut over_memory: Option<String> = None;
-    loop {
-        match receiver.recv_timeout(Duration::from_millis(100)) {
-            Ok((rank, event)) => {
-                if rank == 0 {
-                    progress.worker_event(&event);
-                }
-                match event {
-                    WorkerEvent::Finished(report) => last_words[rank] = Some(WorkerEnd::Report(report)),
-                    WorkerEvent::Failed { outcome, reason } => {
-                        last_words[rank] = Some(WorkerEnd::Failed(outcome, reason))
-                    }
-                    _ => {}
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if !timed_out && over_memory.is_none() && Instant::now() >= deadline {
-            timed_out = true;
-            for child in &children {
-                kill_group(child);
-            }
-        }
-        if over_memory.is_none() {
-            over_memory = guard.as_mut().and_then(ResidentGuard::check);
-            if over_memory.is_some() {
-                for child in &children {
-                    kill_group(child);
-                }
-            }
-        }
-    }
-    let statuses: Vec<ExitStatus> = children.iter_mut().map(|child| child.wait()).collect::<Result<_, _>>()?;
-    let samples = recorder.stop();
-    let stderr: Vec<String> = stderr_tails.into_iter().map(|tail| tail.join().unwrap_or_default()).collect();
-
-    let ends: Vec<WorkerEnd> = last_words
-        .into_iter()
-        .zip(statuses.iter().zip(&stderr))
-        .map(|(word, (status, stderr))| match word {
-            Some(end) => end,
-            None if over_memory.is_some() => WorkerEnd::Failed(Outcome::Oom, over_memory.clone().unwrap_or_default()),
-            None if timed_out => {
-                WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s))
-            }
-            None => classify_silent_exit(*status, stderr),
-        })
-        .collect();
-    let summary = TelemetrySummary::from_samples(&samples);
-    let identity = Identity::of(trial, fingerprint, &summary, &board_names);
-    let mut recorded = record(trial, run_id, &identity, &ends, samples, &summary, started_at, started);
-    recorded.trial.link_emulation_cpu_s =
-        emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0);
-    recorded.trial.speed_reference_s = speed_reference_s;
-    Ok(recorded)
-}
-
-/// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
-/// it started), dying with the runner (so a killed runner leaves no orphans that keep
-/// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]),
-/// and on an emulated link inside its end's network namespace, talking through its end.
-fn spawn_worker(
-    trial: &TrialSpec,
-    rank: usize,
-    (master, port): (IpAddr, u16),
-    end: Option<&LinkEnd>,
-    memory_limit: MemoryLimit,
-) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    let address_space_limit = match memory_limit {
-        MemoryLimit::AddressSpace(bytes) => Some(bytes),
-        _ => None,
-    };
-    let mut command = Command::new(exe);
-    if let Some(end) = end {
-        end.start_inside(&mut command).context("starting a worker on the emulated link")?;
-    }
-    command
-        .arg("worker")
-        .envs(stratlab_comm::Launch::local_env(rank, trial.workers, master, port))
-        // CUDA numbers devices fastest-first unless told otherwise; NVML numbers them by PCI
-        // bus. Bus order in both is what lets telemetry sample the boards a worker uses.
-        .env("CUDA_DEVICE_ORDER", CudaEnv::PCI_BUS_ID)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    crate::child_process::own_group_dying_with_parent(&mut command, address_space_limit);
-    command.spawn().context("starting a worker process")
-}
-
-fn kill_group(child: &Child) {
-    // SAFETY: killpg has no memory-safety preconditions; the group id is the child's pid.
-    unsafe {
-        libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
-    }
-}
-
-/// A worker that ended without its final event: a signal or an exit code tells what.
-fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
-    let tail = crate::child_process::stderr_tail(stderr);
-    let outcome = failure_outcome(stderr);
-    let how = match (status.signal(), status.code()) {
-        (Some(signal), _) => format!("killed by signal {signal} ({})", signal_name(signal)),
-        (None, Some(code)) => format!("exited with code {code} without a result"),
-        (None, None) => "ended without a result".to_string(),
-    };
-    WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") })
-}
-
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGINT => "SIGINT",
-        _ => "signal",
-    }
+    Ok(record(trial, run_id, fingerprint, facts))
 }

@@ -5,15 +5,22 @@
 use std::time::Instant;
 
 use stratlab_datasets::Source;
-use stratlab_strategies::{DeviceChoice, StepRecord, TrainOutcome, TrainReport};
+use stratlab_results::{
+    pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Outcome, PipelineStageInfo, PipelineStageRow,
+    RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
+};
+use stratlab_strategies::TrainReport;
 use stratlab_strategy_spec::StrategyColumns;
+use stratlab_telemetry::{Sample, TelemetrySummary};
 
 use crate::trial::TrialSpec;
-use stratlab_results::{
-    pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Lane, Outcome, PipelineStageInfo,
-    PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
-};
-use stratlab_telemetry::{Sample, TelemetrySummary};
+use crate::trial_workers::WorkerEnd;
+
+mod identity;
+mod reports;
+
+use identity::Identity;
+use reports::{epoch_and_step_rows, event_rows, outcome_of, slowest_rank_pace};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {
@@ -41,60 +48,44 @@ impl RecordedTrial {
     }
 }
 
-/// A worker's last word: its report, or why it has none.
-pub(crate) enum WorkerEnd {
-    Report(TrainReport),
-    Failed(Outcome, String),
+/// What the runner knows of a trial when it is over.
+pub(crate) struct TrialFacts {
+    /// Every worker's last word, by rank.
+    pub(crate) ends: Vec<WorkerEnd>,
+    /// Telemetry sampled beside the workers.
+    pub(crate) samples: Vec<Sample>,
+    /// The GPU boards telemetry sampled (empty without NVML).
+    pub(crate) board_names: Vec<String>,
+    /// When the trial started, by the calendar and by the monotonic clock.
+    pub(crate) started_at: UtcTime,
+    pub(crate) started: Instant,
+    /// The speed reference timed just before the trial (none for one that did not start).
+    pub(crate) speed_reference_s: Option<f64>,
+    /// CPU seconds the emulated link's delay line took, where it took any.
+    pub(crate) link_emulation_cpu_s: Option<f64>,
 }
 
-/// Where a trial ran: every row carries it, so trials of a mixed run stay tellable apart.
-pub(crate) struct Identity {
-    host_name: Option<String>,
-    device_name: Option<String>,
-    device_ids: Option<String>,
-}
-
-impl Identity {
-    /// `board_names` are the GPU boards telemetry sampled (empty without NVML).
-    pub(crate) fn of(
-        trial: &TrialSpec,
-        fingerprint: &Fingerprint,
-        summary: &TelemetrySummary,
-        board_names: &[String],
-    ) -> Identity {
-        let device_name = match trial.train.device {
-            DeviceChoice::Cuda(index) => {
-                let mut names = board_names.to_vec();
-                names.dedup();
-                match names.is_empty() {
-                    false => Some(names.join(", ")),
-                    // No NVML: say which ordinal, not a guess at the board.
-                    true => Some(format!("CUDA device {index} (board unknown without NVML)")),
-                }
-            }
-            _ => fingerprint.cpu_model.clone(),
-        };
-        Identity {
-            host_name: fingerprint.host_name.clone(),
-            device_name,
-            device_ids: (!summary.device_ids.is_empty()).then(|| summary.device_ids.join(",")),
+impl TrialFacts {
+    /// A trial that never started its workers, and why.
+    pub(crate) fn not_started(outcome: Outcome, reason: String, started_at: UtcTime, started: Instant) -> TrialFacts {
+        TrialFacts {
+            ends: vec![WorkerEnd::Failed(outcome, reason)],
+            samples: Vec::new(),
+            board_names: Vec::new(),
+            started_at,
+            started,
+            speed_reference_s: None,
+            link_emulation_cpu_s: None,
         }
     }
 }
 
-/// Builds the trial's rows from its workers' ends.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn record(
-    trial: &TrialSpec,
-    run_id: &str,
-    identity: &Identity,
-    ends: &[WorkerEnd],
-    samples: Vec<Sample>,
-    summary: &TelemetrySummary,
-    started_at: UtcTime,
-    started: Instant,
-) -> RecordedTrial {
-    let (outcome, reason) = outcome_of(ends);
+/// Builds the trial's rows from what the runner knows of it.
+pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint, facts: TrialFacts) -> RecordedTrial {
+    let TrialFacts { ends, samples, board_names, started_at, started, speed_reference_s, link_emulation_cpu_s } = facts;
+    let summary = TelemetrySummary::from_samples(&samples);
+    let identity = Identity::of(trial, fingerprint, &summary, &board_names);
+    let (outcome, reason) = outcome_of(&ends);
     let reports: Vec<(usize, &TrainReport)> = ends
         .iter()
         .enumerate()
@@ -142,8 +133,8 @@ pub(crate) fn record(
         threads: trial.train.threads as i64,
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
         link: trial.link.emulated().map(|_| trial.link.label()),
-        link_emulation_cpu_s: None,
-        speed_reference_s: None,
+        link_emulation_cpu_s,
+        speed_reference_s,
         cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),
         matmul_precision: numerics.map(|n| n.matmul_precision.to_string()),
         cudnn_tf32: numerics.map(|n| n.cudnn_tf32),
@@ -164,32 +155,11 @@ pub(crate) fn record(
         started_at: started_at.rfc3339(),
         finished_at: UtcTime::now().rfc3339(),
     };
-    let mut epochs = Vec::new();
-    let mut steps = Vec::new();
-    for (rank, report) in &reports {
-        let ids = || (run_id.to_string(), trial.trial_id.clone(), *rank as i64);
-        epochs.extend(report.epochs.iter().map(|epoch| {
-            let (run_id, trial_id, worker) = ids();
-            EpochRow { run_id, trial_id, worker, record: epoch.clone() }
-        }));
-        steps.extend(report.steps.iter().map(|step| {
-            let (run_id, trial_id, worker) = ids();
-            // A one-worker trial communicates nothing: its traffic is unknown, not zero.
-            let distributed = trial.workers > 1;
-            let record = StepRecord {
-                comm_bytes: step.comm_bytes.filter(|_| distributed),
-                comm_s: step.comm_s.filter(|_| distributed),
-                ..step.clone()
-            };
-            StepRow { run_id, trial_id, worker, record }
-        }));
-    }
+    let (epochs, steps) = epoch_and_step_rows(run_id, trial, &reports);
     let events = event_rows(run_id, &trial.trial_id, &reports);
     let rank_breakdown = rank_breakdown(run_id, &trial.trial_id, &events, trial.train.warmup_steps as u64);
-    let stage_infos: Vec<PipelineStageInfo> = reports
-        .iter()
-        .filter_map(|(rank, report)| report.pipeline.as_ref().map(|stage| stage.info(*rank, trial.strategy.name())))
-        .collect();
+    let stage_infos: Vec<PipelineStageInfo> =
+        reports.iter().filter_map(|(_, report)| report.pipeline.clone()).collect();
     let pipeline_stages =
         pipeline_stage_rows(run_id, &trial.trial_id, &stage_infos, &events, trial.train.warmup_steps as u64);
     let telemetry = samples
@@ -197,87 +167,4 @@ pub(crate) fn record(
         .map(|sample| TelemetryRow { run_id: run_id.to_owned(), trial_id: trial.trial_id.clone(), sample })
         .collect();
     RecordedTrial { trial: row, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages }
-}
-
-/// How a trial ended, from its workers' ends: the first failing worker decides, except that
-/// a rank that only lost its peer yields to the peer's own failure, which caused it.
-fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>) {
-    let failures: Vec<(usize, Outcome, Option<String>)> = ends
-        .iter()
-        .enumerate()
-        .filter_map(|(rank, end)| match end {
-            WorkerEnd::Failed(outcome, reason) => Some((rank, *outcome, Some(reason.clone()))),
-            WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
-                Some((rank, Outcome::Diverged, report.reason.clone()))
-            }
-            WorkerEnd::Report(_) => None,
-        })
-        .collect();
-    // A rank that lost its peer fails with a communication error; the peer's own failure
-    // (a crash, a kill) is the cause, so it names the outcome when there is one.
-    let cause = failures
-        .iter()
-        .find(|(_, _, reason)| !reason.as_deref().is_some_and(is_peer_loss))
-        .or_else(|| failures.first());
-    match cause {
-        None => (Outcome::Ok, None),
-        Some((rank, outcome, reason)) if ends.len() > 1 => {
-            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")))
-        }
-        Some((_, outcome, reason)) => (*outcome, reason.clone()),
-    }
-}
-
-/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`).
-fn is_peer_loss(reason: &str) -> bool {
-    reason.starts_with("communication:")
-}
-
-/// Rank 0's report with each step's times replaced by the slowest training rank's: a
-/// synchronous step is over only when every rank is done, so the trial's pace is the
-/// slowest rank's. `None` for one-rank trials (the report is used as it is).
-fn slowest_rank_pace(training: &[&TrainReport]) -> Option<TrainReport> {
-    let (first, others) = training.split_first()?;
-    if others.is_empty() {
-        return None;
-    }
-    let mut paced = (*first).clone();
-    for (index, step) in paced.steps.iter_mut().enumerate() {
-        for other in others {
-            if let Some(theirs) = other.steps.get(index) {
-                step.step_time_s = step.step_time_s.max(theirs.step_time_s);
-                step.data_wait_s = step.data_wait_s.max(theirs.data_wait_s);
-                step.h2d_s = step.h2d_s.max(theirs.h2d_s);
-            }
-        }
-    }
-    Some(paced)
-}
-
-/// Every rank's events, on one time axis starting at the earliest event of the trial
-/// (the ranks of one machine share CLOCK_MONOTONIC).
-fn event_rows(run_id: &str, trial_id: &str, reports: &[(usize, &TrainReport)]) -> Vec<EventRow> {
-    let origin = reports.iter().flat_map(|(_, report)| report.events.iter().map(|event| event.start_ns)).min();
-    let Some(origin) = origin else {
-        return Vec::new();
-    };
-    let seconds = |ns: i64| (ns - origin) as f64 * 1e-9;
-    reports
-        .iter()
-        .flat_map(|(rank, report)| {
-            report.events.iter().map(move |event| EventRow {
-                run_id: run_id.to_string(),
-                trial_id: trial_id.to_string(),
-                rank: *rank as u32,
-                step: event.step,
-                micro_batch: event.micro_batch,
-                kind: event.kind.name().to_string(),
-                name: event.name.clone(),
-                start_s: seconds(event.start_ns),
-                end_s: seconds(event.end_ns),
-                bytes: event.bytes,
-                lane: if event.kind.is_communication() { Lane::Comm } else { Lane::Compute }.name().to_string(),
-            })
-        })
-        .collect()
 }

@@ -14,6 +14,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
+use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
@@ -29,11 +30,9 @@ pub fn train(
     observer: &mut dyn TrainObserver,
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
-    let device = train_loop::prepare(config)?;
-    let mut store = nn::VarStore::new(device);
-    let model = StagedModel::build(context.network, &store);
-    config.precision.apply_to(&mut store);
-    let optimizer = train_loop::sgd(&store, config)?;
+    let device = setup::prepare(config)?;
+    let Replica { store, model, optimizer } =
+        setup::replica(config, device, |store| Ok(StagedModel::build(context.network, store)))?;
     let mut timeline = Timeline::new(device, true);
     broadcast_variables(group, &store, &mut timeline)?;
     let params = store.trainable_variables();

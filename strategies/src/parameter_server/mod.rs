@@ -18,6 +18,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::evaluate::correct_on_device;
+use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainError, TrainObserver, TrainReport};
@@ -34,11 +35,9 @@ pub fn train(
     observer: &mut dyn TrainObserver,
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
-    let device = train_loop::prepare(config)?;
-    let mut store = nn::VarStore::new(device);
-    let model = context.network.build(&store.root());
-    config.precision.apply_to(&mut store);
-    let optimizer = train_loop::sgd(&store, config)?;
+    let device = setup::prepare(config)?;
+    let Replica { store, model, optimizer } =
+        setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
     let mut timeline = Timeline::new(device, true);
     crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
     let world_size = group.world_size();

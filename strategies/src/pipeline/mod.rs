@@ -10,7 +10,6 @@ mod evaluate;
 mod layout;
 mod links;
 pub mod partition;
-mod stage_report;
 mod stage_worker;
 
 use std::sync::Arc;
@@ -22,12 +21,12 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
+use crate::setup::{self, Replica};
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
 pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
-pub use stage_report::PipelineStageReport;
 use stage_worker::StageWorker;
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 
@@ -47,7 +46,7 @@ pub fn train(
     let (stages, replicas) =
         strategy.pipeline_shape(world.world_size()).map_err(|reason| invalid("workers", reason.to_string()))?;
     let layout = Layout::of(world.rank(), stages, replicas);
-    let device = train_loop::prepare(config)?;
+    let device = setup::prepare(config)?;
     let micro_batch = strategy.stage_samples(config.batch_size) as i64;
     let plan = match (strategy.balance(), &config.stage_seconds) {
         // Every rank cuts the same given seconds: nothing to time or to agree on.
@@ -61,16 +60,13 @@ pub fn train(
 
     // Built whole and copied, so a stage's weights are the ones a single-device build
     // draws from the same seed.
-    let store = {
+    let Replica { store, model: local, optimizer } = setup::replica(config, device, |store| {
         let whole = nn::VarStore::new(device);
         let _ = context.network.build(&whole.root());
-        let mut store = nn::VarStore::new(device);
         let local = context.network.build_range(plan.ranges[layout.stage].clone(), &store.root());
         store.copy(&whole)?;
-        config.precision.apply_to(&mut store);
-        (store, local)
-    };
-    let (store, local) = store;
+        Ok(local)
+    })?;
     let replica_group = if replicas > 1 {
         let members: Vec<usize> = (0..replicas).map(|replica| replica * stages + layout.stage).collect();
         Some(world.subgroup(&format!("stage{}", layout.stage), &members)?)
@@ -87,7 +83,7 @@ pub fn train(
         stage_output_dims: context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect(),
         plan,
         local,
-        optimizer: train_loop::sgd(&store, config)?,
+        optimizer,
         params: store.trainable_variables(),
         device,
         kind: config.precision.kind(),
@@ -102,7 +98,7 @@ pub fn train(
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
     observer.on_trained(&store);
     report.events = timeline.into_events();
-    report.pipeline = Some(runner.worker.report());
+    report.pipeline = Some(runner.worker.stage_info(strategy.name()));
     Ok(report)
 }
 

@@ -23,10 +23,10 @@ use tch::{Device, Kind, Tensor};
 use super::layout::Layout;
 use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic, LOSS_TAG};
 use crate::memory;
+use stratlab_results::PipelineStageInfo;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
 
 use super::partition::StagePlan;
-use super::stage_report::PipelineStageReport;
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
@@ -413,17 +413,27 @@ impl<'a> StageWorker<'a> {
         self.sends.settle(true, timeline, &mut traffic)
     }
 
-    /// This rank's report.
-    pub(super) fn report(&self) -> PipelineStageReport {
-        PipelineStageReport {
-            stage: self.layout.stage,
-            stages: self.layout.stages,
-            replica: self.layout.replica,
-            replicas: self.layout.replicas,
-            micro_batches: self.schedule.micro_batches(self.micro_batches),
-            plan: self.plan.clone(),
-            layers: self.local.stage_names().iter().map(|name| name.to_string()).collect(),
+    /// What this rank reports about its stage, as the `pipeline_stages` table takes it: its
+    /// place, the plan every rank ran and the memory its activations took. `strategy`
+    /// names the strategy that ran it.
+    pub(super) fn stage_info(&self, strategy: &str) -> PipelineStageInfo {
+        let Layout { stage, stages, replica, .. } = self.layout;
+        let layers = self.plan.ranges[stage].clone();
+        PipelineStageInfo {
+            rank: (replica * stages + stage) as u32,
+            replica: replica as u32,
+            stage: stage as u32,
+            stages: stages as u32,
+            schedule: strategy.to_owned(),
+            micro_batches: self.schedule.micro_batches(self.micro_batches) as u32,
+            balance: self.plan.balance.to_string(),
+            layers: self.local.stage_names().join("+"),
+            first_layer: layers.start as u32,
+            layer_count: layers.len() as u32,
             parameters: self.params.iter().map(|p| p.numel() as u64).sum(),
+            predicted_cost: self.plan.costs[stage],
+            cost_unit: self.plan.unit.clone(),
+            predicted_imbalance: self.plan.predicted_imbalance(),
             peak_activation_bytes: self.peak_activation_bytes,
         }
     }

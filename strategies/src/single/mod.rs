@@ -5,6 +5,7 @@ use tch::nn::{self, ModuleT};
 use tch::Tensor;
 
 use crate::evaluate::correct_on_device;
+use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 pub use crate::train_loop::TrainContext;
 use crate::train_loop::{self, StepOutput, StepRunner};
@@ -13,11 +14,9 @@ use crate::{TrainError, TrainObserver, TrainReport};
 /// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
 pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
     let config = context.config;
-    let device = train_loop::prepare(config)?;
-    let mut store = nn::VarStore::new(device);
-    let model = context.network.build(&store.root());
-    config.precision.apply_to(&mut store);
-    let optimizer = train_loop::sgd(&store, config)?;
+    let device = setup::prepare(config)?;
+    let Replica { store, model, optimizer } =
+        setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
     let mut runner = SingleStep { model: Box::new(model), optimizer };
     let mut timeline = Timeline::new(device, false);
     let report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;

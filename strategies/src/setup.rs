@@ -1,0 +1,53 @@
+//! What every strategy does before its first step: the configuration applied to this
+//! process, the network's weights in a store at the configured precision, and the
+//! optimizer over them.
+
+use tch::nn::{self, OptimizerConfig, VarStore};
+use tch::Device;
+
+use crate::{memory, TrainConfig, TrainError};
+
+/// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
+/// part), ready for its first step.
+pub struct Replica<M> {
+    /// The store holding the weights, at the configured precision.
+    pub store: VarStore,
+    /// What the strategy built on the store.
+    pub model: M,
+    /// SGD over the store's trainable variables ([`sgd`]).
+    pub optimizer: nn::Optimizer,
+}
+
+/// Builds `build`'s model in a fresh store on `device` (after [`prepare`], so its weights
+/// are seeded), converts it to the configured precision and makes its optimizer.
+pub fn replica<M>(
+    config: &TrainConfig,
+    device: Device,
+    build: impl FnOnce(&mut VarStore) -> Result<M, TrainError>,
+) -> Result<Replica<M>, TrainError> {
+    let mut store = VarStore::new(device);
+    let model = build(&mut store)?;
+    config.precision.apply_to(&mut store);
+    let optimizer = sgd(&store, config)?;
+    Ok(Replica { store, model, optimizer })
+}
+
+/// Validates the configuration and applies it to this process (threads, numerics, seed);
+/// returns the device to train on. Call before building the model, so weights are seeded.
+pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
+    config.validate()?;
+    let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
+    // Count CPU tensor memory from here on: the weights, optimizer state and every step.
+    memory::count_cpu_allocations();
+    tch::set_num_threads(config.threads as i32);
+    config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
+    tch::manual_seed(config.seed as i64);
+    Ok(device)
+}
+
+/// The optimizer every strategy steps with: SGD with the configuration's momentum and
+/// weight decay, no dampening, no Nesterov (torch.optim.SGD's defaults otherwise).
+pub fn sgd(store: &VarStore, config: &TrainConfig) -> Result<nn::Optimizer, TrainError> {
+    Ok(nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
+        .build(store, config.lr)?)
+}
