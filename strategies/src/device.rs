@@ -42,24 +42,24 @@ impl DeviceChoice {
 }
 
 impl FromStr for DeviceChoice {
-    type Err = String;
+    type Err = DeviceError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "cpu" => Ok(DeviceChoice::Cpu),
             "auto" => Ok(DeviceChoice::Auto),
             "cuda" => Ok(DeviceChoice::Cuda(0)),
-            _ => text
-                .strip_prefix("cuda:")
-                .and_then(|index| index.parse().ok())
-                .map(DeviceChoice::Cuda)
-                .ok_or_else(|| format!("unknown device `{text}`; valid choices: cpu, auto, cuda, cuda:N")),
+            _ => {
+                text.strip_prefix("cuda:").and_then(|index| index.parse().ok()).map(DeviceChoice::Cuda).ok_or_else(
+                    || DeviceError(format!("unknown device `{text}`; valid choices: cpu, auto, cuda, cuda:N")),
+                )
+            }
         }
     }
 }
 
 impl TryFrom<String> for DeviceChoice {
-    type Error = String;
+    type Error = DeviceError;
     fn try_from(text: String) -> Result<Self, Self::Error> {
         text.parse()
     }
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn unknown_device_lists_valid_choices() {
         let error = "tpu".parse::<DeviceChoice>().unwrap_err();
-        assert!(error.contains("cpu, auto, cuda, cuda:N"), "{error}");
+        assert!(error.0.contains("cpu, auto, cuda, cuda:N"), "{error}");
     }
 
     #[test]

@@ -146,7 +146,8 @@ fn fetch(names: &[String]) -> anyhow::Result<ExitCode> {
 fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let dataset: DatasetSelector = args.dataset.parse()?;
     let info = dataset.info()?;
-    let device: DeviceChoice = args.device.parse().map_err(InputError)?;
+    let device: DeviceChoice =
+        args.device.parse().map_err(|error: stratlab_strategies::DeviceError| InputError(error.0))?;
     let budget = match (args.epochs, args.steps, args.seconds) {
         (None, None, None) => Budget { epochs: Some(1), ..Budget::default() },
         (epochs, steps, seconds) => Budget { epochs, steps, seconds, ..Budget::default() },
