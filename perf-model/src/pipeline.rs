@@ -1,7 +1,8 @@
 //! A pipeline step, simulated on the action lists the stage workers run
 //! ([`Schedule::actions`], [`pipedream_actions`]): each stage takes its actions in order,
 //! a forward waits for its activation and a backward for its gradient (the neighbour's
-//! pass plus the link's transfer; sends are asynchronous, so the sender never waits),
+//! pass plus the link's transfer; sends are asynchronous, so the sender never waits, but
+//! each direction of a hop carries one message at a time, in the order they were sent),
 //! checkpointed micro-batches recompute their forward in the backward, PipeDream updates
 //! after every backward, and a synchronous step ends with the replicas' gradient
 //! all-reduce (hybrid), the update, and the last stage's loss reaching every stage.
@@ -242,7 +243,7 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
         .iter()
         .map(|pass| SimulatedAction {
             stage: pass.stage,
-            action: pass.action.into(),
+            action: pass.action,
             start_s: pass.start_s,
             end_s: pass.end_s,
         })
@@ -262,6 +263,24 @@ struct Pass {
     optimizer_s: f64,
 }
 
+/// One direction of the hop between two neighbouring stages: messages go out in the order
+/// they are sent, each taking the wire for its bytes ÷ bandwidth, and arrive a latency
+/// after they finish going out. Transfers over a hop therefore never add up to more than
+/// its bandwidth, however many micro-batches a schedule keeps in flight.
+#[derive(Default)]
+struct Wire {
+    free_at: f64,
+}
+
+impl Wire {
+    /// When a message of `bytes` sent at `sent_s` arrives.
+    fn send(&mut self, link: &Link, sent_s: f64, bytes: f64) -> f64 {
+        let start_s = self.free_at.max(sent_s);
+        self.free_at = start_s + bytes / link.bandwidth.0;
+        self.free_at + link.latency.0
+    }
+}
+
 /// Runs every stage's list in order, each pass as soon as its stage is free and its input
 /// has arrived.
 fn run_actions(
@@ -272,9 +291,13 @@ fn run_actions(
     let p = lists.len();
     let mut next = vec![0usize; p];
     let mut free_at = vec![0.0f64; p];
-    // When each (stage, pass) finished.
-    let mut forward_done: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
-    let mut backward_done: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
+    // When each (stage, micro-batch)'s input arrived there: a forward's activation from
+    // the stage before, a backward's gradient from the stage after. A stage's sends enter
+    // its wires in the order it runs its passes, as the stage workers issue them.
+    let mut activation_at: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
+    let mut gradient_at: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
+    let mut downstream: Vec<Wire> = (0..p).map(|_| Wire::default()).collect();
+    let mut upstream: Vec<Wire> = (0..p).map(|_| Wire::default()).collect();
     let mut passes = Vec::new();
     loop {
         let mut progressed = false;
@@ -282,12 +305,8 @@ fn run_actions(
             while let Some(&(step, action)) = lists[stage].get(next[stage]) {
                 let cost = &pipeline.stages[stage];
                 let input_at = match action {
-                    Action::Forward(id) if stage > 0 => forward_done[stage - 1]
-                        .get(&id)
-                        .map(|&done| done + pipeline.link.transfer_s(pipeline.stages[stage - 1].output_bytes)),
-                    Action::Backward(id) if stage + 1 < p => backward_done[stage + 1]
-                        .get(&id)
-                        .map(|&done| done + pipeline.link.transfer_s(cost.output_bytes)),
+                    Action::Forward(id) if stage > 0 => activation_at[stage].get(&id).copied(),
+                    Action::Backward(id) if stage + 1 < p => gradient_at[stage].get(&id).copied(),
                     _ => Some(0.0),
                 };
                 let Some(input_at) = input_at else { break };
@@ -304,8 +323,16 @@ fn run_actions(
                 };
                 let end_s = start_s + work_s;
                 match action {
-                    Action::Forward(id) => forward_done[stage].insert(id, end_s),
-                    Action::Backward(id) => backward_done[stage].insert(id, end_s),
+                    Action::Forward(id) if stage + 1 < p => {
+                        let arrives = downstream[stage].send(&pipeline.link, end_s, cost.output_bytes);
+                        activation_at[stage + 1].insert(id, arrives);
+                    }
+                    Action::Backward(id) if stage > 0 => {
+                        let bytes = pipeline.stages[stage - 1].output_bytes;
+                        let arrives = upstream[stage].send(&pipeline.link, end_s, bytes);
+                        gradient_at[stage - 1].insert(id, arrives);
+                    }
+                    _ => {}
                 };
                 passes.push(Pass { stage, step, action, start_s, end_s, recompute_s, optimizer_s });
                 free_at[stage] = end_s;

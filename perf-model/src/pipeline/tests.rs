@@ -191,3 +191,20 @@ fn concurrency_is_one_where_stages_take_turns_and_grows_with_the_overlap() {
     let gpipe = simulate(&pipeline(Schedule::GPipe, &stages, 2, free_link())).unwrap();
     assert_eq!(gpipe.concurrency(), vec![1.5, 1.5]);
 }
+
+/// Micro-batches in flight share the hop between two stages: each direction carries one
+/// message at a time, so four 10 ms activations arrive 10 ms apart, not all 10 ms after
+/// they were sent, and so do their four gradients. Stage 0's forwards end at 1, 2, 3 and
+/// 4 ms; the activations arrive at 11, 21, 31 and 41 ms; stage 1's last forward ends at
+/// 42 ms and its backwards at 43 to 46 ms; the gradients arrive at 53, 63, 73 and 83 ms,
+/// and stage 0's last backward ends at 84 ms.
+#[test]
+fn messages_over_one_hop_queue_for_its_bandwidth() {
+    let stages = equal_stages(2, 0.001, 0.001);
+    let link = Link::new(1e8, 0.0);
+    let step = simulate(&pipeline(Schedule::GPipe, &stages, 4, link)).unwrap();
+    assert!(close(step.step_s, 0.084), "{}", step.step_s);
+    // A latency delays each message without holding the wire: 4 × 1 ms more at most.
+    let slow = simulate(&pipeline(Schedule::GPipe, &stages, 4, Link::new(1e8, 1e-3))).unwrap();
+    assert!(close(slow.step_s, 0.086), "{}", slow.step_s);
+}
