@@ -125,7 +125,7 @@ impl ByteSize {
         const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
         let bytes = self.0;
         match UNITS.iter().find(|(_, scale)| bytes >= *scale) {
-            Some((unit, scale)) if bytes % scale == 0 => format!("{} {unit}", bytes / scale),
+            Some((unit, scale)) if bytes.is_multiple_of(*scale) => format!("{} {unit}", bytes / scale),
             Some((unit, scale)) => format!("{:.1} {unit}", bytes as f64 / *scale as f64),
             None => format!("{bytes} B"),
         }

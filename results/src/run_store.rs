@@ -392,27 +392,6 @@ fn describe(schema: &polars::prelude::Schema) -> String {
     schema.iter().map(|(name, dtype)| format!("{name}: {dtype}")).collect::<Vec<_>>().join(", ")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suite_names_become_short_slugs() {
-        assert_eq!(short_name("default"), "default");
-        assert_eq!(short_name("My Suite: CIFAR/10!"), "my-suite-cifar-10");
-        assert_eq!(short_name("***"), "suite");
-        assert_eq!(short_name(&"a".repeat(50)).len(), 32);
-    }
-
-    #[test]
-    fn trial_ids_must_be_plain_file_names() {
-        assert!(check_trial_id("t0007-resnet18-gpipe-w2").is_ok());
-        assert!(check_trial_id("").is_err());
-        assert!(check_trial_id(".hidden").is_err());
-        assert!(check_trial_id("a/b").is_err());
-    }
-}
-
 /// One Parquet part of table `T`, with columns added since it was written filled with
 /// nulls; any other difference from `T::schema()` is an error naming the file.
 pub(crate) fn read_part<T: Table>(path: &Path) -> Result<DataFrame, StoreError> {
@@ -452,4 +431,25 @@ fn with_added_columns(part: DataFrame, schema: &polars::prelude::Schema) -> pola
         }
     }
     DataFrame::new(height, columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suite_names_become_short_slugs() {
+        assert_eq!(short_name("default"), "default");
+        assert_eq!(short_name("My Suite: CIFAR/10!"), "my-suite-cifar-10");
+        assert_eq!(short_name("***"), "suite");
+        assert_eq!(short_name(&"a".repeat(50)).len(), 32);
+    }
+
+    #[test]
+    fn trial_ids_must_be_plain_file_names() {
+        assert!(check_trial_id("t0007-resnet18-gpipe-w2").is_ok());
+        assert!(check_trial_id("").is_err());
+        assert!(check_trial_id(".hidden").is_err());
+        assert!(check_trial_id("a/b").is_err());
+    }
 }

@@ -57,6 +57,9 @@ mod tests {
         );
         let fused = plan_buckets(&[0..2, 2..5], &[40, 40, 30, 30, 100], 1 << 20);
         assert_eq!(fused[1], vec![Bucket { params: vec![4, 3, 2], bytes: 160 }]);
-        assert!(plan_buckets(&[0..0], &[], 64)[0].is_empty(), "a stage without parameters launches nothing");
+        assert!(
+            plan_buckets(std::slice::from_ref(&(0..0)), &[], 64)[0].is_empty(),
+            "a stage without parameters launches nothing"
+        );
     }
 }

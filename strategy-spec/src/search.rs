@@ -81,7 +81,7 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                 }
             }
             StrategyKind::Hybrid => {
-                for stages in (2..workers).filter(|stages| workers % stages == 0) {
+                for stages in (2..workers).filter(|&stages| workers.is_multiple_of(stages)) {
                     for (&m, balance, _) in cartesian(&micro_batches, &balances, &[()]) {
                         let parameters = Parameters {
                             micro_batches: Some(m),

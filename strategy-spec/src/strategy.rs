@@ -267,7 +267,7 @@ impl Strategy {
             Strategy::Hybrid { pipeline_stages, .. } => *pipeline_stages,
             _ => workers,
         };
-        if stages == 0 || workers % stages != 0 {
+        if stages == 0 || !workers.is_multiple_of(stages) {
             return Err(Infeasible(format!(
                 "{workers} workers cannot form pipelines of {stages} stages (workers = dp × pp)"
             )));
@@ -291,7 +291,7 @@ impl Strategy {
     /// workers (or replicas) do not divide it.
     pub fn batch_per_worker(&self, global_batch: usize, workers: usize) -> Option<usize> {
         let per_sample = self.global_batch(1, workers);
-        (global_batch % per_sample == 0 && global_batch >= per_sample).then(|| global_batch / per_sample)
+        (global_batch.is_multiple_of(per_sample) && global_batch >= per_sample).then(|| global_batch / per_sample)
     }
 
     /// Why `workers` workers cannot train `network` (of `network_stages` stages) with a

@@ -97,7 +97,7 @@ pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<Ex
 
 /// The measured step time (10th percentile and median) and peak memory of each trial's
 /// first repeat, by trial id: the trials `predict` answers for.
-fn measured_steps(rows: &[TrialRow]) -> BTreeMap<String, (f64, f64, Option<u64>)> {
+fn measured_steps(rows: &[TrialRow]) -> MeasuredSteps {
     rows.iter()
         .filter(|row| row.outcome == "ok" && row.repeat == 0)
         .filter_map(|row| {
@@ -112,7 +112,7 @@ fn measured_steps(rows: &[TrialRow]) -> BTreeMap<String, (f64, f64, Option<u64>)
 fn table(
     rows: &[PredictionRow],
     workers: &BTreeMap<&str, usize>,
-    measured: Option<&BTreeMap<String, (f64, f64, Option<u64>)>>,
+    measured: Option<&MeasuredSteps>,
     cluster: Option<&Cluster>,
 ) -> String {
     let mut table = Table::new();
@@ -218,3 +218,6 @@ fn table(
     }
     text
 }
+
+/// Per trial id: its measured step (10th percentile and median, seconds) and peak memory.
+type MeasuredSteps = BTreeMap<String, (f64, f64, Option<u64>)>;

@@ -36,8 +36,9 @@ pub enum WorkerEvent {
     Eval(EvalRecord),
     /// An epoch finished.
     Epoch(EpochRecord),
-    /// Training ended with a report (completed or diverged).
-    Finished(TrainReport),
+    /// Training ended with a report (completed or diverged); boxed, it is far larger than
+    /// the other events.
+    Finished(Box<TrainReport>),
     /// Training could not be carried out.
     Failed {
         /// `Oom` or `Crashed`.

@@ -90,7 +90,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         .iter()
         .enumerate()
         .filter_map(|(rank, end)| match end {
-            WorkerEnd::Report(report) => Some((rank, report)),
+            WorkerEnd::Report(report) => Some((rank, report.as_ref())),
             WorkerEnd::Failed(..) => None,
         })
         .collect();

@@ -23,7 +23,7 @@ use crate::trial::TrialSpec;
 
 /// A worker's last word: its report, or why it has none.
 pub(crate) enum WorkerEnd {
-    Report(TrainReport),
+    Report(Box<TrainReport>),
     Failed(Outcome, String),
 }
 

@@ -32,7 +32,7 @@ pub fn run_worker() -> i32 {
     std::panic::set_hook(Box::new(|info| eprintln!("stratlab worker: {info}")));
     let outcome = catch_unwind(AssertUnwindSafe(|| run_trial(&spec, &mut emitter)));
     let event = match outcome {
-        Ok(Ok(report)) => WorkerEvent::Finished(report),
+        Ok(Ok(report)) => WorkerEvent::Finished(Box::new(report)),
         Ok(Err(error)) => WorkerEvent::Failed {
             outcome: if error.is_out_of_memory() { Outcome::Oom } else { Outcome::Crashed },
             reason: error.to_string(),

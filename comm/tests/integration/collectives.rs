@@ -112,7 +112,7 @@ fn misuse_is_an_error_naming_the_operation_not_a_crash() {
     let results = on_ranks(2, |group| {
         let own = group.rank();
         let not_contiguous = Tensor::zeros([4, 4], (Kind::Float, tch::Device::Cpu)).transpose(0, 1);
-        let errors = vec![
+        let errors = [
             group.send(&Tensor::ones([1], (Kind::Float, tch::Device::Cpu)), own, 0).unwrap_err(),
             group.broadcast(&mut Tensor::ones([1], (Kind::Float, tch::Device::Cpu)), 5).unwrap_err(),
             group.all_reduce(&mut not_contiguous.shallow_clone(), ReduceOp::Sum).unwrap_err(),

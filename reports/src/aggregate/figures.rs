@@ -173,7 +173,7 @@ impl RunAggregates {
     /// trials' measured bubbles over repeats, or the first failure when none was measured.
     pub fn pipeline_bubbles(&self) -> Vec<PipelineBubble> {
         // (network, data set, p) → its flushed-schedule trials, in matrix order.
-        let mut groups: Vec<((String, String, u32), Vec<&PipelineTrial>)> = Vec::new();
+        let mut groups: Vec<(BubbleGroup, Vec<&PipelineTrial>)> = Vec::new();
         for pipeline in self.pipelines.iter().filter(|p| FLUSHED_SCHEDULES.contains(&p.schedule())) {
             let key = &pipeline.trial.key;
             let group = (key.network.clone(), key.dataset.clone(), pipeline.stage_count());
@@ -224,3 +224,6 @@ fn bubble_over_repeats(trials: &[&PipelineTrial]) -> Outcome {
         ),
     }
 }
+
+/// A bubble figure's cells: network, data set and pipeline stages.
+type BubbleGroup = (String, String, u32);

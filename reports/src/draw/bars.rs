@@ -85,7 +85,8 @@ impl YScale {
             .collect();
         let smallest = values.iter().copied().fold(f64::INFINITY, f64::min);
         let largest = values.iter().copied().fold(0.0, f64::max);
-        if !(smallest > 0.0) || largest / smallest <= LINEAR_SPREAD_MAX {
+        // NaN-safe: a smallest value that is not positive (or not a number) draws linear.
+        if smallest.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || largest / smallest <= LINEAR_SPREAD_MAX {
             return YScale::Linear;
         }
         let mut bottom = 10f64.powf(smallest.log10().floor());

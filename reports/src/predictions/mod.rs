@@ -19,12 +19,15 @@ use crate::{HtmlTable, PredictionError, ReportError, ReportFigure, ReportSection
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// The section's three tables and its deviation bars' errors.
+pub(crate) type PredictionSection = ([SummaryTable; 3], Vec<PredictionError>);
+
 /// The section's three tables and its deviation bars' errors, or `None` when no
 /// prediction meets a finished trial.
 pub(crate) fn prediction_tables(
     predictions: &[PredictionRow],
     trials: &[TrialRow],
-) -> Result<Option<([SummaryTable; 3], Vec<PredictionError>)>, ReportError> {
+) -> Result<Option<PredictionSection>, ReportError> {
     let cells = judge_cells(predictions, trials);
     if cells.is_empty() {
         return Ok(None);

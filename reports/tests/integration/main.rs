@@ -12,7 +12,6 @@ mod history;
 mod html_chromium;
 mod pipelines;
 mod step_breakdown;
-/// The run-store fixtures of `stratlab-results`' tests.
-#[allow(dead_code)]
+/// The run-store fixtures of `stratlab-results`' tests (which allow their own dead code).
 #[path = "../../../results/tests/integration/common/mod.rs"]
 mod store_fixtures;
