@@ -33,11 +33,9 @@ pub struct WorkerShape {
     /// Bytes of the data batches the loader holds at once (prefetched and in use).
     pub loader_bytes: f64,
     /// Bytes of flattened communication buffers alive during the backward (data-parallel
-    /// buckets, launched as it goes).
+    /// buckets, launched as it goes; a parameter server's messages, kept from round to
+    /// round).
     pub comm_buffer_bytes: f64,
-    /// Bytes of messages alive only after the backward, when the activations are gone (a
-    /// parameter server's gradients and weights): the peak is whichever phase holds more.
-    pub after_backward_bytes: f64,
 }
 
 /// A worker's predicted peak, split.
@@ -75,18 +73,13 @@ impl WorkerShape {
     pub fn peak(&self) -> WorkerMemory {
         let others = self.in_flight.saturating_sub(self.input_only).saturating_sub(1) as f64;
         let activations_bytes = others * self.kept_bytes + self.in_flight as f64 * self.received_bytes;
-        let backward = activations_bytes + self.pass_peak_bytes + self.comm_buffer_bytes;
-        let (activations_bytes, transient_bytes, comm_bytes) = match self.after_backward_bytes > backward {
-            true => (0.0, 0.0, self.after_backward_bytes),
-            false => (activations_bytes, self.pass_peak_bytes, self.comm_buffer_bytes),
-        };
         WorkerMemory {
             weights_bytes: self.parameter_bytes * (1 + self.stashed_weight_copies) as f64,
             gradients_bytes: self.parameter_bytes,
             optimizer_bytes: self.parameter_bytes * self.optimizer_states as f64,
             activations_bytes,
-            transient_bytes,
-            buffers_bytes: self.loader_bytes + comm_bytes,
+            transient_bytes: self.pass_peak_bytes,
+            buffers_bytes: self.loader_bytes + self.comm_buffer_bytes,
         }
     }
 }
@@ -138,7 +131,6 @@ mod tests {
             stashed_weight_copies: 3,
             loader_bytes: 7.0,
             comm_buffer_bytes: 1.0,
-            after_backward_bytes: 0.0,
         };
         let peak = shape.peak();
         // Two full micro-batches, one of them running at its high-water; five inputs kept.
@@ -150,8 +142,5 @@ mod tests {
         let recomputing = WorkerShape { input_only: 5, ..shape }.peak();
         assert_eq!(recomputing.activations_bytes, 10.0);
         assert_eq!(recomputing.transient_bytes, 15.0);
-        // Messages after the backward that outweigh its activations make the peak.
-        let messages = WorkerShape { after_backward_bytes: 100.0, ..shape }.peak();
-        assert_eq!((messages.activations_bytes, messages.transient_bytes, messages.buffers_bytes), (0.0, 0.0, 107.0));
     }
 }

@@ -20,10 +20,9 @@ pub struct ParameterServerRound {
     pub remote_workers: usize,
     /// The server's update of every parameter.
     pub optimizer_s: f64,
-    /// Seconds to copy every gradient into one new flat buffer: what each of the round's
-    /// whole-model host copies costs (a fresh buffer the size of the model: a large one
-    /// takes its pages from the kernel every time).
-    pub flatten_s: f64,
+    /// Seconds of one whole-model host copy between the parameters (or gradients) and a
+    /// flat buffer kept from round to round: what each of the round's copies costs.
+    pub copy_s: f64,
     /// The link between each worker and the server.
     pub link: Link,
 }
@@ -53,13 +52,13 @@ impl ParameterServerRound {
         // The weights travel with a one-element stop flag.
         let pull_s = queued_s(self.parameter_bytes + 4.0);
         // The round's whole-model copies, as the implementation makes them one after the
-        // other: the server allocates a receive buffer per remote worker and flattens its
-        // own gradients (a dedicated server: zeros), adds each worker's in, divides into a
-        // new buffer, copies the mean into its gradients, flattens the new weights; a
-        // worker copies the weights it pulls into its own. (A worker flattens its
-        // gradients while the server prepares, so that copy is hidden.)
-        let copies = 2.0 * remote + 4.0 + if self.remote_workers > 0 { 1.0 } else { 0.0 };
-        let host_copies_s = copies * self.flatten_s;
+        // other, each in a buffer kept from round to round: the server packs its own
+        // gradients (a dedicated server zeroes the sum), adds each worker's in, divides in
+        // place, unpacks the mean into its gradients, packs the new weights; a worker
+        // unpacks the weights it pulls into its own. (A worker packs its gradients while
+        // the server packs its own, so that copy is hidden.)
+        let copies = remote + 4.0 + if self.remote_workers > 0 { 1.0 } else { 0.0 };
+        let host_copies_s = copies * self.copy_s;
         let exposed_comm_s = push_s + pull_s + host_copies_s;
         ParameterServerStep {
             breakdown: StepBreakdown {
@@ -88,7 +87,7 @@ mod tests {
             parameter_bytes: 1e7,
             remote_workers: 3,
             optimizer_s: 0.002,
-            flatten_s: 0.0,
+            copy_s: 0.0,
             link,
         };
         let step = round.predict();
@@ -113,17 +112,17 @@ mod tests {
             parameter_bytes: 1e7,
             remote_workers,
             optimizer_s: 0.0,
-            flatten_s: 0.01,
+            copy_s: 0.01,
             link,
         };
-        // One remote worker: its receive buffer, the server's own flat gradients, the sum,
-        // the mean, the copy into the gradients, the flat weights, the worker's copy back.
+        // One remote worker: the server packs its own gradients, adds the worker's, divides,
+        // unpacks the mean into its gradients, packs the weights; the worker unpacks them.
         let one = round(1).predict();
-        assert!((one.host_copies_s - 0.07).abs() < 1e-12, "{}", one.host_copies_s);
-        assert!((one.breakdown.exposed_comm_s - (one.push_s + one.pull_s + 0.07)).abs() < 1e-12);
-        // Each further worker adds its receive buffer and its sum.
-        assert!((round(3).predict().host_copies_s - 0.11).abs() < 1e-12);
-        // A server alone still flattens, averages, copies back and flattens the weights.
+        assert!((one.host_copies_s - 0.06).abs() < 1e-12, "{}", one.host_copies_s);
+        assert!((one.breakdown.exposed_comm_s - (one.push_s + one.pull_s + 0.06)).abs() < 1e-12);
+        // Each further worker adds its sum.
+        assert!((round(3).predict().host_copies_s - 0.08).abs() < 1e-12);
+        // A server alone still packs, averages, unpacks and packs the weights.
         assert!((round(0).predict().host_copies_s - 0.04).abs() < 1e-12);
     }
 }

@@ -285,7 +285,7 @@ impl StepQuestion<'_> {
             parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
             remote_workers: self.remote_workers(),
             optimizer_s: self.profile.optimizer_s * slowdown,
-            flatten_s: self.profile.flatten_s * slowdown,
+            copy_s: self.profile.whole_model_copy_s * slowdown,
             link: self.link()?,
         };
         Ok(round.predict().breakdown)

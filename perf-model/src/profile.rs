@@ -42,10 +42,11 @@ pub struct NetworkProfile {
     /// Median seconds of one SGD step over all the network's parameters (with the
     /// momentum asked for; a stage's share is proportional to its parameters).
     pub optimizer_s: f64,
-    /// Median seconds to copy every gradient into one new flat buffer (`cat`), as a
-    /// parameter server builds its messages (0 where not measured).
+    /// Median seconds of one whole-model copy between the gradients and a flat buffer
+    /// allocated before (packing them into it, or unpacking it into them), as a parameter
+    /// server's round makes them (0 where not measured).
     #[serde(default)]
-    pub flatten_s: f64,
+    pub whole_model_copy_s: f64,
     /// How much slower the passes run while the machine's other workers compute, measured
     /// apart (`stratlab_strategies::contention`); `None` where no two workers share a machine.
     #[serde(default)]

@@ -43,9 +43,11 @@ pub struct ProfileRow {
     pub parameter_bytes: Vec<u64>,
     /// Median seconds of the whole network's optimizer step (the same in every row).
     pub optimizer_s: f64,
-    /// Median seconds to copy every gradient into one new flat buffer (the same in every
-    /// row); null in profiles stored before it was measured.
-    pub flatten_s: Option<f64>,
+    /// Median seconds of one whole-model copy between the gradients and a flat buffer
+    /// allocated before (the same in every row); null in profiles stored before it was
+    /// measured (those stored `flatten_s`, a copy into a new buffer, which no strategy
+    /// makes any more).
+    pub whole_model_copy_s: Option<f64>,
     /// Workers that ran at once when the contention at `samples` was measured.
     pub contention_copies: Option<u32>,
     /// Their pass over a pass alone, at `samples`; null where not measured.
@@ -89,7 +91,7 @@ impl Table for ProfileRow {
             ("output_bytes_per_sample", UInt64),
             ("parameter_bytes", List(Box::new(UInt64))),
             ("optimizer_s", Float64),
-            ("flatten_s", Float64),
+            ("whole_model_copy_s", Float64),
             ("contention_copies", UInt32),
             ("contention_ratio", Float64),
             ("training_step_s", Float64),

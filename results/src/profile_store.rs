@@ -94,7 +94,7 @@ mod tests {
             output_bytes_per_sample: 4096,
             parameter_bytes: vec![1152, 128],
             optimizer_s: 0.0005,
-            flatten_s: Some(0.0002),
+            whole_model_copy_s: Some(0.0002),
             contention_copies: (stage == 0).then_some(2),
             contention_ratio: (stage == 0).then_some(1.25),
             training_step_s: (stage == 0).then_some(0.01 * samples as f64),

@@ -128,22 +128,38 @@ pub fn profile_network(
         synchronize(device);
         steps.push(start.elapsed().as_secs_f64());
     }
-    // A fresh buffer each time, as every round makes one: the first copy is untimed.
-    let mut flattens = Vec::with_capacity(UPDATE_REPEATS);
+    // The gradients packed into a flat buffer allocated once and unpacked back, as a
+    // parameter server's round does: the first of each is untimed.
+    let numel = variables.iter().map(Tensor::numel).sum::<usize>() as i64;
+    let flat = Tensor::zeros([numel], (variables.first().map_or(Kind::Float, Tensor::kind), device));
+    let mut copies = Vec::with_capacity(2 * UPDATE_REPEATS);
     for attempt in 0..=UPDATE_REPEATS {
-        synchronize(device);
-        let start = Instant::now();
-        let flat = tch::no_grad(|| Tensor::cat(&variables.iter().map(|v| v.grad().view([-1])).collect::<Vec<_>>(), 0));
-        synchronize(device);
-        if attempt > 0 {
-            flattens.push(start.elapsed().as_secs_f64());
+        for packing in [true, false] {
+            synchronize(device);
+            let start = Instant::now();
+            tch::no_grad(|| {
+                let mut offset = 0;
+                for variable in &variables {
+                    let (mut grad, numel) = (variable.grad(), variable.numel() as i64);
+                    let mut slice = flat.narrow(0, offset, numel);
+                    if packing {
+                        slice.copy_(&grad.view([-1]));
+                    } else {
+                        grad.copy_(&slice.view_as(&grad));
+                    }
+                    offset += numel;
+                }
+            });
+            synchronize(device);
+            if attempt > 0 {
+                copies.push(start.elapsed().as_secs_f64());
+            }
         }
-        drop(flat);
     }
     Ok(NetworkProfile {
         stages,
         optimizer_s: crate::stats::median(&steps).unwrap_or(0.0),
-        flatten_s: crate::stats::median(&flattens).unwrap_or(0.0),
+        whole_model_copy_s: crate::stats::median(&copies).unwrap_or(0.0),
         contention: None,
         training_step_s: Vec::new(),
         training_step_peak_bytes: Vec::new(),
@@ -207,7 +223,7 @@ pub fn analytical_profile(
         stages,
         optimizer_s: seconds(2.0 * per_sample.total_parameters as f64, states * weights),
         // Read the gradients, write the buffer.
-        flatten_s: seconds(0.0, 2.0 * weights),
+        whole_model_copy_s: seconds(0.0, 2.0 * weights),
         contention: None,
         training_step_s: Vec::new(),
         training_step_peak_bytes: Vec::new(),

@@ -63,7 +63,7 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 output_bytes_per_sample: stage.output_bytes_per_sample,
                 parameter_bytes: stage.parameter_bytes.clone(),
                 optimizer_s: profile.optimizer_s,
-                flatten_s: Some(profile.flatten_s),
+                whole_model_copy_s: Some(profile.whole_model_copy_s),
                 contention_copies: measured_contention.map(|(copies, _)| copies),
                 contention_ratio: measured_contention.map(|(_, ratio)| ratio),
                 training_step_s: first(&profile.training_step_s),
@@ -161,7 +161,7 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
     Some(NetworkProfile {
         stages: stages?,
         optimizer_s: rows[0].optimizer_s,
-        flatten_s: rows[0].flatten_s.unwrap_or(0.0),
+        whole_model_copy_s: rows[0].whole_model_copy_s.unwrap_or(0.0),
         contention: copies.map(|copies| Contention { copies, ratio }),
         training_step_s,
         training_step_peak_bytes,
@@ -185,7 +185,7 @@ mod tests {
         NetworkProfile {
             stages: vec![stage("conv", 1.0), stage("head", 0.5)],
             optimizer_s: 0.004,
-            flatten_s: 0.002,
+            whole_model_copy_s: 0.002,
             contention,
             training_step_s: vec![(32, 0.1)],
             training_step_peak_bytes: vec![(32, 5e6)],

@@ -50,29 +50,39 @@ impl StepQuestion<'_> {
         let network = 0..self.profile.stages.len();
         let parameter_bytes = self.gradient_bytes(network.clone()) as f64;
         let (kept_bytes, pass_peak_bytes) = self.activations(network, self.batch)?;
-        // Every bucket's flat copy stays until the last all-reduce is waited for.
-        let comm_buffer_bytes = match self.strategy.kind() {
-            StrategyKind::DataParallel if self.workers > 1 => parameter_bytes,
-            _ => 0.0,
+        // Whole-model message buffers. Data parallelism: every bucket's flat copy stays
+        // until the last all-reduce is waited for. A parameter server's ranks keep theirs
+        // from round to round: one each for its gradients out and weights in, and the
+        // server one more per remote worker, its gradients received: a colocated server
+        // trains beside W of them.
+        let server = self.strategy.server_placement();
+        let comm_buffers = match self.strategy.kind() {
+            StrategyKind::DataParallel if self.workers > 1 => 1,
+            StrategyKind::ParameterServer if server == ServerPlacement::Colocated => self.workers.max(1),
+            StrategyKind::ParameterServer => 1,
+            _ => 0,
         };
-        // A colocated server holds every other worker's gradients, received into buffers
-        // allocated up front, beside its own flattened ones; the division that averages
-        // them consumes the sum, so afterwards only the mean and the flattened weights it
-        // sends are alive: the most of W and 2 buffers. A worker sends one and receives one.
-        let after_backward_bytes = match (self.strategy.kind(), self.strategy.server_placement()) {
-            (StrategyKind::ParameterServer, ServerPlacement::Colocated) => self.workers.max(2) as f64 * parameter_bytes,
-            (StrategyKind::ParameterServer, ServerPlacement::Dedicated) => 2.0 * parameter_bytes,
-            _ => 0.0,
-        };
-        let shape = WorkerShape {
+        let worker = WorkerShape {
             parameter_bytes,
             kept_bytes,
             pass_peak_bytes,
-            comm_buffer_bytes,
-            after_backward_bytes,
+            comm_buffer_bytes: comm_buffers as f64 * parameter_bytes,
             ..self.worker_basics()
-        };
-        Ok(shape.peak())
+        }
+        .peak();
+        if self.strategy.kind() != StrategyKind::ParameterServer || server == ServerPlacement::Colocated {
+            return Ok(worker);
+        }
+        // A dedicated server trains on nothing but holds W buffers (W - 1 workers' and its
+        // own); it is the fullest rank where they outweigh a worker's passes and batches.
+        let dedicated = WorkerShape {
+            parameter_bytes,
+            optimizer_states: usize::from(self.momentum != 0.0),
+            comm_buffer_bytes: self.workers.max(1) as f64 * parameter_bytes,
+            ..WorkerShape::default()
+        }
+        .peak();
+        Ok(if dedicated.total_bytes() > worker.total_bytes() { dedicated } else { worker })
     }
 
     /// One worker's peak as its training steps measured it: what the weights, gradients,

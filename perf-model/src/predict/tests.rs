@@ -28,7 +28,7 @@ fn profile(contention: Option<Contention>) -> NetworkProfile {
     NetworkProfile {
         stages,
         optimizer_s: 0.0,
-        flatten_s: 0.0,
+        whole_model_copy_s: 0.0,
         contention,
         training_step_s: Vec::new(),
         training_step_peak_bytes: Vec::new(),
@@ -128,37 +128,54 @@ fn single_is_its_measured_training_step_where_there_is_one_and_its_stages_elsewh
 fn the_parameter_server_pays_its_whole_model_copies() {
     let link = Link::new(1e15, 0.0);
     let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
-    let step = |flatten_s: f64| {
-        let profile = NetworkProfile { flatten_s, ..profile(None) };
+    let step = |whole_model_copy_s: f64| {
+        let profile = NetworkProfile { whole_model_copy_s, ..profile(None) };
         question(&server, &profile, &link, None).predict().model.unwrap()
     };
     let (free, copying) = (step(0.0), step(0.01));
-    // Two workers, the server colocated: one remote worker, seven copies in the round.
-    assert!((copying.exposed_comm_s - free.exposed_comm_s - 0.07).abs() < 1e-9, "{copying:?} vs {free:?}");
+    // Two workers, the server colocated: one remote worker, six copies in the round.
+    assert!((copying.exposed_comm_s - free.exposed_comm_s - 0.06).abs() < 1e-9, "{copying:?} vs {free:?}");
 }
 
-/// What the colocated server's round holds, as `parameter_server` allocates it: every
-/// remote worker's gradients received into buffers allocated up front beside its own
-/// flattened ones, then (the averaging division consuming the sum) the mean and the
-/// weights it sends. With activations far smaller than the weights, that is the peak.
+/// What a parameter server's ranks hold, as `parameter_server` keeps it from round to
+/// round: every rank one flat buffer for its gradients out and the weights in, the server
+/// one more per remote worker, beside the passes a training rank runs.
 #[test]
-fn a_colocated_server_holds_every_workers_gradients_at_once_then_two_buffers() {
+fn a_parameter_server_keeps_a_buffer_per_remote_worker_beside_the_passes() {
     let profile = profile(None);
     let link = Link::new(1e15, 0.0);
-    let server = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
     let parameter_bytes = STAGES as f64 * 1e6;
-    let buffers_over_parameters = |workers: usize| {
-        let question = StepQuestion { workers, ..question(&server, &profile, &link, None) };
-        let memory = question.predict().memory.unwrap();
-        // The loader's batches (two at a time without prefetch) are the rest.
-        let loader_bytes = 2.0 * 16.0 * SAMPLE_BYTES;
-        (memory.activations_bytes, (memory.buffers_bytes - loader_bytes) / parameter_bytes)
+    let single = Strategy::new(StrategyKind::Single, Parameters::default()).unwrap();
+    let alone = question(&single, &profile, &link, None).predict().memory.unwrap();
+    let buffers_over_single = |placement: ServerPlacement, workers: usize| {
+        let parameters = Parameters { server: Some(placement), ..Parameters::default() };
+        let server = Strategy::new(StrategyKind::ParameterServer, parameters).unwrap();
+        let memory = StepQuestion { workers, ..question(&server, &profile, &link, None) }.predict().memory.unwrap();
+        (memory, (memory.total_bytes() - alone.total_bytes()) / parameter_bytes)
     };
     for (workers, buffers) in [(2, 2.0), (4, 4.0)] {
-        let (activations, measured) = buffers_over_parameters(workers);
-        assert_eq!(activations, 0.0, "after the backward no activation is alive");
-        assert!((measured - buffers).abs() < 1e-9, "{workers} workers: {measured} weights' worth");
+        let (memory, extra) = buffers_over_single(ServerPlacement::Colocated, workers);
+        assert!((extra - buffers).abs() < 1e-9, "colocated, {workers} workers: {extra} weights' worth more");
+        assert_eq!(memory.activations_bytes, alone.activations_bytes, "the passes run beside the buffers");
     }
+    // Dedicated: the server holds W buffers (W - 1 workers' and its own) and runs no passes,
+    // which outweighs a worker's one buffer beside these small activations.
+    for workers in [2, 4] {
+        let (server, _) = buffers_over_single(ServerPlacement::Dedicated, workers);
+        assert_eq!(server.activations_bytes + server.transient_bytes, 0.0);
+        assert!((server.buffers_bytes - workers as f64 * parameter_bytes).abs() < 1e-6, "{server:?}");
+    }
+    // Activations of 10 MB a stage outweigh four buffers: a worker is the fullest, one buffer
+    // more than single-device training.
+    let heavy = NetworkProfile {
+        stages: profile.stages.iter().map(|stage| StageProfile { kept_bytes: vec![(16, 1e7)], ..stage.clone() }).collect(),
+        ..profile.clone()
+    };
+    let parameters = Parameters { server: Some(ServerPlacement::Dedicated), ..Parameters::default() };
+    let server = Strategy::new(StrategyKind::ParameterServer, parameters).unwrap();
+    let worker = StepQuestion { workers: 4, ..question(&server, &heavy, &link, None) }.predict().memory.unwrap();
+    let heavy_alone = question(&single, &heavy, &link, None).predict().memory.unwrap();
+    assert!((worker.total_bytes() - heavy_alone.total_bytes() - parameter_bytes).abs() < 1e-6, "{worker:?}");
 }
 
 #[test]

@@ -11,6 +11,11 @@
 //! Each round a worker sends a control message `[continue, lr, out_of_time]`, then its
 //! flattened gradients; the server replies with the flattened parameters plus one flag,
 //! "some worker is out of wall time", so every rank stops after the same step.
+//!
+//! Every whole-model message goes through buffers each rank allocates once and keeps
+//! ([`FlatBuffers`]): a buffer the size of the model is past malloc's mmap threshold for
+//! most networks, so a new one each round took its pages from the kernel again, and that
+//! cost three to four in-place copies (VGG-11's 37 MB: about 25 ms against 7 ms).
 
 use stratlab_comm::{ProcessGroup, Work};
 use stratlab_strategy_spec::ServerPlacement;
@@ -43,14 +48,11 @@ pub fn train(
     let world_size = group.world_size();
     let server = placement.server_rank(world_size);
     let params = store.trainable_variables();
-    let mut party = Party {
-        group,
-        server,
-        workers: (0..world_size).filter(|&rank| placement == ServerPlacement::Colocated || rank != server).collect(),
-        params,
-        optimizer,
-        device,
-    };
+    let workers: Vec<usize> =
+        (0..world_size).filter(|&rank| placement == ServerPlacement::Colocated || rank != server).collect();
+    let remote = workers.iter().filter(|&&rank| rank != server).count();
+    let buffers = FlatBuffers::new(&params, if group.rank() == server { remote } else { 0 }, group.tensor_device(device));
+    let mut party = Party { group, server, workers, params, optimizer, device, buffers };
     let started = std::time::Instant::now();
     if placement == ServerPlacement::Dedicated && group.rank() == server {
         party.serve_until_finished(&mut timeline)?;
@@ -103,6 +105,62 @@ struct Party<'a> {
     params: Vec<Tensor>,
     optimizer: nn::Optimizer,
     device: Device,
+    buffers: FlatBuffers,
+}
+
+/// The whole-model buffers a rank keeps from round to round, on the communication device.
+struct FlatBuffers {
+    /// Every parameter's element count, then one: a worker's gradients go out of the first
+    /// part and its new weights and the stop flag come back into the whole; the server sums
+    /// and averages the gradients in the first part, then writes the weights and the flag.
+    flat: Tensor,
+    /// The server's: one per remote worker, its gradients received into it.
+    received: Vec<Tensor>,
+}
+
+impl FlatBuffers {
+    fn new(params: &[Tensor], remote_workers: usize, comm: Device) -> FlatBuffers {
+        let numel = params.iter().map(Tensor::numel).sum::<usize>() as i64;
+        let kind = params.first().map_or(Kind::Float, Tensor::kind);
+        FlatBuffers {
+            flat: Tensor::zeros([numel + 1], (kind, comm)),
+            received: (0..remote_workers).map(|_| Tensor::zeros([numel], (kind, comm))).collect(),
+        }
+    }
+
+    /// The part the gradients and the weights take: all but the flag.
+    fn values(&self) -> Tensor {
+        self.flat.narrow(0, 0, self.flat.numel() as i64 - 1)
+    }
+
+    /// The stop flag's element.
+    fn flag(&self) -> Tensor {
+        self.flat.narrow(0, self.flat.numel() as i64 - 1, 1)
+    }
+}
+
+/// Copies every tensor of `parts`, flattened and in order, into `flat`.
+fn pack(parts: impl IntoIterator<Item = Tensor>, flat: &Tensor) {
+    tch::no_grad(|| {
+        let mut offset = 0;
+        for part in parts {
+            let numel = part.numel() as i64;
+            flat.narrow(0, offset, numel).copy_(&part.view([-1]));
+            offset += numel;
+        }
+    });
+}
+
+/// Copies each slice of `flat`, in order, into the tensor of `parts` it belongs to.
+fn unpack(flat: &Tensor, parts: impl IntoIterator<Item = Tensor>) {
+    tch::no_grad(|| {
+        let mut offset = 0;
+        for mut part in parts {
+            let numel = part.numel() as i64;
+            part.copy_(&flat.narrow(0, offset, numel).view_as(&part));
+            offset += numel;
+        }
+    });
 }
 
 impl Party<'_> {
@@ -120,15 +178,11 @@ impl Party<'_> {
         self.params.first().map_or(Kind::Float, Tensor::kind)
     }
 
-    fn flat_grads(&self) -> Tensor {
-        let grads: Vec<Tensor> = self.params.iter().map(|p| p.grad().view([-1])).collect();
-        tch::no_grad(|| Tensor::cat(&grads, 0)).to_device(self.comm_device())
-    }
-
-    fn flat_params_with_flag(&self, stop: bool) -> Tensor {
-        let mut parts: Vec<Tensor> = self.params.iter().map(|p| p.detach().view([-1])).collect();
-        parts.push(Tensor::from_slice(&[stop as i32 as f32]).to_kind(self.kind()).to_device(self.device));
-        tch::no_grad(|| Tensor::cat(&parts, 0)).to_device(self.comm_device())
+    /// This rank's gradients into the first part of its flat buffer, which it returns.
+    fn pack_gradients(&self) -> Tensor {
+        let values = self.buffers.values();
+        pack(self.params.iter().map(Tensor::grad), &values);
+        values
     }
 
     fn param_numel(&self) -> i64 {
@@ -175,39 +229,33 @@ impl Party<'_> {
                 reason: format!("{finished} of {} workers finished while the others went on", remote.len()),
             });
         }
-        let numel = self.param_numel();
         let mut incoming = Vec::new();
-        for &rank in &remote {
-            let mut grads = Tensor::zeros([numel], (self.kind(), comm));
-            let work = self.group.recv_async(&mut grads, rank, TAG_GRADIENTS)?;
-            incoming.push((rank, grads, work));
+        for (&rank, received) in remote.iter().zip(&self.buffers.received) {
+            let mut received = received.shallow_clone();
+            let work = self.group.recv_async(&mut received, rank, TAG_GRADIENTS)?;
+            incoming.push((rank, received, work));
         }
         let mut sum = match own {
-            Some(_) => self.flat_grads(),
-            None => Tensor::zeros([numel], (self.kind(), comm)),
+            Some(_) => self.pack_gradients(),
+            None => self.buffers.values().zero_(),
         };
-        for (rank, grads, work) in incoming {
+        for (rank, received, work) in incoming {
             let done = work.wait()?;
             timeline.communication(EventKind::Recv, format!("gradients from rank {rank}"), &done);
-            sum += grads;
+            sum += received;
         }
         let start = timeline.now();
-        let mean = (sum / self.workers.len() as f64).to_device(self.device);
-        tch::no_grad(|| {
-            let mut offset = 0;
-            for param in &self.params {
-                let numel = param.numel() as i64;
-                param.grad().copy_(&mean.narrow(0, offset, numel).view_as(param));
-                offset += numel;
-            }
-        });
+        sum /= self.workers.len() as f64;
+        unpack(&sum.to_device(self.device), self.params.iter().map(Tensor::grad));
         self.optimizer.set_lr(lr.unwrap_or(0.0));
         self.optimizer.step();
         timeline.record(EventKind::Optimizer, "sgd (server)", start, timeline.now(), None);
-        let reply = self.flat_params_with_flag(out_of_time);
+        pack(self.params.iter().map(Tensor::detach), &self.buffers.values());
+        let _ = self.buffers.flag().fill_(if out_of_time { 1.0 } else { 0.0 });
+        let reply = &self.buffers.flat;
         let sends: Vec<(usize, Work)> = remote
             .iter()
-            .map(|&rank| self.group.send_async(&reply, rank, TAG_PARAMETERS).map(|work| (rank, work)))
+            .map(|&rank| self.group.send_async(reply, rank, TAG_PARAMETERS).map(|work| (rank, work)))
             .collect::<Result<_, _>>()?;
         for (rank, work) in sends {
             let done = work.wait()?;
@@ -282,26 +330,19 @@ impl StepRunner for ParameterServerStep<'_> {
             comm_s += (timeline.now() - start) as f64 * 1e-9;
         } else {
             party.send_control(true, lr, self.out_of_time)?;
-            let grads = party.flat_grads();
+            let grads = party.pack_gradients();
             let sent = party.group.send_async(&grads, party.server, TAG_GRADIENTS)?.wait()?;
             timeline.communication(EventKind::Send, "gradients", &sent);
-            let mut reply = Tensor::zeros([party.param_numel() + 1], (party.kind(), party.comm_device()));
+            // The send is complete: the same buffer takes the weights.
+            let mut reply = party.buffers.flat.shallow_clone();
             let received = party.group.recv_async(&mut reply, party.server, TAG_PARAMETERS)?.wait()?;
             timeline.communication(EventKind::Recv, "parameters", &received);
             for done in [&sent, &received] {
                 comm_bytes += done.bytes;
                 comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
             }
-            let reply = reply.to_device(party.device);
-            tch::no_grad(|| {
-                let mut offset = 0;
-                for param in &party.params {
-                    let numel = param.numel() as i64;
-                    param.shallow_clone().copy_(&reply.narrow(0, offset, numel).view_as(param));
-                    offset += numel;
-                }
-            });
-            self.server_says_stop = reply.double_value(&[party.param_numel()]) != 0.0;
+            unpack(&party.buffers.values().to_device(party.device), party.params.iter().map(Tensor::shallow_clone));
+            self.server_says_stop = party.buffers.flag().double_value(&[0]) != 0.0;
         }
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s })
     }
