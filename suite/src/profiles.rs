@@ -97,6 +97,9 @@ pub struct ProfileCache {
     taken: BTreeMap<ProfileKey, Taken>,
     /// How far a stored profile's reference may be from now's.
     stale_limit: f64,
+    /// The fastest reading of the reference in this command: what the machine does with
+    /// nothing else running, as near as it has shown (a reading is only ever slowed).
+    fastest_reference_s: f64,
 }
 
 impl ProfileCache {
@@ -107,7 +110,13 @@ impl ProfileCache {
             (Some(store), false) => store.load()?,
             _ => Vec::new(),
         };
-        Ok(ProfileCache { store, stored, taken: BTreeMap::new(), stale_limit: policy.stale_limit })
+        Ok(ProfileCache {
+            store,
+            stored,
+            taken: BTreeMap::new(),
+            stale_limit: policy.stale_limit,
+            fastest_reference_s: f64::INFINITY,
+        })
     }
 
     /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
@@ -137,11 +146,16 @@ impl ProfileCache {
             if let Some((profile, taken_at)) = reused {
                 let what = format!("the profile of {} on {} at {} thread(s) taken {taken_at}", key.0, key.1, key.2);
                 let stored_reference = stored_key.as_deref().and_then(|key| self.stored_reference(key, &taken_at));
-                // The faster of two readings: a reading is only ever slowed by what else runs.
-                let now_s = reference_seconds().min(reference_seconds());
+                // The machine now is the fastest it has read in this command: one reading
+                // taken while a neighbour ran read a spell profile as current.
+                self.reading();
+                let now_s = self.fastest_reference_s;
                 let milliseconds = |s: Option<f64>| s.map_or("?".to_owned(), |s| format!("{:.2} ms", s * 1e3));
-                let readings =
-                    format!("reference {} then, {} now", milliseconds(stored_reference), milliseconds(Some(now_s)));
+                let readings = format!(
+                    "reference {} then, {} now (the fastest this command)",
+                    milliseconds(stored_reference),
+                    milliseconds(Some(now_s))
+                );
                 match Staleness::judge(stored_reference, now_s, self.stale_limit) {
                     Staleness::TakenInSlowSpell(slower) => {
                         let why = format!(
@@ -169,8 +183,11 @@ impl ProfileCache {
                 }
             }
             if !self.taken.contains_key(&key) {
-                let speed_reference_s = reference_seconds();
+                let before = self.reading();
                 let (profile, seconds) = measure_apart(trial, &needs, report)?;
+                // A spell during the profile shows in the reading on one side of it or the
+                // other: the slower is stored, so a later command retakes the profile.
+                let speed_reference_s = before.max(self.reading());
                 if let Some(stored_key) = stored_key.as_deref() {
                     self.keep(&profile, stored_key, &key, seconds, speed_reference_s)?;
                 }
@@ -209,6 +226,14 @@ impl ProfileCache {
     /// was.
     pub fn retaken(&self, trial: &TrialSpec) -> Option<&str> {
         self.taken.get(&key_of(trial)).and_then(|taken| taken.retaken.as_deref())
+    }
+
+    /// Times the reference work now, and remembers the reading if it is the fastest of
+    /// this command.
+    fn reading(&mut self) -> f64 {
+        let seconds = reference_seconds();
+        self.fastest_reference_s = self.fastest_reference_s.min(seconds);
+        seconds
     }
 
     /// The reference work's seconds stored with the profile `stored_key` taken at `taken_at`.
