@@ -1,12 +1,15 @@
 //! One training step (forward, backward, SGD update) of the networks the default suite
-//! trains, on the CPU (and on CUDA device 0 where libtorch sees one). The device is
-//! synchronised before every clock read, and the device is part of the benchmark's name.
+//! trains, on the CPU (and on CUDA device 0 where libtorch sees one); and ResNet-18 and
+//! VGG-11 on the CIFAR-10 layout at batch 64 and two threads in each precision, the cases
+//! compared with PyTorch eager's `torch.autocast` step. The device is synchronised before
+//! every clock read, and the device is part of the benchmark's name.
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use stratlab_networks::InputShape;
 use stratlab_strategies::device::{device_label, synchronize};
+use stratlab_strategies::Precision;
 use tch::nn::{self, ModuleT, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -53,5 +56,43 @@ fn train_step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, train_step);
+/// One step as the single strategy takes it: forward and loss in the precision's autocast
+/// region, backward and update outside.
+fn train_step_precision(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let cifar = InputShape { channels: 3, height: 32, width: 32, classes: 10 };
+    let batch = 64;
+    let mut group = c.benchmark_group("train_step_precision");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    let device = Device::Cpu;
+    for network in ["resnet18", "vgg11"] {
+        for precision in [Precision::Float32, Precision::Bfloat16] {
+            tch::manual_seed(0);
+            let spec = stratlab_networks::spec(network, &cifar).expect("network exists");
+            let store = nn::VarStore::new(device);
+            let model = spec.build(&store.root());
+            let mut optimizer = nn::Sgd { momentum: 0.9, ..Default::default() }.build(&store, 0.01).expect("optimizer");
+            let images = Tensor::randn([batch, 3, 32, 32], (Kind::Float, device));
+            let labels = Tensor::randint(cifar.classes, [batch], (Kind::Int64, device));
+            let id = BenchmarkId::new(format!("{network}/b{batch}"), format!("{precision:?}"));
+            group.bench_function(id, |bencher| {
+                bencher.iter_custom(|iterations| {
+                    synchronize(device);
+                    let started = Instant::now();
+                    for _ in 0..iterations {
+                        let loss = precision
+                            .autocast(device, || model.forward_t(&images, true).cross_entropy_for_logits(&labels))
+                            .expect("autocast region");
+                        optimizer.backward_step(&loss);
+                    }
+                    synchronize(device);
+                    started.elapsed()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, train_step, train_step_precision);
 criterion_main!(benches);

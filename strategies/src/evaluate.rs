@@ -73,7 +73,7 @@ pub fn evaluate_shard(
         let take = (limit - seen).min(batch.labels.size()[0] as usize) as i64;
         let images = config.precision.input(&batch.images.narrow(0, 0, take), device);
         let labels = batch.labels.narrow(0, 0, take).to_device(device);
-        let logits = model.forward_t(&images, false);
+        let logits = config.precision.autocast(device, || model.forward_t(&images, false))?;
         let loss = logits.cross_entropy_for_logits(&labels);
         loss_sum += f64::try_from(&loss)? * take as f64;
         correct += correct_predictions(&logits, &labels)?;

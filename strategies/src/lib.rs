@@ -7,6 +7,7 @@
 //! timelines) sits at the top level.
 
 mod autograd;
+pub mod autocast;
 pub mod contention;
 pub mod data_parallel;
 pub mod device;

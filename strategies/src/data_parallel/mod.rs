@@ -17,7 +17,7 @@ use crate::evaluate::correct_on_device;
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{TrainError, TrainObserver, TrainReport};
+use crate::{Precision, TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
 
 use crate::staged_model::StagedModel;
@@ -45,6 +45,7 @@ pub fn train(
         params,
         buckets,
         device,
+        precision: config.precision,
         wall_time_budget: config.budget.seconds.is_some(),
     };
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
@@ -78,6 +79,7 @@ struct DataParallelStep<'a> {
     params: Vec<Tensor>,
     buckets: Vec<Vec<Bucket>>,
     device: Device,
+    precision: Precision,
     wall_time_budget: bool,
 }
 
@@ -109,21 +111,24 @@ impl StepRunner for DataParallelStep<'_> {
         self.optimizer.zero_grad();
         let stage_count = self.model.stages.len();
         // Forward, keeping each stage's input as a leaf so backward can stop between stages.
-        let (inputs, outputs) = timeline.span(EventKind::Forward, "network", || {
-            let mut inputs = Vec::with_capacity(stage_count);
-            let mut outputs: Vec<Tensor> = Vec::with_capacity(stage_count);
-            for stage in &self.model.stages {
-                let input = match outputs.last() {
-                    None => images.shallow_clone(),
-                    Some(previous) => previous.detach().set_requires_grad(true),
-                };
-                outputs.push(stage.forward_t(&input, true));
-                inputs.push(input);
-            }
-            (inputs, outputs)
-        });
+        let (inputs, outputs, loss) = self.precision.autocast(self.device, || {
+            let (inputs, outputs) = timeline.span(EventKind::Forward, "network", || {
+                let mut inputs = Vec::with_capacity(stage_count);
+                let mut outputs: Vec<Tensor> = Vec::with_capacity(stage_count);
+                for stage in &self.model.stages {
+                    let input = match outputs.last() {
+                        None => images.shallow_clone(),
+                        Some(previous) => previous.detach().set_requires_grad(true),
+                    };
+                    outputs.push(stage.forward_t(&input, true));
+                    inputs.push(input);
+                }
+                (inputs, outputs)
+            });
+            let loss = outputs.last().expect("a network has stages").cross_entropy_for_logits(labels);
+            (inputs, outputs, loss)
+        })?;
         let logits = outputs.last().expect("a network has stages").shallow_clone();
-        let loss = logits.cross_entropy_for_logits(labels);
 
         let mut in_flight: Vec<InFlight> = Vec::new();
         let mut bucket_index = 0;

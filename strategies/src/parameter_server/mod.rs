@@ -26,7 +26,7 @@ use crate::evaluate::correct_on_device;
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{TrainError, TrainObserver, TrainReport};
+use crate::{Precision, TrainError, TrainObserver, TrainReport};
 
 const TAG_CONTROL: u32 = 1;
 const TAG_GRADIENTS: u32 = 2;
@@ -78,6 +78,7 @@ pub fn train(
     let mut runner = ParameterServerStep {
         party,
         model: Box::new(model),
+        precision: config.precision,
         shard: (shard, placement.training_ranks(world_size)),
         wall_time_budget: config.budget.seconds.is_some(),
         steps_budget: config.budget.steps,
@@ -284,6 +285,7 @@ impl Party<'_> {
 struct ParameterServerStep<'a> {
     party: Party<'a>,
     model: Box<dyn ModuleT>,
+    precision: Precision,
     shard: (usize, usize),
     wall_time_budget: bool,
     /// Every rank reaches a step budget at the same step, so it needs no agreement.
@@ -314,8 +316,11 @@ impl StepRunner for ParameterServerStep<'_> {
         self.steps_done += 1;
         let party = &mut self.party;
         party.optimizer.zero_grad();
-        let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
-        let loss = logits.cross_entropy_for_logits(labels);
+        let (logits, loss) = self.precision.autocast(party.device, || {
+            let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
+            let loss = logits.cross_entropy_for_logits(labels);
+            (logits, loss)
+        })?;
         let start = timeline.now();
         loss.f_backward()?;
         timeline.record(EventKind::Backward, "network", start, timeline.now(), None);

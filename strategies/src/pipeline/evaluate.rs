@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use stratlab_comm::{ReduceOp, Work};
 use stratlab_datasets::{Dataset, Loader};
-use tch::nn::ModuleT;
 use tch::{Device, Tensor};
 
 use super::links::EVAL_TAG;
@@ -45,7 +44,7 @@ impl StageWorker<'_> {
                 self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
                 buffer.to_device(self.device)
             };
-            let output = self.local.forward_t(&input, false);
+            let output = self.forward_local(&input, false)?;
             if layout.is_last() {
                 let labels = batch.labels.narrow(0, 0, take as i64).to_device(self.device);
                 sums[0] += f64::try_from(output.cross_entropy_for_logits(&labels))? * take as f64;

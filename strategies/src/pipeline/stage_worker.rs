@@ -31,7 +31,7 @@ use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
-use crate::TrainError;
+use crate::{Precision, TrainError};
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]
@@ -68,6 +68,7 @@ pub struct StageWorker<'a> {
     pub(super) optimizer: nn::Optimizer,
     pub(super) params: Vec<Tensor>,
     pub(super) device: Device,
+    pub(super) precision: Precision,
     /// The element type of activations and gradients, and so of every receive buffer.
     pub(super) kind: Kind,
     /// Steps run so far, and how many are warm-up (not counted in the memory peak).
@@ -162,8 +163,11 @@ impl<'a> StageWorker<'a> {
         Ok(())
     }
 
-    fn forward_local(&self, input: &Tensor) -> Tensor {
-        self.local.forward_t(input, true)
+    /// This stage's forward in the trial's precision; what it sends on, in the messages'
+    /// type.
+    pub(super) fn forward_local(&self, input: &Tensor, train: bool) -> Result<Tensor, TrainError> {
+        let output = self.precision.autocast(self.device, || self.local.forward_t(input, train))?;
+        Ok(if self.layout.is_last() { output } else { output.to_kind(self.kind) })
     }
 
     /// The last stage's loss for micro-batch `mb`: its mean cross-entropy scaled to its
@@ -305,7 +309,7 @@ impl<'a> StageWorker<'a> {
         }
         let start = timeline.now();
         let output =
-            if keep_only_input { tch::no_grad(|| self.forward_local(&input)) } else { self.forward_local(&input) };
+            if keep_only_input { tch::no_grad(|| self.forward_local(&input, true)) } else { self.forward_local(&input, true) }?;
         timeline.record(EventKind::Forward, self.layer_name(), start, timeline.now(), None);
         if layout.is_last() {
             let labels = step.slice(step.labels, id);
@@ -356,7 +360,7 @@ impl<'a> StageWorker<'a> {
         let (mut output, mut loss) = (slot.output.take(), slot.loss.take());
         if output.is_none() && loss.is_none() {
             let start = timeline.now();
-            let recomputed = self.forward_local(&input);
+            let recomputed = self.forward_local(&input, true)?;
             timeline.record(EventKind::Recompute, self.layer_name(), start, timeline.now(), None);
             if layout.is_last() {
                 let labels = slot.labels.take().expect("the last stage keeps its labels");

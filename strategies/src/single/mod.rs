@@ -2,14 +2,14 @@
 //! divides by.
 
 use tch::nn::{self, ModuleT};
-use tch::Tensor;
+use tch::{Device, Tensor};
 
 use crate::evaluate::correct_on_device;
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 pub use crate::train_loop::TrainContext;
 use crate::train_loop::{self, StepOutput, StepRunner};
-use crate::{TrainError, TrainObserver, TrainReport};
+use crate::{Precision, TrainError, TrainObserver, TrainReport};
 
 /// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
 pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {
@@ -17,7 +17,7 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
     let device = setup::prepare(config)?;
     let Replica { store, model, optimizer } =
         setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
-    let mut runner = SingleStep { model: Box::new(model), optimizer };
+    let mut runner = SingleStep { model: Box::new(model), optimizer, device, precision: config.precision };
     let mut timeline = Timeline::new(device, false);
     let report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
     observer.on_trained(&store);
@@ -27,6 +27,8 @@ pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Re
 struct SingleStep {
     model: Box<dyn ModuleT>,
     optimizer: nn::Optimizer,
+    device: Device,
+    precision: Precision,
 }
 
 impl StepRunner for SingleStep {
@@ -42,8 +44,11 @@ impl StepRunner for SingleStep {
         timeline: &mut Timeline,
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
-        let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
-        let loss = logits.cross_entropy_for_logits(labels);
+        let (logits, loss) = self.precision.autocast(self.device, || {
+            let logits = timeline.span(EventKind::Forward, "network", || self.model.forward_t(images, true));
+            let loss = logits.cross_entropy_for_logits(labels);
+            (logits, loss)
+        })?;
         self.optimizer.backward_step(&loss);
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes: 0, comm_s: 0.0 })
     }
