@@ -143,7 +143,12 @@ impl Endpoint<'_> {
     }
 
     pub(super) fn post_recv(&self, shape: &[i64], src: usize, tag: u32) -> Result<PendingRecv, TrainError> {
-        let mut buffer = Tensor::empty(shape, (self.kind, self.comm_device()));
+        self.post_recv_of(shape, self.kind, src, tag)
+    }
+
+    /// [`Self::post_recv`] of a message in `kind` rather than the activations' type.
+    fn post_recv_of(&self, shape: &[i64], kind: Kind, src: usize, tag: u32) -> Result<PendingRecv, TrainError> {
+        let mut buffer = Tensor::empty(shape, (kind, self.comm_device()));
         let work = self.world.recv_async(&mut buffer, src, tag)?;
         Ok(PendingRecv { buffer, work })
     }
@@ -191,6 +196,12 @@ impl Endpoint<'_> {
             }
         });
         Ok(())
+    }
+
+    /// Posts the receive of the step's loss and correct count from the last stage, which
+    /// sends them in float32 whatever the activations' type.
+    pub(super) fn post_loss_recv(&self) -> Result<PendingRecv, TrainError> {
+        self.post_recv_of(&[2], Kind::Float, self.layout.rank_of(self.layout.stages - 1), LOSS_TAG)
     }
 
     /// The last stage sends the batch's loss and correct count to the other stages of its

@@ -21,7 +21,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
-use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic, LOSS_TAG};
+use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic};
 use crate::memory;
 use stratlab_results::PipelineStageInfo;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
@@ -218,7 +218,7 @@ impl<'a> StageWorker<'a> {
         let mut traffic = Traffic::default();
         let loss_recv = match layout.is_last() {
             true => None,
-            false => Some(self.endpoint().post_recv(&[2], layout.rank_of(layout.stages - 1), LOSS_TAG)?),
+            false => Some(self.endpoint().post_loss_recv()?),
         };
         let mut sums = StepSums {
             loss: Tensor::zeros([], (Kind::Float, self.device)),
