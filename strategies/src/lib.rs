@@ -6,8 +6,8 @@
 //! what they share (the training loop, configuration, device handling, evaluation, records,
 //! timelines) sits at the top level.
 
-mod autograd;
 pub mod autocast;
+mod autograd;
 pub mod contention;
 pub mod data_parallel;
 pub mod device;

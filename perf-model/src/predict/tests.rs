@@ -168,7 +168,11 @@ fn a_parameter_server_keeps_a_buffer_per_remote_worker_beside_the_passes() {
     // Activations of 10 MB a stage outweigh four buffers: a worker is the fullest, one buffer
     // more than single-device training.
     let heavy = NetworkProfile {
-        stages: profile.stages.iter().map(|stage| StageProfile { kept_bytes: vec![(16, 1e7)], ..stage.clone() }).collect(),
+        stages: profile
+            .stages
+            .iter()
+            .map(|stage| StageProfile { kept_bytes: vec![(16, 1e7)], ..stage.clone() })
+            .collect(),
         ..profile.clone()
     };
     let parameters = Parameters { server: Some(ServerPlacement::Dedicated), ..Parameters::default() };

@@ -51,7 +51,8 @@ pub fn train(
     let workers: Vec<usize> =
         (0..world_size).filter(|&rank| placement == ServerPlacement::Colocated || rank != server).collect();
     let remote = workers.iter().filter(|&&rank| rank != server).count();
-    let buffers = FlatBuffers::new(&params, if group.rank() == server { remote } else { 0 }, group.tensor_device(device));
+    let buffers =
+        FlatBuffers::new(&params, if group.rank() == server { remote } else { 0 }, group.tensor_device(device));
     let mut party = Party { group, server, workers, params, optimizer, device, buffers };
     let started = std::time::Instant::now();
     if placement == ServerPlacement::Dedicated && group.rank() == server {

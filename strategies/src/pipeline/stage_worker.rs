@@ -308,8 +308,11 @@ impl<'a> StageWorker<'a> {
             slot.stash = Some(tch::no_grad(|| self.params.iter().map(|p| p.detach().copy()).collect()));
         }
         let start = timeline.now();
-        let output =
-            if keep_only_input { tch::no_grad(|| self.forward_local(&input, true)) } else { self.forward_local(&input, true) }?;
+        let output = if keep_only_input {
+            tch::no_grad(|| self.forward_local(&input, true))
+        } else {
+            self.forward_local(&input, true)
+        }?;
         timeline.record(EventKind::Forward, self.layer_name(), start, timeline.now(), None);
         if layout.is_last() {
             let labels = step.slice(step.labels, id);

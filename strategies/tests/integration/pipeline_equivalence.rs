@@ -36,7 +36,13 @@ impl Run {
 
     fn role(&self) -> String {
         let bfloat16 = u8::from(self.precision == Precision::Bfloat16);
-        format!("{}/{}/{}/{}/{bfloat16}", self.kind, self.micro_batches, self.checkpoint, self.hybrid_stages.unwrap_or(0))
+        format!(
+            "{}/{}/{}/{}/{bfloat16}",
+            self.kind,
+            self.micro_batches,
+            self.checkpoint,
+            self.hybrid_stages.unwrap_or(0)
+        )
     }
 
     fn parse(role: &str) -> Run {
@@ -188,7 +194,10 @@ fn distance(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f64 {
         .zip(b)
         .map(|((name, a), (other, b))| {
             assert_eq!(name, other);
-            (a.to_kind(tch::Kind::Double) - b.to_kind(tch::Kind::Double)).square().sum(tch::Kind::Double).double_value(&[])
+            (a.to_kind(tch::Kind::Double) - b.to_kind(tch::Kind::Double))
+                .square()
+                .sum(tch::Kind::Double)
+                .double_value(&[])
         })
         .sum::<f64>()
         .sqrt()
