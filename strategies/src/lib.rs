@@ -13,6 +13,7 @@ pub mod data_parallel;
 pub mod device;
 mod dispatch;
 pub mod evaluate;
+mod flat;
 pub mod memory;
 pub mod model_inputs;
 /// The serde helpers that keep NaN and infinity through JSON (records carry diverged losses).

@@ -137,19 +137,12 @@ pub fn profile_network(
         for packing in [true, false] {
             synchronize(device);
             let start = Instant::now();
-            tch::no_grad(|| {
-                let mut offset = 0;
-                for variable in &variables {
-                    let (mut grad, numel) = (variable.grad(), variable.numel() as i64);
-                    let mut slice = flat.narrow(0, offset, numel);
-                    if packing {
-                        slice.copy_(&grad.view([-1]));
-                    } else {
-                        grad.copy_(&slice.view_as(&grad));
-                    }
-                    offset += numel;
-                }
-            });
+            let grads = variables.iter().map(Tensor::grad);
+            if packing {
+                crate::flat::pack(grads, &flat);
+            } else {
+                crate::flat::unpack(&flat, grads);
+            }
             synchronize(device);
             if attempt > 0 {
                 copies.push(start.elapsed().as_secs_f64());

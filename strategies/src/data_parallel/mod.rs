@@ -14,6 +14,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
+use crate::flat::{pack, unpack};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -38,12 +39,26 @@ pub fn train(
     let params = store.trainable_variables();
     let param_bytes: Vec<u64> = params.iter().map(stratlab_comm::byte_size).collect();
     let buckets = plan_buckets(&model.param_ranges, &param_bytes, fusion_threshold_bytes.max(1));
+    let kind = params.first().map_or(tch::Kind::Float, Tensor::kind);
+    let fused: Vec<Vec<Tensor>> = buckets
+        .iter()
+        .map(|stage| {
+            stage
+                .iter()
+                .map(|bucket| {
+                    let numel: usize = bucket.params.iter().map(|&param| params[param].numel()).sum();
+                    Tensor::zeros([numel as i64], (kind, device))
+                })
+                .collect()
+        })
+        .collect();
     let mut runner = DataParallelStep {
         group,
         model,
         optimizer,
         params,
         buckets,
+        fused,
         device,
         precision: config.precision,
         wall_time_budget: config.budget.seconds.is_some(),
@@ -78,6 +93,8 @@ struct DataParallelStep<'a> {
     optimizer: nn::Optimizer,
     params: Vec<Tensor>,
     buckets: Vec<Vec<Bucket>>,
+    /// Each bucket's fused buffer, kept from step to step ([`crate::flat`]).
+    fused: Vec<Vec<Tensor>>,
     device: Device,
     precision: Precision,
     wall_time_budget: bool,
@@ -141,9 +158,9 @@ impl StepRunner for DataParallelStep<'_> {
                 backward_with_grad(&outputs[stage], &inputs[stage + 1].grad())?;
             }
             timeline.record(EventKind::Backward, name, start, timeline.now(), None);
-            for bucket in &self.buckets[stage] {
-                let grads: Vec<Tensor> = bucket.params.iter().map(|&p| self.params[p].grad().view([-1])).collect();
-                let mut flat = tch::no_grad(|| Tensor::cat(&grads, 0));
+            for (bucket, fused) in self.buckets[stage].iter().zip(&self.fused[stage]) {
+                let mut flat = fused.shallow_clone();
+                pack(bucket.params.iter().map(|&p| self.params[p].grad()), &flat);
                 let work = self.group.all_reduce_async(&mut flat, ReduceOp::Average)?;
                 in_flight.push(InFlight { bucket, label: format!("bucket {bucket_index}"), flat, work });
                 bucket_index += 1;
@@ -158,7 +175,7 @@ impl StepRunner for DataParallelStep<'_> {
             timeline.communication(EventKind::AllReduce, label, &done);
             comm_bytes += done.bytes;
             comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
-            tch::no_grad(|| unflatten_into(&flat, bucket, &self.params));
+            unpack(&flat, bucket.params.iter().map(|&p| self.params[p].grad()));
         }
         timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
         timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
@@ -188,17 +205,6 @@ pub(crate) fn sum_over_group(group: &ProcessGroup, device: Device, values: &mut 
     let summed = Vec::<f64>::try_from(tensor.to_device(Device::Cpu))?;
     values.copy_from_slice(&summed);
     Ok(())
-}
-
-/// Copies the averaged buffer back into each parameter's gradient.
-fn unflatten_into(flat: &Tensor, bucket: &Bucket, params: &[Tensor]) {
-    let mut offset = 0;
-    for &param in &bucket.params {
-        let mut grad = params[param].grad();
-        let numel = grad.numel() as i64;
-        grad.copy_(&flat.narrow(0, offset, numel).view_as(&grad));
-        offset += numel;
-    }
 }
 
 /// Whether any rank wants to stop. Only a wall-time budget can differ between ranks (step
