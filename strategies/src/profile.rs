@@ -130,8 +130,7 @@ pub fn profile_network(
     }
     // The gradients packed into a flat buffer allocated once and unpacked back, as a
     // parameter server's round does: the first of each is untimed.
-    let numel = variables.iter().map(Tensor::numel).sum::<usize>() as i64;
-    let flat = Tensor::zeros([numel], (variables.first().map_or(Kind::Float, Tensor::kind), device));
+    let flat = crate::flat::buffer_for(&variables, 0, device);
     let mut copies = Vec::with_capacity(2 * UPDATE_REPEATS);
     for attempt in 0..=UPDATE_REPEATS {
         for packing in [true, false] {

@@ -14,7 +14,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
-use crate::flat::{pack, unpack};
+use crate::flat::{buffer_for, pack, unpack};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -39,17 +39,10 @@ pub fn train(
     let params = store.trainable_variables();
     let param_bytes: Vec<u64> = params.iter().map(stratlab_comm::byte_size).collect();
     let buckets = plan_buckets(&model.param_ranges, &param_bytes, fusion_threshold_bytes.max(1));
-    let kind = params.first().map_or(tch::Kind::Float, Tensor::kind);
     let fused: Vec<Vec<Tensor>> = buckets
         .iter()
         .map(|stage| {
-            stage
-                .iter()
-                .map(|bucket| {
-                    let numel: usize = bucket.params.iter().map(|&param| params[param].numel()).sum();
-                    Tensor::zeros([numel as i64], (kind, device))
-                })
-                .collect()
+            stage.iter().map(|bucket| buffer_for(bucket.params.iter().map(|&p| &params[p]), 0, device)).collect()
         })
         .collect();
     let mut runner = DataParallelStep {

@@ -21,7 +21,7 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::evaluate::correct_on_device;
-use crate::flat::{pack, unpack};
+use crate::flat::{buffer_for, pack, unpack};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -121,11 +121,9 @@ struct FlatBuffers {
 
 impl FlatBuffers {
     fn new(params: &[Tensor], remote_workers: usize, comm: Device) -> FlatBuffers {
-        let numel = params.iter().map(Tensor::numel).sum::<usize>() as i64;
-        let kind = params.first().map_or(Kind::Float, Tensor::kind);
         FlatBuffers {
-            flat: Tensor::zeros([numel + 1], (kind, comm)),
-            received: (0..remote_workers).map(|_| Tensor::zeros([numel], (kind, comm))).collect(),
+            flat: buffer_for(params, 1, comm),
+            received: (0..remote_workers).map(|_| buffer_for(params, 0, comm)).collect(),
         }
     }
 
