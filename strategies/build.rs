@@ -1,7 +1,7 @@
 //! Links libtorch (rpath, libtorch_cuda) and compiles the small C++ shim over libtorch's
-//! global context (`cpp/torch_context.cpp`), the autograd call and the autocast regions tch
-//! lacks (`cpp/autograd.cpp`, `cpp/autocast.cpp`) and the counting CPU allocator
-//! (`cpp/cpu_memory.cpp`) against the same libtorch's headers.
+//! global context (`cpp/torch_context.cpp`), the calls tch lacks (the autograd call, autocast
+//! regions, memory formats: `cpp/autograd.cpp`, `cpp/autocast.cpp`, `cpp/memory_format.cpp`)
+//! and the counting CPU allocator (`cpp/cpu_memory.cpp`) against the same libtorch's headers.
 
 use std::path::PathBuf;
 
@@ -10,6 +10,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/torch_context.cpp");
     println!("cargo:rerun-if-changed=cpp/autograd.cpp");
     println!("cargo:rerun-if-changed=cpp/autocast.cpp");
+    println!("cargo:rerun-if-changed=cpp/memory_format.cpp");
     println!("cargo:rerun-if-changed=cpp/cpu_memory.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
@@ -20,6 +21,7 @@ fn main() {
         .file("cpp/torch_context.cpp")
         .file("cpp/autograd.cpp")
         .file("cpp/autocast.cpp")
+        .file("cpp/memory_format.cpp")
         .file("cpp/cpu_memory.cpp")
         .include(libtorch.join("include"))
         .include(libtorch.join("include/torch/csrc/api/include"))

@@ -1,5 +1,5 @@
 //! A run's cells: its trials grouped by what was measured (network, data set, strategy and
-//! its parameters, workers, batch), each with its timed step times and outcomes.
+//! its parameters, workers, batch, precision and memory format), each with its timed step times and outcomes.
 //!
 //! Two runs' cells match when their [`CellKey`]s are equal. How a cell was run (threads,
 //! device, data source, budget, numerics) is not part of the key but its [`CellSettings`]:
@@ -13,7 +13,9 @@ use std::path::Path;
 use serde::Serialize;
 use stratlab_results::stats::median;
 use stratlab_results::{Fingerprint, PredictionRow, RunStore, StepRow, TrialRow};
-use stratlab_strategy_spec::{threads_label, ColumnsError, Strategy, StrategyColumns};
+use stratlab_strategy_spec::{
+    compute_label, threads_label, ColumnsError, MemoryFormat, Precision, Strategy, StrategyColumns,
+};
 
 use crate::bootstrap::{Statistic, StepSamples};
 use crate::RegressionError;
@@ -39,11 +41,16 @@ pub struct CellKey {
     pub swept_threads: Option<i64>,
     /// The emulated link, where the workers talked over one (`None`: loopback).
     pub link: Option<String>,
+    /// What the trial computed in (runs stored before the axis: fp32).
+    pub precision: Precision,
+    /// How its tensors were laid out (runs stored before the axis: contiguous).
+    pub memory_format: MemoryFormat,
 }
 
 impl CellKey {
     /// The key of `trial`'s cell, or why its strategy columns do not read.
     pub fn of(trial: &TrialRow) -> Result<CellKey, ColumnsError> {
+        let (precision, memory_format) = trial.compute()?;
         Ok(CellKey {
             network: trial.network.clone(),
             dataset: trial.dataset.clone(),
@@ -53,6 +60,8 @@ impl CellKey {
             batch_size: trial.batch_size,
             swept_threads: trial.swept_threads,
             link: trial.link.clone(),
+            precision,
+            memory_format,
         })
     }
 
@@ -69,7 +78,8 @@ impl CellKey {
     pub fn strategy_label(&self) -> String {
         let threads = self.swept_threads.map(|threads| format!(" {}", threads_label(threads))).unwrap_or_default();
         let link = self.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
-        format!("{}{threads}{link}", self.strategy.label_with_workers(self.workers as usize))
+        let compute = compute_label(self.precision, self.memory_format);
+        format!("{}{threads}{link}{compute}", self.strategy.label_with_workers(self.workers as usize))
     }
 
     /// What cells sort by: the columns in the order the `trials` table has them (the
@@ -82,6 +92,7 @@ impl CellKey {
             columns,
             self.swept_threads,
             &self.link,
+            (self.precision, self.memory_format),
         )
     }
 }

@@ -10,7 +10,7 @@
 use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 
-use stratlab_strategy_spec::StrategyColumns;
+use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, Precision, StrategyColumns};
 
 use crate::{DeviceLoad, EpochRecord, Sample, StepRecord, Table, TrainingSummary};
 
@@ -77,6 +77,21 @@ pub struct TrialRow {
     /// the cell; null on loopback, and for runs stored before the column existed.
     #[serde(default)]
     pub link: Option<String>,
+    /// What the trial computed in (`fp32`, `bf16`, `tf32`), part of the cell; null for runs
+    /// stored before the column existed, which all computed in fp32 ([`TrialRow::compute`]).
+    #[serde(default)]
+    pub precision: Option<String>,
+    /// How its four-dimensional tensors were laid out (`contiguous`, `channels_last`), part
+    /// of the cell; null for runs stored before the column existed (contiguous).
+    #[serde(default)]
+    pub memory_format: Option<String>,
+    /// Whether the suite left the precision to `auto` (the column then holds what the
+    /// runner's measurement chose); null for runs stored before the column existed.
+    #[serde(default)]
+    pub precision_auto: Option<bool>,
+    /// Whether the suite left the memory format to `auto`.
+    #[serde(default)]
+    pub memory_format_auto: Option<bool>,
     /// CPU seconds the link's emulation took in user space during the trial (the delay
     /// line's threads, on the cores the workers train on); `None` where nothing ran in user
     /// space (loopback; veth and tbf work in the kernel, inside the workers' own time).
@@ -153,6 +168,10 @@ impl Table for TrialRow {
             ("threads", Int64),
             ("swept_threads", Int64),
             ("link", String),
+            ("precision", String),
+            ("memory_format", String),
+            ("precision_auto", Boolean),
+            ("memory_format_auto", Boolean),
             ("link_emulation_cpu_s", Float64),
             ("speed_reference_s", Float64),
             ("cudnn_benchmark", Boolean),
@@ -196,6 +215,15 @@ impl Table for TrialRow {
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
+    }
+}
+
+impl TrialRow {
+    /// The precision and memory format the trial computed in: float32 and contiguous for
+    /// runs stored before the columns existed, an error naming the trial for a value this
+    /// build does not know.
+    pub fn compute(&self) -> Result<(Precision, MemoryFormat), ColumnsError> {
+        stored_compute(&self.trial_id, self.precision.as_deref(), self.memory_format.as_deref())
     }
 }
 

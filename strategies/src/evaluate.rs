@@ -7,7 +7,7 @@ use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::synchronize;
-use crate::{TrainConfig, TrainError};
+use crate::{PrecisionOps, TrainConfig, TrainError};
 
 /// Mean loss and accuracy over the evaluated samples, and how long it took.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -71,7 +71,7 @@ pub fn evaluate_shard(
         }
         let batch = batch?;
         let take = (limit - seen).min(batch.labels.size()[0] as usize) as i64;
-        let images = config.precision.input(&batch.images.narrow(0, 0, take), device);
+        let images = config.precision.input(&batch.images.narrow(0, 0, take), device, config.memory_format)?;
         let labels = batch.labels.narrow(0, 0, take).to_device(device);
         let logits = config.precision.autocast(device, || model.forward_t(&images, false))?;
         let loss = logits.cross_entropy_for_logits(&labels);

@@ -11,6 +11,7 @@ use std::ffi::{c_char, c_int, CString};
 use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceError;
+use crate::Precision;
 
 extern "C" {
     fn stratlab_set_float32_matmul_precision(precision: *const c_char) -> c_int;
@@ -66,6 +67,18 @@ impl Default for Numerics {
 }
 
 impl Numerics {
+    /// These settings with the TF32 switches a trial's precision decides, so that a cell
+    /// named `fp32` is float32 on every device: `fp32` turns TF32 off in matrix products and
+    /// convolutions (cuDNN's own default would leave it on in convolutions), `tf32` turns both
+    /// on; the other precisions keep these settings for the float32 work autocast leaves.
+    pub fn for_precision(self, precision: Precision) -> Numerics {
+        match precision {
+            Precision::Float32 => Numerics { matmul_precision: MatmulPrecision::Highest, cudnn_tf32: false, ..self },
+            Precision::Tfloat32 => Numerics { matmul_precision: MatmulPrecision::High, cudnn_tf32: true, ..self },
+            Precision::Bfloat16 | Precision::Float16 | Precision::Float64 => self,
+        }
+    }
+
     /// Sets these values in libtorch's global context (for this process).
     pub fn apply(&self) -> Result<(), DeviceError> {
         tch::Cuda::cudnn_set_benchmark(self.cudnn_benchmark);
@@ -166,6 +179,18 @@ mod tests {
             assert_eq!(precision.to_string(), precision.name());
             assert_eq!(serde_json::to_string(&precision).unwrap(), format!("\"{}\"", precision.name()));
         }
+    }
+
+    #[test]
+    fn fp32_turns_tf32_off_and_tf32_on_whatever_the_suite_said() {
+        let suite = Numerics::default();
+        assert!(suite.cudnn_tf32, "cuDNN's default, which would make an fp32 cell TF32 in its convolutions");
+        let fp32 = suite.for_precision(Precision::Float32);
+        assert_eq!((fp32.matmul_precision, fp32.cudnn_tf32), (MatmulPrecision::Highest, false));
+        let tf32 = suite.for_precision(Precision::Tfloat32);
+        assert_eq!((tf32.matmul_precision, tf32.cudnn_tf32), (MatmulPrecision::High, true));
+        assert_eq!(suite.for_precision(Precision::Bfloat16), suite);
+        assert_eq!(tf32.cudnn_benchmark, suite.cudnn_benchmark, "the rest is the suite's");
     }
 
     #[test]

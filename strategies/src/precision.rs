@@ -10,46 +10,81 @@
 //! single-device training must either tolerate that much or run in float64, where the same
 //! reorderings move results by ~1e-15 and a tolerance of 1e-9 checks the algorithm exactly.
 
-use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::MemoryFormat;
+pub use stratlab_strategy_spec::Precision;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::autocast::{AutocastRegion, AutocastType};
-use crate::TrainError;
+use crate::memory_format::to_memory_format;
+use crate::{DeviceChoice, TrainError};
 
-/// Weights, gradients and activations in this type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    /// 32-bit floats, what every benchmark trial trains in.
-    #[default]
-    Float32,
-    /// 64-bit floats, for tests that compare strategies to rounding error.
-    Float64,
-    /// Float32 weights; the forward and the loss under bfloat16 autocast.
-    Bfloat16,
+/// Why `precision` cannot train on `device` in this build, if it cannot; the reason names
+/// the valid choices.
+pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(), String> {
+    match precision {
+        Precision::Float16 => Err("fp16 needs a dynamic loss scaler, which stratlab does not have yet; \
+                                   use bf16 (the same autocast, float32's range, no scaler)"
+            .into()),
+        Precision::Float64 => {
+            Err("fp64 is the equivalence tests' precision, not a benchmark's; valid: fp32, bf16, tf32, auto".into())
+        }
+        Precision::Tfloat32 if device == DeviceChoice::Cpu => Err("tf32 is a CUDA tensor-core mode and this \
+                                   trial's device is the CPU; valid on a CPU: fp32, bf16, auto"
+            .into()),
+        _ => Ok(()),
+    }
 }
 
-impl Precision {
+/// What a network computes in: the two suite axes a trial's [`crate::TrainConfig`] carries,
+/// together where a measurement must take them both (a profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compute {
+    /// The floating-point types.
+    pub precision: Precision,
+    /// The layout of four-dimensional tensors.
+    pub memory_format: MemoryFormat,
+}
+
+/// How a [`Precision`] trains in libtorch: the weights' type, the autocast region around
+/// the forward, the type that crosses between pipeline stages.
+pub trait PrecisionOps: Copy {
     /// The element type of the weights, their gradients and the optimizer state.
-    pub fn kind(self) -> Kind {
-        match self {
-            Precision::Float64 => Kind::Double,
-            Precision::Float32 | Precision::Bfloat16 => Kind::Float,
-        }
-    }
-
+    fn kind(self) -> Kind;
     /// The type autocast computes the forward in, where this precision uses it.
-    pub fn autocast_type(self) -> Option<AutocastType> {
-        match self {
-            Precision::Bfloat16 => Some(AutocastType::Bfloat16),
-            Precision::Float32 | Precision::Float64 => None,
-        }
-    }
-
+    fn autocast_type(self) -> Option<AutocastType>;
     /// The type activations and their gradients cross between pipeline stages in: the
     /// type the forward computes in.
-    pub fn message_kind(self) -> Kind {
+    fn message_kind(self) -> Kind;
+    /// Runs `forward` (a forward pass, and the loss where there is one) in this precision
+    /// for tensors on `device`: inside an autocast region where it has one.
+    fn autocast<T>(self, device: Device, forward: impl FnOnce() -> T) -> Result<T, TrainError>;
+    /// Casts a freshly built (float32) store's floating-point variables to this type, and
+    /// lays its four-dimensional ones out in `format`. The values are those float32
+    /// initialisation drew, so every strategy and the single-device reference start from
+    /// the same weights whatever the precision.
+    fn apply_to(self, store: &mut VarStore, format: MemoryFormat) -> Result<(), TrainError>;
+    /// `input` (a float32 batch from the loader) on `device` in this type and `format`.
+    fn input(self, input: &Tensor, device: Device, format: MemoryFormat) -> Result<Tensor, TrainError>;
+}
+
+impl PrecisionOps for Precision {
+    fn kind(self) -> Kind {
+        match self {
+            Precision::Float64 => Kind::Double,
+            Precision::Float32 | Precision::Tfloat32 | Precision::Bfloat16 | Precision::Float16 => Kind::Float,
+        }
+    }
+
+    fn autocast_type(self) -> Option<AutocastType> {
+        match self {
+            Precision::Bfloat16 => Some(AutocastType::Bfloat16),
+            Precision::Float16 => Some(AutocastType::Float16),
+            Precision::Float32 | Precision::Tfloat32 | Precision::Float64 => None,
+        }
+    }
+
+    fn message_kind(self) -> Kind {
         match self.autocast_type() {
             Some(AutocastType::Bfloat16) => Kind::BFloat16,
             Some(AutocastType::Float16) => Kind::Half,
@@ -57,25 +92,32 @@ impl Precision {
         }
     }
 
-    /// Runs `forward` (a forward pass, and the loss where there is one) in this precision
-    /// for tensors on `device`: inside an autocast region where it has one.
-    pub fn autocast<T>(self, device: Device, forward: impl FnOnce() -> T) -> Result<T, TrainError> {
+    fn autocast<T>(self, device: Device, forward: impl FnOnce() -> T) -> Result<T, TrainError> {
         let _region = self.autocast_type().map(|dtype| AutocastRegion::enter(device, dtype)).transpose()?;
         Ok(forward())
     }
 
-    /// Casts a freshly built (float32) store's floating-point variables to this type. The
-    /// values are those float32 initialisation drew, so every strategy and the single-device
-    /// reference start from the same weights whatever the precision.
-    pub fn apply_to(self, store: &mut VarStore) {
+    fn apply_to(self, store: &mut VarStore, format: MemoryFormat) -> Result<(), TrainError> {
         if self == Precision::Float64 {
             store.double();
         }
+        if format != MemoryFormat::Contiguous {
+            for mut variable in store.variables().into_values().filter(|v| v.dim() == 4) {
+                let laid_out = to_memory_format(&variable, format)?;
+                // In place of the data, so the store, the optimizer and the network keep
+                // the same variable.
+                tch::no_grad(|| variable.set_data(&laid_out));
+            }
+        }
+        Ok(())
     }
 
-    /// `input` (a float32 batch from the loader) on `device` in this type.
-    pub fn input(self, input: &Tensor, device: Device) -> Tensor {
-        input.to_device(device).to_kind(self.kind())
+    fn input(self, input: &Tensor, device: Device, format: MemoryFormat) -> Result<Tensor, TrainError> {
+        let input = input.to_device(device).to_kind(self.kind());
+        match input.dim() {
+            4 => to_memory_format(&input, format),
+            _ => Ok(input),
+        }
     }
 }
 
@@ -153,5 +195,41 @@ mod tests {
         // network its step lands 3.2-4.2 % of the update from float32's (three runs on
         // random weights and data). Identical steps would mean the forward never left float32.
         assert!(apart > 1e-4 && apart < 0.1, "the bfloat16 step lands {apart} of the update from float32's");
+    }
+
+    #[test]
+    fn channels_last_lays_out_weights_and_inputs_and_trains_as_contiguous_does() {
+        use crate::memory_format::is_memory_format;
+        const CIFAR: InputShape = InputShape { channels: 3, height: 32, width: 32, classes: 10 };
+        let spec = stratlab_networks::spec("small-cnn", &CIFAR).unwrap();
+        let images = Tensor::randn([8, 3, 32, 32], (Kind::Float, Device::Cpu));
+        let labels = Tensor::randint(10, [8], (Kind::Int64, Device::Cpu));
+        // The same float64 weights in both formats (copied, not seeded: other tests draw
+        // from the same generator at once), one SGD step each.
+        let first = nn::VarStore::new(Device::Cpu);
+        spec.build(&first.root());
+        let step = |format: MemoryFormat| {
+            let mut store = nn::VarStore::new(Device::Cpu);
+            let model = spec.build(&store.root());
+            store.copy(&first).unwrap();
+            Precision::Float64.apply_to(&mut store, format).unwrap();
+            let four_d: Vec<Tensor> = store.variables().into_values().filter(|v| v.dim() == 4).collect();
+            assert!(!four_d.is_empty() && four_d.iter().all(|w| is_memory_format(w, format)), "{format}");
+            let input = Precision::Float64.input(&images, Device::Cpu, format).unwrap();
+            assert!(is_memory_format(&input, format) && input.kind() == Kind::Double);
+            let mut optimizer = nn::Sgd::default().build(&store, 0.1).unwrap();
+            optimizer.backward_step(&model.forward_t(&input, true).cross_entropy_for_logits(&labels));
+            assert!(four_d.iter().all(|w| is_memory_format(w, format)), "the step keeps the layout");
+            let mut named: Vec<(String, Tensor)> = store.variables().into_iter().collect();
+            named.sort_by(|a, b| a.0.cmp(&b.0));
+            named.into_iter().map(|(_, w)| w.contiguous()).collect::<Vec<_>>()
+        };
+        let (contiguous, channels_last) = (step(MemoryFormat::Contiguous), step(MemoryFormat::ChannelsLast));
+        assert!(!is_memory_format(&images, MemoryFormat::ChannelsLast), "the loader's batches are NCHW");
+        for (a, b) in contiguous.iter().zip(&channels_last) {
+            // The same arithmetic in another order: float64 rounding apart, nothing more.
+            let apart = (a - b).abs().max().double_value(&[]);
+            assert!(apart < 1e-12, "channels-last moved a weight {apart} from contiguous");
+        }
     }
 }

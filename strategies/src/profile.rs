@@ -13,6 +13,7 @@ use tch::{Device, Kind, Tensor};
 use crate::autograd::backward_with_grad;
 use crate::device::synchronize;
 use crate::memory;
+use crate::precision::{Compute, PrecisionOps};
 use crate::staged_model::StagedModel;
 use crate::TrainError;
 
@@ -31,19 +32,24 @@ pub const PROFILE_REPEATS: usize = 2;
 /// cell's step, so they keep five.
 const UPDATE_REPEATS: usize = 5;
 
-/// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1), and an
-/// SGD step with `momentum` and `weight_decay`, with the threads libtorch has now. Weights
-/// are drawn from libtorch's generator: profile before seeding what a trial trains.
+/// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1) in
+/// `compute`'s precision and memory format, and an SGD step with `momentum` and
+/// `weight_decay`, with the threads libtorch has now. Weights are drawn from libtorch's
+/// generator: profile before seeding what a trial trains.
 pub fn profile_network(
     spec: &NetworkSpec,
     device: Device,
     sizes: &[usize],
-    momentum: f64,
-    weight_decay: f64,
+    (momentum, weight_decay): (f64, f64),
+    compute: Compute,
 ) -> Result<NetworkProfile, TrainError> {
     memory::count_cpu_allocations();
-    let vs = VarStore::new(device);
+    let Compute { precision, memory_format } = compute;
+    let mut vs = VarStore::new(device);
     let model = StagedModel::build(spec, &vs);
+    precision.apply_to(&mut vs, memory_format)?;
+    // What crosses between pipeline stages: activations in the type the forward computes in.
+    let message_bytes = precision.message_kind().elt_size_in_bytes() as u64;
     let mut optimizer = nn::Sgd { momentum, dampening: 0.0, wd: weight_decay, nesterov: false }.build(&vs, 1e-3)?;
     let variables = vs.trainable_variables();
     let analysis = spec.analyze(1)?;
@@ -56,7 +62,7 @@ pub fn profile_network(
             forward_s: Vec::with_capacity(sizes.len()),
             backward_s: Vec::with_capacity(sizes.len()),
             parameter_bytes: Vec::new(),
-            output_bytes_per_sample: row.output_shape[1..].iter().product::<i64>() as u64 * 4,
+            output_bytes_per_sample: row.output_shape[1..].iter().product::<i64>() as u64 * message_bytes,
             kept_bytes: Vec::with_capacity(sizes.len()),
             transient_bytes: Vec::with_capacity(sizes.len()),
         })
@@ -67,11 +73,11 @@ pub fn profile_network(
     for &samples in sizes {
         let dims: Vec<i64> = std::iter::once(samples.max(1) as i64).chain(spec.input.sample_dims()).collect();
         // Ones, not random numbers: only the generator's use for the weights is unavoidable.
-        let mut input = Tensor::ones(dims, (Kind::Float, device));
+        let mut input = precision.input(&Tensor::ones(dims, (Kind::Float, Device::Cpu)), device, memory_format)?;
         for (i, profile) in stages.iter_mut().enumerate() {
             // Later stages receive activations and must send their gradient back.
             let x = input.detach().set_requires_grad(i > 0);
-            let warm_up = model.stages[i].forward_t(&x, true);
+            let warm_up = precision.autocast(device, || model.stages[i].forward_t(&x, true))?;
             let grad = Tensor::ones_like(&warm_up);
             backward_with_grad(&warm_up, &grad)?;
             // Every timed pass starts without gradients, as a training step does after
@@ -88,7 +94,7 @@ pub fn profile_network(
                 memory::reset_peak(device);
                 synchronize(device);
                 let start = Instant::now();
-                let output = model.stages[i].forward_t(&x, true);
+                let output = precision.autocast(device, || model.stages[i].forward_t(&x, true))?;
                 synchronize(device);
                 let forwarded = Instant::now();
                 let kept = memory::allocated_bytes(device);
@@ -117,7 +123,8 @@ pub fn profile_network(
     // parameter its gradient again, as a training step's backward does before its update.
     let dims: Vec<i64> =
         std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64).chain(spec.input.sample_dims()).collect();
-    let output = model.forward_t(&Tensor::ones(dims, (Kind::Float, device)), true);
+    let input = precision.input(&Tensor::ones(dims, (Kind::Float, Device::Cpu)), device, memory_format)?;
+    let output = precision.autocast(device, || model.forward_t(&input, true))?;
     backward_with_grad(&output, &Tensor::ones_like(&output))?;
     let mut steps = Vec::with_capacity(UPDATE_REPEATS);
     optimizer.step();

@@ -5,7 +5,7 @@
 use tch::nn::{self, OptimizerConfig, VarStore};
 use tch::Device;
 
-use crate::{memory, TrainConfig, TrainError};
+use crate::{memory, PrecisionOps, TrainConfig, TrainError};
 
 /// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
 /// part), ready for its first step.
@@ -27,7 +27,7 @@ pub fn replica<M>(
 ) -> Result<Replica<M>, TrainError> {
     let mut store = VarStore::new(device);
     let model = build(&mut store)?;
-    config.precision.apply_to(&mut store);
+    config.precision.apply_to(&mut store, config.memory_format)?;
     let optimizer = sgd(&store, config)?;
     Ok(Replica { store, model, optimizer })
 }

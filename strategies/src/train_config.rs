@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{DeviceChoice, LrSchedule, Numerics, Precision, TrainError};
+use crate::precision::Compute;
+use crate::{DeviceChoice, LrSchedule, MemoryFormat, Numerics, Precision, TrainError};
 
 /// How long to train: whichever limit is reached first ends the run.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -79,10 +80,14 @@ pub struct TrainConfig {
     pub metrics_every_steps: usize,
     /// cuDNN autotuning and TF32 settings, applied before training and recorded.
     pub numerics: Numerics,
-    /// The floating-point type of weights, gradients and activations (float32 in every
-    /// benchmark trial; float64 lets equivalence tests compare to rounding error).
+    /// The floating-point types the trial trains in (a suite axis; float64 lets
+    /// equivalence tests compare to rounding error).
     #[serde(default)]
     pub precision: Precision,
+    /// How four-dimensional tensors (weights, images, activations) are laid out (a suite
+    /// axis).
+    #[serde(default)]
+    pub memory_format: MemoryFormat,
     /// Seconds of each network stage's forward and backward at the pipeline's micro-batch,
     /// measured before training: a `time` balance cuts these (the profile the run predicted
     /// the cell from, so trial and prediction cut alike) instead of timing the stages again
@@ -117,12 +122,18 @@ impl Default for TrainConfig {
             metrics_every_steps: DEFAULT_METRICS_EVERY_STEPS,
             numerics: Numerics::default(),
             precision: Precision::Float32,
+            memory_format: MemoryFormat::Contiguous,
             stage_seconds: None,
         }
     }
 }
 
 impl TrainConfig {
+    /// The precision and memory format the trial computes in.
+    pub fn compute(&self) -> Compute {
+        Compute { precision: self.precision, memory_format: self.memory_format }
+    }
+
     /// How every evaluation reads `rank`'s share of the test split (of `ranks`): in file
     /// order, in batches of `eval_batch_size`, decoded by the trial's share of the cores as
     /// training's batches are (one decoding thread made synthetic test sets the bottleneck

@@ -24,9 +24,10 @@ use tch::{Device, Kind, Tensor};
 use crate::device::{device_label, synchronize};
 use crate::evaluate::{evaluate_shard, EvalSums};
 use crate::memory;
+use crate::memory_format::to_memory_format;
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
 use crate::timeline::{EventKind, Timeline};
-use crate::{Precision, TrainConfig, TrainError, TrainObserver};
+use crate::{PrecisionOps, TrainConfig, TrainError, TrainObserver};
 
 /// What a run trains and evaluates on, grouped so callers pass one value.
 pub struct TrainContext<'a> {
@@ -178,8 +179,7 @@ pub fn run(
             let data_wait_s = (copy_started - wait_started).as_secs_f64();
             timeline.record(EventKind::DataWait, "loader", wait_started_ns, timeline.now(), None);
             let samples = batch.len();
-            let (images, labels) =
-                timeline.span(EventKind::H2d, "batch", || to_device(batch, device, config.precision));
+            let (images, labels) = timeline.span(EventKind::H2d, "batch", || to_device(batch, device, config))?;
             // Ends the copy, so it is timed on its own and the step starts with its data resident.
             synchronize(device);
             let step_started = Instant::now();
@@ -235,17 +235,19 @@ pub fn run(
     Ok(run.into_report(config, steps_per_epoch, started))
 }
 
-/// Moves a host batch to `device`, its images in the trial's `precision`. On CUDA the batch
+/// Moves a host batch to `device`, its images in the trial's precision and memory format. On CUDA the batch
 /// is pinned first and copied without blocking: pinned memory is what lets the DMA engine run
 /// at full speed. (Overlapping the copy with the previous step would need a second CUDA
 /// stream, which tch does not expose; the caller synchronises so the copy gets its own time.)
-fn to_device(batch: Batch, device: Device, precision: Precision) -> (Tensor, Tensor) {
+fn to_device(batch: Batch, device: Device, config: &TrainConfig) -> Result<(Tensor, Tensor), TrainError> {
+    let (precision, format) = (config.precision, config.memory_format);
     match device {
         Device::Cuda(_) => {
             let copy = |tensor: &Tensor, kind: Kind| tensor.pin_memory(device).to_device_(device, kind, true, false);
-            (copy(&batch.images, precision.kind()), copy(&batch.labels, batch.labels.kind()))
+            let images = to_memory_format(&copy(&batch.images, precision.kind()), format)?;
+            Ok((images, copy(&batch.labels, batch.labels.kind())))
         }
-        _ => (precision.input(&batch.images, device), batch.labels.to_device(device)),
+        _ => Ok((precision.input(&batch.images, device, format)?, batch.labels.to_device(device))),
     }
 }
 

@@ -6,7 +6,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::{Balance, Checkpoint, Parameters, ServerPlacement, Strategy, StrategyKind, SweepError};
+use crate::{
+    AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, Strategy, StrategyKind,
+    SweepError,
+};
 
 /// One entry of a suite's `strategies` axis.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +39,13 @@ pub struct StrategySweep {
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
+    /// The precisions of the suite's `precision` axis this strategy runs (all when absent).
+    #[serde(default)]
+    pub precision: Option<Vec<AutoOr<Precision>>>,
+    /// The memory formats of the suite's `memory_format` axis this strategy runs (all when
+    /// absent).
+    #[serde(default)]
+    pub memory_format: Option<Vec<AutoOr<MemoryFormat>>>,
 }
 
 fn one_worker() -> Vec<usize> {
@@ -54,6 +64,8 @@ impl StrategySweep {
             fusion_threshold_mib: None,
             server: None,
             pipeline_stages: None,
+            precision: None,
+            memory_format: None,
         }
     }
 

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::{Precision, TrainConfig};
-use stratlab_strategy_spec::{Strategy, StrategyKind};
+use stratlab_strategies::precision::check_trainable;
+use stratlab_strategies::TrainConfig;
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, Strategy, StrategyKind, StrategySweep};
 
 use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
@@ -26,6 +27,9 @@ struct Cell<'a> {
     swept_threads: Option<usize>,
     /// Where the workers talk (loopback for a single worker).
     link: TrialLink,
+    /// What it computes in, as the suite asks.
+    precision: AutoOr<Precision>,
+    memory_format: AutoOr<MemoryFormat>,
 }
 
 impl Cell<'_> {
@@ -51,7 +55,7 @@ impl Cell<'_> {
 
 /// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
 /// networks, data sets, strategies (each entry's workers, then micro-batches), batch
-/// sizes, threads, links; then included cells. Repeats run in rounds, every cell's first
+/// sizes, precisions, memory formats, threads, links; then included cells. Repeats run in rounds, every cell's first
 /// trial before any cell's second: a machine whose speed drifts over the run (a shared VM's
 /// does, by a fifth over minutes for work on every core) then spreads each cell's repeats
 /// rather than shifting some cells against others.
@@ -68,26 +72,32 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 let expanded = entry
                     .expand()
                     .map_err(|error| field_error(path, &format!("strategies[{i}].{}", error.field), error.message))?;
+                let computes = computes_of(suite, entry);
                 for (workers, strategy) in expanded {
                     for batch_size in batches_for(suite, dataset) {
-                        // Each worker takes at least a thread: fewer threads than workers
-                        // would repeat the cell at one thread per worker under another name.
-                        let per_worker = swept_threads.iter().filter(|threads| threads.is_none_or(|t| t >= workers));
-                        for &swept_threads in per_worker {
-                            // One worker talks to no one: it runs once, not once per link.
-                            let links = if workers > 1 { suite.link.as_slice() } else { &[TrialLink::Loopback] };
-                            for &link in links {
-                                let cell = Cell {
-                                    network: &network.0,
-                                    dataset,
-                                    strategy: strategy.clone(),
-                                    workers,
-                                    batch_size,
-                                    swept_threads,
-                                    link,
-                                };
-                                if !suite.exclude.iter().any(|rule| matches(rule, &cell, suite)) {
-                                    cells.push(cell);
+                        for &(precision, memory_format) in &computes {
+                            // Each worker takes at least a thread: fewer threads than workers
+                            // would repeat the cell at one thread per worker under another name.
+                            let per_worker =
+                                swept_threads.iter().filter(|threads| threads.is_none_or(|t| t >= workers));
+                            for &swept_threads in per_worker {
+                                // One worker talks to no one: it runs once, not once per link.
+                                let links = if workers > 1 { suite.link.as_slice() } else { &[TrialLink::Loopback] };
+                                for &link in links {
+                                    let cell = Cell {
+                                        network: &network.0,
+                                        dataset,
+                                        strategy: strategy.clone(),
+                                        workers,
+                                        batch_size,
+                                        swept_threads,
+                                        link,
+                                        precision,
+                                        memory_format,
+                                    };
+                                    if !suite.exclude.iter().any(|rule| matches(rule, &cell, suite)) {
+                                        cells.push(cell);
+                                    }
                                 }
                             }
                         }
@@ -109,6 +119,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
             .validate(&[(cell.dataset.to_string(), batch_size)])
             .map_err(|error| field_error(path, &format!("include[{i}].strategy.{}", error.field), error.message))?;
         let expanded = sweep.expand().expect("validated above");
+        let (precision, memory_format) = computes_of(suite, &sweep)[0];
         for (workers, strategy) in expanded {
             cells.push(Cell {
                 network: &cell.network.0,
@@ -118,6 +129,8 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 batch_size,
                 swept_threads: swept_threads[0],
                 link: if workers > 1 { suite.link[0] } else { TrialLink::Loopback },
+                precision,
+                memory_format,
             });
         }
     }
@@ -147,6 +160,33 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.batch_size.is_none_or(|b| b == cell.batch_size)
         && rule.link.is_none_or(|l| l == cell.link)
         && rule.threads.is_none_or(|t| t == cell.threads(suite))
+        && rule.precision.is_none_or(|p| p == cell.precision)
+        && rule.memory_format.is_none_or(|f| f == cell.memory_format)
+}
+
+/// The (precision, memory format) pairs `entry`'s cells run: its own lists where it narrows
+/// the suite's axes, else the suite's, precisions outer.
+fn computes_of(suite: &SuiteFile, entry: &StrategySweep) -> Vec<(AutoOr<Precision>, AutoOr<MemoryFormat>)> {
+    let precisions = entry.precision.as_ref().unwrap_or(&suite.precision);
+    let formats = entry.memory_format.as_ref().unwrap_or(&suite.memory_format);
+    precisions.iter().flat_map(|&precision| formats.iter().map(move |&format| (precision, format))).collect()
+}
+
+/// The part of a trial's id its precision and memory format add: nothing for float32 and
+/// contiguous tensors, what every trial computed in before the axes existed, so their ids
+/// stay.
+fn compute_id_part(precision: AutoOr<Precision>, memory_format: AutoOr<MemoryFormat>) -> String {
+    let precision = match precision {
+        AutoOr::Given(precision) if precision.is_float32() => String::new(),
+        AutoOr::Given(precision) => format!("__{precision}"),
+        AutoOr::Auto => "__precision-auto".to_owned(),
+    };
+    let format = match memory_format {
+        AutoOr::Given(MemoryFormat::Contiguous) => "",
+        AutoOr::Given(MemoryFormat::ChannelsLast) => "__channels-last",
+        AutoOr::Auto => "__format-auto",
+    };
+    precision + format
 }
 
 fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {
@@ -162,6 +202,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         // Strategy parameters that change what is measured are part of the cell's identity.
         cell.strategy.id_parameters(),
     );
+    trial_id += &compute_id_part(cell.precision, cell.memory_format);
     if let Some(threads) = cell.swept_threads {
         trial_id += &format!("__t{threads}");
     }
@@ -176,6 +217,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         workers: cell.workers,
         swept_threads: cell.swept_threads,
         link: cell.link,
+        precision: cell.precision,
+        memory_format: cell.memory_format,
         repeat,
         train: TrainConfig {
             batch_size: cell.batch_size,
@@ -195,9 +238,10 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             threads: (trial_threads / cell.workers).max(1),
             prefetch: 4,
             metrics_every_steps: suite.metrics_every_steps,
-            numerics: suite.numerics,
-            // Benchmarks train in float32; float64 is for the equivalence tests.
-            precision: Precision::Float32,
+            // `auto` trains in what the runner resolves before the trials (`auto_compute`).
+            numerics: suite.numerics.for_precision(cell.precision.given().unwrap_or_default()),
+            precision: cell.precision.given().unwrap_or_default(),
+            memory_format: cell.memory_format.given().unwrap_or_default(),
             // Given by the run from its profiles once they are taken (`ex_ante`).
             stage_seconds: None,
         },
@@ -264,6 +308,32 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     if let Err(error) = check_train_config(suite) {
         return err(error.0, error.1);
     }
+    check_computes(suite).map_err(|(field, message)| field_error(path, field, message))?;
+    for (i, entry) in suite.strategies.iter().enumerate() {
+        let field = format!("strategies[{i}].");
+        for (given, axis, name) in [
+            (
+                entry.precision.as_ref().map(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>()),
+                suite.precision.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "precision",
+            ),
+            (
+                entry.memory_format.as_ref().map(|f| f.iter().map(ToString::to_string).collect()),
+                suite.memory_format.iter().map(ToString::to_string).collect(),
+                "memory_format",
+            ),
+        ] {
+            if let Some(outside) = given.iter().flatten().find(|value| !axis.contains(value)) {
+                return err(
+                    &format!("{field}{name}"),
+                    format!(
+                        "`{outside}` is not on the suite's `{name}` axis ({}); an entry narrows the axis",
+                        axis.join(", ")
+                    ),
+                );
+            }
+        }
+    }
     let batches: Vec<(String, usize)> = suite
         .datasets
         .iter()
@@ -284,6 +354,21 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks the suite's `precision` and `memory_format` axes: not empty, and each value one
+/// this build trains on the suite's device.
+fn check_computes(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
+    if suite.precision.is_empty() {
+        return Err(("precision", "empty axis; give at least one of: fp32, bf16, tf32, auto".into()));
+    }
+    if suite.memory_format.is_empty() {
+        return Err(("memory_format", "empty axis; give at least one of: contiguous, channels_last, auto".into()));
+    }
+    for precision in suite.precision.iter().filter_map(|p| p.given()) {
+        check_trainable(precision, suite.device).map_err(|reason| ("precision", reason))?;
     }
     Ok(())
 }

@@ -23,6 +23,7 @@ use crate::profiles::{key_of, ProfileCache};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 use crate::suite_file::SuiteFile;
+use crate::trial::TrialSpec;
 
 /// What `stratlab predict` reads beside the suite, and where it draws.
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +43,7 @@ pub struct Sources<'a> {
 pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCache) -> anyhow::Result<ExitCode> {
     let Sources { probe, cluster, against, figure } = *sources;
     let (suite, _) = SuiteFile::load(suite_path)?;
-    let trials = plan(&suite, suite_path)?;
+    let mut trials = plan(&suite, suite_path)?;
     let links = probe.map(LocalLinks::from_probe_run).transpose()?.unwrap_or_default();
     let cluster = match cluster {
         Some(path) if path != Path::new("local") => {
@@ -50,6 +51,12 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
         }
         _ => None,
     };
+    if cluster.is_none() {
+        crate::auto_compute::resolve_auto(&mut trials, suite.numerics, &mut |line| eprintln!("{line}"))?;
+    } else if trials.iter().any(TrialSpec::awaits_resolution) {
+        // `auto` is measured on the device that trains; a cluster's cannot be.
+        eprintln!("warning: `auto` precision or memory format is predicted as fp32 on contiguous tensors on a cluster");
+    }
     let placement = match &cluster {
         Some(cluster) => Placement::Cluster(cluster),
         None => Placement::Local(&links),

@@ -174,7 +174,8 @@ fn measure(
         sizes.sort_unstable();
         sizes.dedup();
     }
-    let mut profile = profile_network(spec, Device::Cpu, &sizes, trial.train.momentum, trial.train.weight_decay)?;
+    let optimizer = (trial.train.momentum, trial.train.weight_decay);
+    let mut profile = profile_network(spec, Device::Cpu, &sizes, optimizer, trial.train.compute())?;
     let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {

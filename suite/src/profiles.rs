@@ -13,18 +13,20 @@ use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
 use stratlab_strategies::{LibtorchBuild, Numerics};
-use stratlab_strategy_spec::StrategyKind;
+use stratlab_strategy_spec::{MemoryFormat, Precision, StrategyKind};
 
 use crate::profile_worker::measure_apart;
 use crate::speed_reference::reference_seconds;
 use crate::trial::TrialSpec;
 
-/// Which network, data set and threads a profile was taken for.
-pub(crate) type ProfileKey = (String, String, usize);
+/// Which network, data set and threads a profile was taken for, and the precision and
+/// memory format it computed in.
+pub(crate) type ProfileKey = (String, String, usize, Precision, MemoryFormat);
 
 /// The key of `trial`'s profile.
 pub(crate) fn key_of(trial: &TrialSpec) -> ProfileKey {
-    (trial.network.clone(), trial.dataset.name.to_string(), trial.train.threads)
+    let train = &trial.train;
+    (trial.network.clone(), trial.dataset.name.to_string(), train.threads, train.precision, train.memory_format)
 }
 
 /// How far a stored profile's speed reference may read slower than the machine does now
@@ -144,7 +146,13 @@ impl ProfileCache {
             let reused = stored_key.as_deref().and_then(|stored_key| stored_profile(&self.stored, stored_key, &needs));
             let mut retaken = None;
             if let Some((profile, taken_at)) = reused {
-                let what = format!("the profile of {} on {} at {} thread(s) taken {taken_at}", key.0, key.1, key.2);
+                let what = format!(
+                    "the profile of {} on {} at {} thread(s){} taken {taken_at}",
+                    key.0,
+                    key.1,
+                    key.2,
+                    trial.compute_label()
+                );
                 let stored_reference = stored_key.as_deref().and_then(|key| self.stored_reference(key, &taken_at));
                 // The machine now is the fastest it has read in this command: one reading
                 // taken while a neighbour ran read a spell profile as current.
@@ -278,10 +286,12 @@ fn stored_key(trial: &TrialSpec) -> Option<String> {
     let numerics = Numerics::current().map_or_else(|| "numerics unknown".to_owned(), |n| format!("{n:?}"));
     let libtorch = LibtorchBuild::read().torch_version.unwrap_or_else(|| "unknown".into());
     Some(format!(
-        "{} · {} · cpu · {} thread(s) · momentum {} · weight decay {} · {numerics} · libtorch {libtorch} · binary {}",
+        "{} · {} · cpu · {} thread(s) · {} · {} · momentum {} · weight decay {} · {numerics} · libtorch {libtorch} · binary {}",
         trial.network,
         trial.dataset.name,
         trial.train.threads,
+        trial.train.precision,
+        trial.train.memory_format,
         trial.train.momentum,
         trial.train.weight_decay,
         binary_digest()?,
@@ -367,6 +377,7 @@ fn training_steps_for(trials: &[TrialSpec], key: &ProfileKey) -> Vec<usize> {
                 && other.dataset.name == single.dataset.name
                 && other.train.batch_size == single.train.batch_size
                 && other.swept_threads == single.swept_threads
+                && other.train.compute() == single.train.compute()
         })
     };
     let mut batches: Vec<usize> = trials_of(trials, key)
@@ -422,7 +433,7 @@ mod tests {
     }
 
     fn key(threads: usize) -> ProfileKey {
-        ("small-cnn".into(), "mnist".into(), threads)
+        ("small-cnn".into(), "mnist".into(), threads, Precision::Float32, MemoryFormat::Contiguous)
     }
 
     #[test]

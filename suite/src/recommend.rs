@@ -89,6 +89,8 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 workers,
                 swept_threads: None,
                 link: crate::link_axis::TrialLink::Loopback,
+                precision: stratlab_strategy_spec::AutoOr::Given(Default::default()),
+                memory_format: stratlab_strategy_spec::AutoOr::Given(Default::default()),
                 repeat: 0,
                 train: TrainConfig {
                     batch_size: batch_per_worker,

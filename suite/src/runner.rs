@@ -74,6 +74,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     }
     resolve_devices(&mut trials)?;
     prepare_real_data(&trials)?;
+    crate::auto_compute::resolve_auto(&mut trials, suite.numerics, &mut |line| eprintln!("{line}"))?;
     if trials.iter().any(|trial| trial.link.emulated().is_some()) {
         sweep_emulated_links();
     }

@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, DEFAULT_METRICS_EVERY_STEPS};
-use stratlab_strategy_spec::{StrategyKind, StrategySweep};
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, StrategyKind, StrategySweep};
 
 use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
@@ -35,6 +35,16 @@ pub struct SuiteFile {
     /// ImageNet and Highres 32).
     #[serde(default)]
     pub batch_size: Option<BatchSizes>,
+    /// Precision axis: `fp32` (default), `bf16` (autocast, float32 weights), `tf32` (CUDA
+    /// only), or `auto`: what is fastest on the device, measured there before the trials
+    /// (fp32 or tf32 against bf16 where the device computes bfloat16 natively). A strategy
+    /// entry may narrow it.
+    #[serde(default = "float32_only")]
+    pub precision: Vec<AutoOr<Precision>>,
+    /// Memory-format axis: `contiguous` (NCHW, default), `channels_last` (NHWC), or `auto`
+    /// (the faster of the two, measured). A strategy entry may narrow it.
+    #[serde(default = "contiguous_only")]
+    pub memory_format: Vec<AutoOr<MemoryFormat>>,
     /// How long each trial trains.
     pub budget: Budget,
     /// Repeats of every cell (seed `seed + repeat`). They run in rounds: every cell's first
@@ -79,7 +89,8 @@ pub struct SuiteFile {
     #[serde(default = "default_metrics_every")]
     pub metrics_every_steps: usize,
     /// cuDNN benchmark mode and TF32 (defaults: benchmark on, matmul `highest`, cuDNN TF32
-    /// on); recorded with every trial.
+    /// on); recorded with every trial. A cell's precision overrides the TF32 switches: `fp32`
+    /// turns both off, `tf32` both on.
     #[serde(default)]
     pub numerics: Numerics,
     /// Seconds after which a trial is killed and recorded as `timeout`.
@@ -101,6 +112,14 @@ pub struct SuiteFile {
 
 fn loopback_only() -> Vec<TrialLink> {
     vec![TrialLink::Loopback]
+}
+
+fn float32_only() -> Vec<AutoOr<Precision>> {
+    vec![AutoOr::Given(Precision::Float32)]
+}
+
+fn contiguous_only() -> Vec<AutoOr<MemoryFormat>> {
+    vec![AutoOr::Given(MemoryFormat::Contiguous)]
 }
 
 fn one() -> usize {
@@ -311,6 +330,12 @@ pub struct CellRule {
     /// The trial's thread count to match (all its workers' together, as in `threads:`).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Precision to match, as the suite gives it (`auto` matches the cells it resolves).
+    #[serde(default)]
+    pub precision: Option<AutoOr<Precision>>,
+    /// Memory format to match, as the suite gives it.
+    #[serde(default)]
+    pub memory_format: Option<AutoOr<MemoryFormat>>,
 }
 
 /// Cells that run `repeats` times instead of the suite's `repeats`.

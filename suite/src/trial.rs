@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::{threads_label, Strategy};
+use stratlab_strategies::precision::check_trainable;
+use stratlab_strategies::{Numerics, TrainConfig};
+use stratlab_strategy_spec::{threads_label, AutoOr, MemoryFormat, Precision, Strategy};
 
 use crate::link_axis::TrialLink;
 
@@ -29,6 +30,13 @@ pub struct TrialSpec {
     /// Where the workers talk.
     #[serde(default)]
     pub link: TrialLink,
+    /// The precision the suite asked for; `train.precision` holds what it trains in (`auto`
+    /// resolved by the runner before the trials).
+    #[serde(default = "float32")]
+    pub precision: AutoOr<Precision>,
+    /// The memory format the suite asked for; `train.memory_format` holds the resolved one.
+    #[serde(default = "contiguous")]
+    pub memory_format: AutoOr<MemoryFormat>,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).
@@ -41,7 +49,28 @@ pub struct TrialSpec {
     pub telemetry_interval_ms: u64,
 }
 
+fn float32() -> AutoOr<Precision> {
+    AutoOr::Given(Precision::Float32)
+}
+
+fn contiguous() -> AutoOr<MemoryFormat> {
+    AutoOr::Given(MemoryFormat::Contiguous)
+}
+
 impl TrialSpec {
+    /// Whether its precision or memory format waits for the runner to resolve `auto`.
+    pub fn awaits_resolution(&self) -> bool {
+        self.precision == AutoOr::Auto || self.memory_format == AutoOr::Auto
+    }
+
+    /// Trains in `precision` and `memory_format`, what `auto` resolved to on this device,
+    /// with the TF32 switches the precision decides.
+    pub fn resolve_compute(&mut self, precision: Precision, memory_format: MemoryFormat, suite_numerics: Numerics) {
+        self.train.precision = precision;
+        self.train.memory_format = memory_format;
+        self.train.numerics = suite_numerics.for_precision(precision);
+    }
+
     /// The trial's network, shaped for its data set's samples.
     pub fn network_spec(&self) -> anyhow::Result<stratlab_networks::NetworkSpec> {
         Ok(stratlab_networks::spec(&self.network, &crate::shapes::input_shape(self.dataset.info()?))?)
@@ -63,13 +92,28 @@ impl TrialSpec {
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
         let link = self.link.emulated().map(|_| format!(" · {}", self.link)).unwrap_or_default();
         format!(
-            "{} · {} · {}×{} · b{}{threads}{link}",
+            "{} · {} · {}×{} · b{}{}{threads}{link}",
             self.network,
             self.dataset,
             self.strategy.name(),
             self.workers,
-            self.train.batch_size
+            self.train.batch_size,
+            self.compute_label(),
         )
+    }
+
+    /// What the trial computes in, for labels: nothing for float32 on contiguous tensors,
+    /// ` · bf16`, ` · channels_last`, each marked where `auto` chose it.
+    pub fn compute_label(&self) -> String {
+        let auto = |is_auto: bool| if is_auto { " (auto)" } else { "" };
+        let mut label = String::new();
+        if !self.train.precision.is_float32() || self.precision == AutoOr::Auto {
+            label += &format!(" · {}{}", self.train.precision, auto(self.precision == AutoOr::Auto));
+        }
+        if self.train.memory_format != MemoryFormat::Contiguous || self.memory_format == AutoOr::Auto {
+            label += &format!(" · {}{}", self.train.memory_format, auto(self.memory_format == AutoOr::Auto));
+        }
+        label
     }
 
     /// Why this trial cannot run as configured, if it cannot: an `infeasible` outcome is
@@ -77,6 +121,11 @@ impl TrialSpec {
     pub fn infeasibility(&self) -> Option<String> {
         if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
             return Some(reason.to_string());
+        }
+        // The runner has resolved the device by now: a suite's `auto` that found no GPU
+        // cannot train in tf32.
+        if let Err(reason) = check_trainable(self.train.precision, self.train.device) {
+            return Some(reason);
         }
         let info = match self.dataset.info() {
             Ok(info) => info,

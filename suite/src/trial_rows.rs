@@ -10,7 +10,7 @@ use stratlab_results::{
     RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
-use stratlab_strategy_spec::StrategyColumns;
+use stratlab_strategy_spec::{AutoOr, StrategyColumns};
 use stratlab_telemetry::{Sample, TelemetrySummary};
 
 use crate::trial::TrialSpec;
@@ -133,6 +133,10 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         threads: trial.train.threads as i64,
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
         link: trial.link.emulated().map(|_| trial.link.label()),
+        precision: Some(trial.train.precision.to_string()),
+        memory_format: Some(trial.train.memory_format.to_string()),
+        precision_auto: Some(trial.precision == AutoOr::Auto),
+        memory_format_auto: Some(trial.memory_format == AutoOr::Auto),
         link_emulation_cpu_s,
         speed_reference_s,
         cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),

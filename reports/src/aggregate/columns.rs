@@ -6,22 +6,28 @@ use polars::prelude::{
     StringChunked,
 };
 
-use stratlab_strategy_spec::threads_label;
+use stratlab_strategy_spec::{compute_label, stored_compute, threads_label, MemoryFormat, Precision};
 
 use crate::ReportError;
 
 /// The trials-table columns that identify one cell of the matrix; repeats share them.
-pub(crate) const KEY_COLUMNS: [&str; 7] =
-    ["network", "dataset", "strategy", "workers", "batch_size", "swept_threads", "link"];
+pub(crate) const KEY_COLUMNS: [&str; 9] =
+    ["network", "dataset", "strategy", "workers", "batch_size", "swept_threads", "link", "precision", "memory_format"];
 
 /// A cell's strategy as the report names it: the strategy's label, the threads where the
-/// run swept them (` · 2 threads`), the emulated link where there was one (` over 1 Gbit/s`).
+/// run swept them (` · 2 threads`), the emulated link where there was one (` over 1 Gbit/s`),
+/// what it computed in where that was not float32 on contiguous tensors (` · bf16`).
 /// The one place the name is composed: a baseline is found from the typed fields, never by
 /// taking a name apart (a link's own label holds ` · `).
-pub(crate) fn cell_strategy_label(strategy: &str, swept_threads: Option<i64>, link: Option<&str>) -> String {
+pub(crate) fn cell_strategy_label(
+    strategy: &str,
+    swept_threads: Option<i64>,
+    link: Option<&str>,
+    (precision, memory_format): (Precision, MemoryFormat),
+) -> String {
     let threads = swept_threads.map(|threads| format!(" · {}", threads_label(threads))).unwrap_or_default();
     let link = link.map(|link| format!(" over {link}")).unwrap_or_default();
-    format!("{strategy}{threads}{link}")
+    format!("{strategy}{threads}{link}{}", compute_label(precision, memory_format))
 }
 
 /// One cell of the benchmark matrix: what was trained, how, on how many workers, with how
@@ -42,15 +48,19 @@ pub struct CellKey {
     pub swept_threads: Option<i64>,
     /// The emulated link the workers talked over (`None`: loopback).
     pub link: Option<String>,
+    /// What it computed in (runs stored before the axis: fp32).
+    pub precision: Precision,
+    /// How its tensors were laid out (runs stored before the axis: contiguous).
+    pub memory_format: MemoryFormat,
 }
 
 impl CellKey {
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: same
-    /// network, data set and batch per worker, and the same threads where the run swept
-    /// them; single has no link to talk over.
+    /// network, data set and batch per worker, in the same precision and memory format, and
+    /// the same threads where the run swept them; single has no link to talk over.
     pub fn baseline(&self) -> CellKey {
         CellKey {
-            strategy: cell_strategy_label("single", self.swept_threads, None),
+            strategy: cell_strategy_label("single", self.swept_threads, None, (self.precision, self.memory_format)),
             workers: 1,
             link: None,
             ..self.clone()
@@ -116,6 +126,8 @@ impl<'a> Frame<'a> {
             batch_size: self.i64("batch_size")?,
             swept_threads: self.i64("swept_threads")?,
             link: self.str("link")?,
+            precision: self.str("precision")?,
+            memory_format: self.str("memory_format")?,
         })
     }
 }
@@ -130,6 +142,8 @@ pub(crate) struct KeyReader<'a> {
     batch_size: &'a Int64Chunked,
     swept_threads: &'a Int64Chunked,
     link: &'a StringChunked,
+    precision: &'a StringChunked,
+    memory_format: &'a StringChunked,
 }
 
 impl KeyReader<'_> {
@@ -144,6 +158,9 @@ impl KeyReader<'_> {
                 .filter(|v| *v > 0)
                 .ok_or_else(|| self.invalid(name, &format!("{value:?}"), "a positive count"))
         };
+        // Runs stored before the axes hold nulls: they computed in the defaults.
+        let (precision, memory_format) =
+            stored_compute(&format!("{} row {i}", self.table), self.precision.get(i), self.memory_format.get(i))?;
         Ok(CellKey {
             network: text(self.network, "network")?,
             dataset: text(self.dataset, "dataset")?,
@@ -152,6 +169,8 @@ impl KeyReader<'_> {
             batch_size: count(self.batch_size, "batch_size")?,
             swept_threads: self.swept_threads.get(i),
             link: self.link.get(i).map(str::to_owned),
+            precision,
+            memory_format,
         })
     }
 

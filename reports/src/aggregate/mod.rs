@@ -25,7 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use polars::prelude::{Column, DataFrame};
 use stratlab_results::{decode_rows, EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
-use stratlab_strategy_spec::{Strategy, StrategyColumns};
+use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, Precision, Strategy, StrategyColumns};
 
 use crate::ReportError;
 
@@ -124,6 +124,17 @@ struct TrialStrategy {
     swept_threads: Option<i64>,
     #[serde(default)]
     link: Option<String>,
+    #[serde(default)]
+    precision: Option<String>,
+    #[serde(default)]
+    memory_format: Option<String>,
+}
+
+impl TrialStrategy {
+    /// The precision and memory format, the defaults for runs stored before the axes.
+    fn compute(&self) -> Result<(Precision, MemoryFormat), ColumnsError> {
+        stored_compute(&self.trial_id, self.precision.as_deref(), self.memory_format.as_deref())
+    }
 }
 
 /// Aggregates already loaded tables.
@@ -185,9 +196,10 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
         .map(|(strategy, row)| {
             let varies =
                 |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
-            Some(cell_strategy_label(&strategy.report_label(varies), row.swept_threads, row.link.as_deref()))
+            let label = &strategy.report_label(varies);
+            Ok(Some(cell_strategy_label(label, row.swept_threads, row.link.as_deref(), row.compute()?)))
         })
-        .collect();
+        .collect::<Result<_, ColumnsError>>()?;
     trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;
     Ok(trials)
 }

@@ -64,6 +64,10 @@ fn trial(
         host_name: None,
         threads: 1,
         swept_threads: None,
+        precision: None,
+        memory_format: None,
+        precision_auto: None,
+        memory_format_auto: None,
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
@@ -207,6 +211,8 @@ fn cell<'a>(aggregates: &'a RunAggregates, strategy: &str, workers: u32, batch_s
         batch_size,
         swept_threads: None,
         link: None,
+        precision: Default::default(),
+        memory_format: Default::default(),
     };
     aggregates.throughput.iter().find(|c| c.key == key).unwrap_or_else(|| panic!("no cell {key:?}"))
 }

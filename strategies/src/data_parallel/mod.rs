@@ -18,7 +18,7 @@ use crate::flat::{buffer_for, pack, unpack};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{Precision, TrainError, TrainObserver, TrainReport};
+use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
 
 use crate::staged_model::StagedModel;
@@ -71,10 +71,16 @@ pub(crate) fn broadcast_variables(
 ) -> Result<(), TrainError> {
     let mut variables: Vec<(String, Tensor)> = store.variables().into_iter().collect();
     variables.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, variable) in variables {
-        let mut variable = variable;
-        let work = tch::no_grad(|| group.broadcast_async(&mut variable, 0))?;
+    for (name, mut variable) in variables {
+        // c10d sends dense tensors in their logical order: a channels-last weight travels
+        // through a contiguous copy.
+        let laid_out = !variable.is_contiguous();
+        let mut message = if laid_out { variable.contiguous() } else { variable.shallow_clone() };
+        let work = tch::no_grad(|| group.broadcast_async(&mut message, 0))?;
         let done = work.wait()?;
+        if laid_out {
+            tch::no_grad(|| variable.copy_(&message));
+        }
         timeline.communication(EventKind::Broadcast, name, &done);
     }
     Ok(())

@@ -25,7 +25,7 @@ use crate::flat::{buffer_for, pack, unpack};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{Precision, TrainError, TrainObserver, TrainReport};
+use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
 
 const TAG_CONTROL: u32 = 1;
 const TAG_GRADIENTS: u32 = 2;

@@ -11,7 +11,7 @@ use tch::{Device, Tensor};
 use super::links::EVAL_TAG;
 use super::stage_worker::StageWorker;
 use crate::evaluate::correct_on_device;
-use crate::{TrainConfig, TrainError};
+use crate::{PrecisionOps, TrainConfig, TrainError};
 
 impl StageWorker<'_> {
     /// Evaluation through the pipeline: the first stage reads the test batches, each stage
@@ -38,7 +38,7 @@ impl StageWorker<'_> {
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
             let tag = EVAL_TAG + index as u32;
             let input = if layout.is_first() {
-                config.precision.input(&batch.images.narrow(0, 0, take as i64), self.device)
+                config.precision.input(&batch.images.narrow(0, 0, take as i64), self.device, config.memory_format)?
             } else {
                 let mut buffer = Tensor::empty(self.input_shape(take), (self.kind, self.comm_device()));
                 self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;

@@ -8,6 +8,7 @@ use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
 use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
+use crate::flat;
 use crate::timeline::{EventKind, Timeline};
 use crate::TrainError;
 
@@ -177,24 +178,18 @@ impl Endpoint<'_> {
         timeline: &mut Timeline,
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
-        let grads: Vec<Tensor> = params.iter().map(|p| p.grad().view([-1])).collect();
-        if grads.is_empty() {
+        if params.is_empty() {
             return Ok(());
         }
-        let mut flat = tch::no_grad(|| Tensor::cat(&grads, 0)).to_device(group.tensor_device(self.device));
+        // Through the flat helpers, which copy in each gradient's logical order whatever its
+        // layout (a channels-last gradient has no flat view).
+        let mut flat = flat::buffer_for(params, 0, self.device);
+        flat::pack(params.iter().map(Tensor::grad), &flat);
+        flat = flat.to_device(group.tensor_device(self.device));
         let done = group.all_reduce_async(&mut flat, ReduceOp::Average)?.wait()?;
         timeline.communication(EventKind::AllReduce, format!("stage {} replicas", self.layout.stage), &done);
         traffic.add(&done);
-        let flat = flat.to_device(self.device);
-        let mut offset = 0;
-        tch::no_grad(|| {
-            for param in params {
-                let mut grad = param.grad();
-                let numel = grad.numel() as i64;
-                grad.copy_(&flat.narrow(0, offset, numel).view_as(&grad));
-                offset += numel;
-            }
-        });
+        flat::unpack(&flat.to_device(self.device), params.iter().map(Tensor::grad));
         Ok(())
     }
 

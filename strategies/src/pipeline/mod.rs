@@ -24,7 +24,7 @@ use crate::evaluate::EvalSums;
 use crate::setup::{self, Replica};
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
+use crate::{PrecisionOps, TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
 pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
 use stage_worker::StageWorker;

@@ -31,7 +31,7 @@ use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
-use crate::{Precision, TrainError};
+use crate::{Precision, PrecisionOps, TrainError};
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]

@@ -9,7 +9,7 @@ use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 pub use crate::train_loop::TrainContext;
 use crate::train_loop::{self, StepOutput, StepRunner};
-use crate::{Precision, TrainError, TrainObserver, TrainReport};
+use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
 
 /// Trains `context.network` from a fresh seeded initialisation and reports what it measured.
 pub fn train(context: &TrainContext<'_>, observer: &mut dyn TrainObserver) -> Result<TrainReport, TrainError> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::{data_parallel, parameter_server, TrainConfig, TrainContext};
+use stratlab_strategies::{data_parallel, parameter_server, MemoryFormat, TrainConfig, TrainContext};
 use stratlab_strategy_spec::ServerPlacement;
 use tch::Tensor;
 
@@ -30,6 +30,13 @@ fn child_rank() {
         // A wall-time budget that never runs out next to the step budget.
         config.budget.seconds = Some(3600.0);
     }
+    let role = match role.strip_suffix("+channels-last") {
+        Some(role) => {
+            config.memory_format = MemoryFormat::ChannelsLast;
+            role.to_owned()
+        }
+        None => role,
+    };
     let context = TrainContext { network: &spec, train, test, config: &config };
     let mut weights = Weights::default();
     let report = match role.as_str() {
@@ -75,6 +82,18 @@ fn an_update_off_by_one_part_in_a_million_fails_the_comparison() {
     assert!(relative > 100.0 * TOLERANCE, "{name} moved by only {relative:.3e}: the tolerance would hide it");
     // While training the same thing twice is exact to the last bit.
     assert_eq!(largest_difference(&single_weights(2 * PER_RANK_BATCH), &expected).0, 0.0);
+}
+
+#[test]
+fn on_channels_last_tensors_data_parallel_and_the_parameter_server_match_contiguous_single() {
+    // The weights' layout changes the order of the convolutions' sums only: float64 keeps
+    // that below the tolerance, while a weight broadcast or a gradient packed in memory
+    // order instead of logical order would scramble it far past.
+    let expected = single_weights(2 * PER_RANK_BATCH);
+    for role in ["data-parallel+channels-last", "ps-colocated+channels-last"] {
+        let dir = tempfile::tempdir().unwrap();
+        assert_same_weights(role, &rank0_weights(role, 2, dir.path()), &expected);
+    }
 }
 
 #[test]

@@ -15,7 +15,7 @@ use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
-use stratlab_strategies::{EventKind, Precision, TimelineEvent, TrainConfig, TrainContext};
+use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
 use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Parameters, Schedule, Strategy, StrategyKind};
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, pp for hybrid and the precision;
@@ -27,21 +27,30 @@ struct Run {
     checkpoint: Checkpoint,
     hybrid_stages: Option<usize>,
     precision: Precision,
+    memory_format: MemoryFormat,
 }
 
 impl Run {
     fn new(kind: StrategyKind, micro_batches: usize) -> Run {
-        Run { kind, micro_batches, checkpoint: Checkpoint::Never, hybrid_stages: None, precision: Precision::Float64 }
+        Run {
+            kind,
+            micro_batches,
+            checkpoint: Checkpoint::Never,
+            hybrid_stages: None,
+            precision: Precision::Float64,
+            memory_format: MemoryFormat::Contiguous,
+        }
     }
 
     fn role(&self) -> String {
-        let bfloat16 = u8::from(self.precision == Precision::Bfloat16);
         format!(
-            "{}/{}/{}/{}/{bfloat16}",
+            "{}/{}/{}/{}/{}/{}",
             self.kind,
             self.micro_batches,
             self.checkpoint,
-            self.hybrid_stages.unwrap_or(0)
+            self.hybrid_stages.unwrap_or(0),
+            self.precision,
+            self.memory_format
         )
     }
 
@@ -58,7 +67,8 @@ impl Run {
             micro_batches: parts[1].parse().unwrap(),
             checkpoint,
             hybrid_stages: (hybrid > 0).then_some(hybrid),
-            precision: if parts[4] == "1" { Precision::Bfloat16 } else { Precision::Float64 },
+            precision: parts[4].parse().unwrap(),
+            memory_format: parts[5].parse().unwrap(),
         }
     }
 }
@@ -80,7 +90,7 @@ fn pipeline_child_rank() {
         .unwrap();
     let (train, test) = data();
     let spec = network(&train);
-    let config = TrainConfig { precision: run.precision, ..config(BATCH) };
+    let config = TrainConfig { precision: run.precision, memory_format: run.memory_format, ..config(BATCH) };
     let context = TrainContext { network: &spec, train, test, config: &config };
     let parameters = Parameters {
         micro_batches: (run.kind != StrategyKind::ModelParallel).then_some(run.micro_batches),
@@ -221,6 +231,21 @@ fn in_bfloat16_gpipe_and_1f1b_land_as_near_single_as_bfloat16_lands_from_exact()
         let apart = distance(&got, &single);
         eprintln!("{kind} in bfloat16: {:.2} × single's rounding from exact", apart / rounding);
         assert!(apart < 0.4 * rounding, "{kind} in bfloat16 lands {apart:.3e} from single, rounding {rounding:.3e}");
+    }
+}
+
+#[test]
+fn on_channels_last_tensors_a_pipeline_and_hybrid_match_contiguous_single() {
+    // Activations leave a stage channels-last and must travel in logical order; a hybrid's
+    // replicas average channels-last gradients.
+    let hybrid = Run { hybrid_stages: Some(2), ..Run::new(StrategyKind::Hybrid, 4) };
+    for (run, world_size) in [(Run::new(StrategyKind::OneFOneB, 4), 2), (hybrid, 4)] {
+        let run = Run { memory_format: MemoryFormat::ChannelsLast, ..run };
+        let dir = tempfile::tempdir().unwrap();
+        let got = pipeline_weights(run, world_size, dir.path());
+        // A hybrid's replicas each train a batch: the global batch is twice the pipeline's.
+        let batch = if run.hybrid_stages.is_some() { 2 * BATCH } else { BATCH };
+        assert_same_weights(&run.role(), &got, &single_weights(batch));
     }
 }
 

@@ -205,6 +205,46 @@ threads: [1, 2]
 }
 
 #[test]
+fn precision_and_memory_format_are_axes_a_strategy_narrows_and_fp32_contiguous_keeps_old_ids() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single, {name: gpipe, workers: [2], micro_batches: [2], precision: [bf16], memory_format: [auto]}]
+precision: [fp32, bf16]
+memory_format: [contiguous, auto]
+budget: {steps: 1}
+exclude: [{strategy: single, precision: bf16, memory_format: auto}]
+",
+    );
+    let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "small-cnn__mnist-synthetic__single__w1__b128__r0",
+            "small-cnn__mnist-synthetic__single__w1__b128__format-auto__r0",
+            "small-cnn__mnist-synthetic__single__w1__b128__bf16__r0",
+            "small-cnn__mnist-synthetic__gpipe__w2__b128__m2__bf16__format-auto__r0",
+        ]
+    );
+    let bf16 = &trials[2];
+    assert_eq!((bf16.train.precision, bf16.precision), (Precision::Bfloat16, AutoOr::Given(Precision::Bfloat16)));
+    assert!(trials[1].awaits_resolution() && !bf16.awaits_resolution());
+    // fp32 is float32 on every device: TF32 off, whatever cuDNN's default.
+    assert!(!trials[0].train.numerics.cudnn_tf32);
+    assert_eq!(trials[0].label(), "small-cnn · mnist:synthetic · single×1 · b128");
+    assert_eq!(bf16.label(), "small-cnn · mnist:synthetic · single×1 · b128 · bf16");
+    // An entry narrows the axes; it cannot add to them.
+    let wider = SuiteFile::parse(
+        "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nbudget: {steps: 1}\n\
+         strategies: [single, {name: gpipe, workers: [2], precision: [bf16]}]\n",
+    )
+    .unwrap();
+    let error = plan(&wider, Path::new("w.yaml")).unwrap_err().to_string();
+    assert!(error.contains("strategies[1].precision: `bf16` is not on the suite's `precision` axis (fp32)"), "{error}");
+}
+
+#[test]
 fn empty_or_zero_axes_are_refused_naming_the_field() {
     let base =
         "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\n";
@@ -218,6 +258,12 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
         ("link: [ethernet]\n", "unknown link `ethernet`: valid are `loopback` and a map"),
         ("link: [{bandwidth: 1 Gbit}]\n", "Gbit/s"),
         ("link: [{bandwidth: 1 Gbit/s, jitter: 1 ms}]\n", "jitter"),
+        ("precision: []\n", "precision: empty axis"),
+        ("memory_format: []\n", "memory_format: empty axis"),
+        ("precision: [bf17]\n", "unknown variant `bf17`"),
+        ("memory_format: [nhwc]\n", "channels_last"),
+        ("device: cpu\nprecision: [fp32, tf32]\n", "tf32 is a CUDA tensor-core mode"),
+        ("precision: [fp16]\n", "fp16 needs a dynamic loss scaler"),
     ] {
         let text = format!("{base}{extra}");
         let error = match SuiteFile::parse(&text) {

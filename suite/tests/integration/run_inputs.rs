@@ -161,7 +161,10 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     }
     assert_eq!(row.cudnn_benchmark, Some(true));
     assert_eq!(row.matmul_precision.as_deref(), Some("highest"));
-    assert_eq!(row.cudnn_tf32, Some(true));
+    // The suite's default precision is fp32: float32 on every device, cuDNN's TF32 off.
+    assert_eq!(row.cudnn_tf32, Some(false));
+    assert_eq!((row.precision.as_deref(), row.memory_format.as_deref()), (Some("fp32"), Some("contiguous")));
+    assert_eq!((row.precision_auto, row.memory_format_auto), (Some(false), Some(false)));
     assert_eq!(row.metrics_every_steps, 5);
     assert!(row.training.step_samples_per_s.unwrap() >= row.training.wall_samples_per_s.unwrap());
 }

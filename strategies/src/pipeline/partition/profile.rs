@@ -5,6 +5,7 @@ use stratlab_networks::NetworkSpec;
 use stratlab_strategy_spec::PartitionError;
 use tch::Device;
 
+use crate::precision::Compute;
 use crate::profile::profile_network;
 
 pub use crate::profile::PROFILE_REPEATS;
@@ -13,7 +14,9 @@ pub use crate::profile::PROFILE_REPEATS;
 /// `micro_batch` samples on `device` (see [`super::stage_costs`] for the method and its
 /// caveats), from the network's profile at that size.
 pub(super) fn stage_seconds(spec: &NetworkSpec, micro_batch: i64, device: Device) -> Result<Vec<f64>, PartitionError> {
-    let profile = profile_network(spec, device, &[micro_batch.max(1) as usize], 0.0, 0.0)
+    // Float32: a pipeline that cuts by time itself (no `stage_seconds` given) is a test's or
+    // a probe's; the runner gives every trial seconds profiled in its own precision.
+    let profile = profile_network(spec, device, &[micro_batch.max(1) as usize], (0.0, 0.0), Compute::default())
         .map_err(|error| PartitionError(format!("profiling {}: {error}", spec.name)))?;
     Ok(profile.stages.iter().map(|stage| stage.forward_s[0].1 + stage.backward_s[0].1).collect())
 }
