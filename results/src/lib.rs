@@ -11,6 +11,7 @@
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
 mod atomic_file;
+mod auto_choice_row;
 mod chrome_trace;
 mod device_load;
 mod event_kind;
@@ -37,6 +38,7 @@ mod trial_tables;
 mod utc_time;
 
 pub use atomic_file::write_file_atomically;
+pub use auto_choice_row::AutoChoiceRow;
 pub use chrome_trace::chrome_trace;
 pub use device_load::{DeviceLoad, EnergySource, Sample};
 pub use event_kind::{EventKind, Lane};
@@ -48,7 +50,7 @@ pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageI
 pub use prediction_row::PredictionRow;
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
 pub use profile_row::ProfileRow;
-pub use profile_store::ProfileStore;
+pub use profile_store::{PartStore, ProfileStore};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use records::{EpochRecord, StepRecord, TrainingSummary};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};

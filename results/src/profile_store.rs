@@ -3,6 +3,7 @@
 //! killed half-way leaves nothing behind, and two processes never replace each other's.
 
 use std::fs;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,16 +13,21 @@ use crate::atomic_file::{io_error, write_atomically, WriteError};
 use crate::run_store::read_part;
 use crate::{from_frame, to_frame, ProfileRow, StoreError, Table, UtcTime};
 
-/// The `profiles` folder of a store.
+/// A folder of a store beside its runs holding one table in parts, appended to and read
+/// whole: the `profiles`, and the `auto_choices` `auto` made.
 #[derive(Debug, Clone)]
-pub struct ProfileStore {
+pub struct PartStore<T> {
     dir: PathBuf,
+    rows: PhantomData<T>,
 }
 
-impl ProfileStore {
-    /// The profiles of the store at `store_dir` (nothing is created until a profile is added).
-    pub fn new(store_dir: &Path) -> ProfileStore {
-        ProfileStore { dir: store_dir.join(ProfileRow::NAME) }
+/// The `profiles` folder of a store.
+pub type ProfileStore = PartStore<ProfileRow>;
+
+impl<T: Table> PartStore<T> {
+    /// The table's folder in the store at `store_dir` (nothing is created until rows are added).
+    pub fn new(store_dir: &Path) -> PartStore<T> {
+        PartStore { dir: store_dir.join(T::NAME), rows: PhantomData }
     }
 
     /// The folder the parts are in.
@@ -30,8 +36,8 @@ impl ProfileStore {
     }
 
     /// Every stored row, parts in the order they were written; none before the first
-    /// profile. A part that is not a profiles table is an error naming it.
-    pub fn load(&self) -> Result<Vec<ProfileRow>, StoreError> {
+    /// part. A part that is not this table is an error naming it.
+    pub fn load(&self) -> Result<Vec<T>, StoreError> {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -48,13 +54,13 @@ impl ProfileStore {
         parts.sort();
         let mut rows = Vec::new();
         for path in parts {
-            rows.extend(from_frame::<ProfileRow>(&read_part::<ProfileRow>(&path)?)?);
+            rows.extend(from_frame::<T>(&read_part::<T>(&path)?)?);
         }
         Ok(rows)
     }
 
-    /// Adds one profile's rows as a part of its own.
-    pub fn append(&self, rows: &[ProfileRow]) -> Result<(), StoreError> {
+    /// Adds rows (one profile's, one choice's) as a part of their own.
+    pub fn append(&self, rows: &[T]) -> Result<(), StoreError> {
         static PART_COUNTER: AtomicU64 = AtomicU64::new(0);
         if rows.is_empty() {
             return Ok(());

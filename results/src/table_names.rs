@@ -25,6 +25,10 @@ pub const PREDICTIONS: &str = "predictions";
 /// that matches them.
 pub const PROFILES: &str = "profiles";
 
+/// Store-level, beside the runs: what `auto` chose for each group of cells, reused while
+/// it matches.
+pub const AUTO_CHOICES: &str = "auto_choices";
+
 /// The run's tables, in the order they are exported: the per-trial ones, then the
 /// run-level `probes` and `predictions`.
 pub const TABLE_NAMES: [&str; 9] =

@@ -63,12 +63,35 @@ pub fn measure_training_steps(context: &TrainContext<'_>, batches: &[usize]) -> 
     Ok(measured)
 }
 
+/// [`measure_training_steps`] at one batch in three steps instead of eight: two timed after
+/// one untimed. Enough to tell apart candidates that differ by a tenth or more (`auto`'s
+/// precisions and formats of one network differed by 5-45 % here), and on a network whose
+/// step takes seconds the steps are what `auto` costs.
+pub fn measure_training_steps_briefly(
+    context: &TrainContext<'_>,
+    batch: usize,
+) -> Result<Option<MeasuredSteps>, TrainError> {
+    let report = train_steps_after(context, batch, 1, 2)?;
+    let peak_bytes = report.peak_memory_bytes().map(|bytes| bytes as f64);
+    Ok(crate::stats::quantile(&report.timed_step_times(), 0.1).map(|p10_s| MeasuredSteps { batch, p10_s, peak_bytes }))
+}
+
 /// `timed_steps` steps at `batch` samples after [`WARMUP_STEPS`] untimed ones.
 fn train_steps(context: &TrainContext<'_>, batch: usize, timed_steps: usize) -> Result<TrainReport, TrainError> {
+    train_steps_after(context, batch, WARMUP_STEPS, timed_steps)
+}
+
+/// `timed_steps` steps at `batch` samples after `warmup_steps` untimed ones.
+fn train_steps_after(
+    context: &TrainContext<'_>,
+    batch: usize,
+    warmup_steps: usize,
+    timed_steps: usize,
+) -> Result<TrainReport, TrainError> {
     let config = TrainConfig {
         batch_size: batch,
-        budget: Budget { steps: Some(WARMUP_STEPS + timed_steps), ..Budget::default() },
-        warmup_steps: WARMUP_STEPS,
+        budget: Budget { steps: Some(warmup_steps + timed_steps), ..Budget::default() },
+        warmup_steps,
         eval_every_steps: None,
         // The end of training evaluates; one batch is the least it can read.
         eval_samples: Some(batch),

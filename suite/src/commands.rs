@@ -7,6 +7,7 @@ use stratlab_datasets::{DataCache, DatasetSelector};
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, TrainConfig, TrainError};
 use stratlab_strategy_spec::StrategyKind;
 
+use crate::auto_compute::ChoiceStore;
 use crate::cli::{Command, DataCommand, ExportFormatArg, FigureFormatArg, ScheduleArg, TrainArgs};
 use crate::exit::InputError;
 use crate::plan::plan;
@@ -74,13 +75,14 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Predict { suite, probe, cluster, against, figure, profiles } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
+            let mut choices = ChoiceStore::open(Some(&profiles.store), profiles.reuse.policy().fresh)?;
             let sources = crate::predict::Sources {
                 probe: probe.as_deref(),
                 cluster: cluster.as_deref(),
                 against: against.as_deref(),
                 figure: figure.as_deref(),
             };
-            crate::predict::predict(&suite, &sources, &mut cache)
+            crate::predict::predict(&suite, &sources, &mut cache, &mut choices)
         }
         Command::Profile { suite, profiles } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;

@@ -1,5 +1,5 @@
 //! stratlab as a library: the parts of the binary that tests, benches and other tools reuse.
-mod auto_compute;
+pub mod auto_compute;
 mod child_process;
 pub mod cli;
 pub mod commands;

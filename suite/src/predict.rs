@@ -15,6 +15,7 @@ use stratlab_perf_model::Cluster;
 use stratlab_reports::judged_predictions;
 use stratlab_results::{PredictionRow, RunStore, TrialRow};
 
+use crate::auto_compute::ChoiceStore;
 use crate::exit::InputError;
 use crate::plan::plan;
 use crate::predicted_speedup::{write_speedup_figure, StepTimes};
@@ -40,7 +41,12 @@ pub struct Sources<'a> {
 
 /// Runs `stratlab predict`: on this machine (`--cluster local` or none), or on the devices
 /// and links of a cluster file.
-pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCache) -> anyhow::Result<ExitCode> {
+pub fn predict(
+    suite_path: &Path,
+    sources: &Sources<'_>,
+    cache: &mut ProfileCache,
+    choices: &mut ChoiceStore,
+) -> anyhow::Result<ExitCode> {
     let Sources { probe, cluster, against, figure } = *sources;
     let (suite, _) = SuiteFile::load(suite_path)?;
     let mut trials = plan(&suite, suite_path)?;
@@ -52,7 +58,7 @@ pub fn predict(suite_path: &Path, sources: &Sources<'_>, cache: &mut ProfileCach
         _ => None,
     };
     if cluster.is_none() {
-        crate::auto_compute::resolve_auto(&mut trials, suite.numerics, &mut |line| eprintln!("{line}"))?;
+        crate::auto_compute::resolve_auto(&mut trials, suite.numerics, choices, &mut |line| eprintln!("{line}"))?;
     } else if trials.iter().any(TrialSpec::awaits_resolution) {
         // `auto` is measured on the device that trains; a cluster's cannot be.
         eprintln!("warning: `auto` precision or memory format is predicted as fp32 on contiguous tensors on a cluster");

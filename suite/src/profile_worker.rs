@@ -18,7 +18,7 @@ use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_strategies::contention::measure_contention;
 use stratlab_strategies::profile::profile_network;
 use stratlab_strategies::stored_profile::ProfileNeeds;
-use stratlab_strategies::training_steps::measure_training_steps;
+use stratlab_strategies::training_steps::{measure_training_steps, measure_training_steps_briefly};
 use stratlab_strategies::TrainContext;
 use tch::Device;
 
@@ -35,6 +35,9 @@ struct ProfileRequest {
     sizes: Vec<usize>,
     contention: Option<(usize, Vec<usize>)>,
     training_steps: Vec<usize>,
+    /// Only the training steps, briefly ([`time_steps_apart`]): no stages, no contention.
+    #[serde(default)]
+    brief: bool,
 }
 
 /// One line of a profile worker's stdout.
@@ -56,21 +59,48 @@ pub(crate) fn measure_apart(
     needs: &ProfileNeeds<'_>,
     report: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(NetworkProfile, f64)> {
-    let started = Instant::now();
     let request = ProfileRequest {
         trial: trial.clone(),
         sizes: needs.sizes.to_vec(),
         contention: needs.contention.map(|(copies, at)| (copies, at.to_vec())),
         training_steps: needs.training_steps.to_vec(),
+        brief: false,
     };
     let what = format!("profiling {} on {} at {} thread(s)", trial.network, trial.dataset.name, trial.train.threads);
+    answer_apart(&request, &what, report)
+}
+
+/// Seconds of one training step of `trial`'s network by one worker at its batch, threads,
+/// precision and memory format (the 10th percentile of two steps after one untimed), in a
+/// fresh `stratlab profile-worker`: what `auto` compares its candidates by.
+pub(crate) fn time_steps_apart(trial: &TrialSpec) -> anyhow::Result<f64> {
+    let request = ProfileRequest {
+        trial: trial.clone(),
+        sizes: Vec::new(),
+        contention: None,
+        training_steps: vec![trial.train.batch_size],
+        brief: true,
+    };
+    let what = format!("timing {} on {}{}", trial.network, trial.dataset.name, trial.compute_label());
+    let (profile, _) = answer_apart(&request, &what, &mut |_| {})?;
+    profile.training_step_s.first().map(|&(_, seconds)| seconds).with_context(|| format!("{what}: no step was timed"))
+}
+
+/// Sends `request` to a fresh `stratlab profile-worker` and reads its profile back, with the
+/// seconds it took (the process's start included); `report` hears what the worker says.
+fn answer_apart(
+    request: &ProfileRequest,
+    what: &str,
+    report: &mut dyn FnMut(&str),
+) -> anyhow::Result<(NetworkProfile, f64)> {
+    let started = Instant::now();
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     let mut command = Command::new(exe);
     command.arg("profile-worker").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     crate::child_process::own_group_dying_with_parent(&mut command, None);
     let mut child = command.spawn().with_context(|| format!("{what}: starting a profile worker"))?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
-    writeln!(stdin, "{}", serde_json::to_string(&request)?).with_context(|| format!("{what}: sending the request"))?;
+    writeln!(stdin, "{}", serde_json::to_string(request)?).with_context(|| format!("{what}: sending the request"))?;
     drop(stdin);
     // Read apart, so that a worker writing much to stderr never blocks on a full pipe.
     let mut stderr = child.stderr.take().expect("stderr is piped");
@@ -132,12 +162,36 @@ fn measure_here(request: &ProfileRequest, report: &mut dyn FnMut(&str)) -> anyho
     let trial = &request.trial;
     trial.apply_numerics()?;
     let spec = trial.network_spec()?;
+    if request.brief {
+        return steps_briefly(trial, &spec, &request.training_steps);
+    }
     let needs = ProfileNeeds {
         sizes: &request.sizes,
         contention: request.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
         training_steps: &request.training_steps,
     };
     measure(trial, &spec, &needs, report)
+}
+
+/// Only the training steps at `batches`, briefly, as a profile holding nothing else.
+fn steps_briefly(trial: &TrialSpec, spec: &NetworkSpec, batches: &[usize]) -> anyhow::Result<NetworkProfile> {
+    tch::set_num_threads(trial.train.threads as i32);
+    let data = open_data(&trial.dataset, trial.train.seed, false)?;
+    let context = TrainContext { network: spec, train: data.train, test: data.test, config: &trial.train };
+    let mut profile = NetworkProfile {
+        stages: Vec::new(),
+        optimizer_s: 0.0,
+        whole_model_copy_s: 0.0,
+        contention: None,
+        training_step_s: Vec::new(),
+        training_step_peak_bytes: Vec::new(),
+    };
+    for &batch in batches {
+        if let Some(steps) = measure_training_steps_briefly(&context, batch)? {
+            profile.training_step_s.push((batch, steps.p10_s));
+        }
+    }
+    Ok(profile)
 }
 
 /// `trial`'s network profiled on this machine's CPU at its threads and everything
@@ -236,8 +290,13 @@ mod tests {
         )
         .unwrap();
         let trials = plan(&suite, Path::new("t.yaml")).unwrap();
-        let request =
-            ProfileRequest { trial: trials[0].clone(), sizes: vec![4], contention: None, training_steps: vec![8] };
+        let request = ProfileRequest {
+            trial: trials[0].clone(),
+            sizes: vec![4],
+            contention: None,
+            training_steps: vec![8],
+            brief: false,
+        };
         let mut notes = Vec::new();
         let profile = measure_here(&request, &mut |note| notes.push(note.to_owned())).unwrap();
         let sizes: Vec<usize> = profile.stages[0].forward_s.iter().map(|&(samples, _)| samples).collect();

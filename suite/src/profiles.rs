@@ -300,7 +300,7 @@ fn stored_key(trial: &TrialSpec) -> Option<String> {
 
 /// The first 16 hex digits of the SHA-256 of this executable: a rebuilt binary (another
 /// commit, other flags) profiles again.
-fn binary_digest() -> Option<&'static str> {
+pub(crate) fn binary_digest() -> Option<&'static str> {
     static DIGEST: OnceLock<Option<String>> = OnceLock::new();
     DIGEST
         .get_or_init(|| {
