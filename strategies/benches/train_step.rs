@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use stratlab_networks::InputShape;
 use stratlab_strategies::device::{device_label, synchronize};
-use stratlab_strategies::Precision;
+use stratlab_strategies::{MemoryFormat, Precision, PrecisionOps};
 use tch::nn::{self, ModuleT, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -56,8 +56,8 @@ fn train_step(c: &mut Criterion) {
     group.finish();
 }
 
-/// One step as the single strategy takes it: forward and loss in the precision's autocast
-/// region, backward and update outside.
+/// One step as the single strategy takes it: weights and batch in the memory format, forward
+/// and loss in the precision's autocast region, backward and update outside.
 fn train_step_precision(c: &mut Criterion) {
     tch::set_num_threads(2);
     let cifar = InputShape { channels: 3, height: 32, width: 32, classes: 10 };
@@ -65,16 +65,24 @@ fn train_step_precision(c: &mut Criterion) {
     let mut group = c.benchmark_group("train_step_precision");
     group.sample_size(10).measurement_time(Duration::from_secs(10));
     let device = Device::Cpu;
+    let computes = [
+        (Precision::Float32, MemoryFormat::Contiguous),
+        (Precision::Float32, MemoryFormat::ChannelsLast),
+        (Precision::Bfloat16, MemoryFormat::Contiguous),
+        (Precision::Bfloat16, MemoryFormat::ChannelsLast),
+    ];
     for network in ["resnet18", "vgg11"] {
-        for precision in [Precision::Float32, Precision::Bfloat16] {
+        for (precision, format) in computes {
             tch::manual_seed(0);
             let spec = stratlab_networks::spec(network, &cifar).expect("network exists");
-            let store = nn::VarStore::new(device);
+            let mut store = nn::VarStore::new(device);
             let model = spec.build(&store.root());
+            precision.apply_to(&mut store, format).expect("memory format");
             let mut optimizer = nn::Sgd { momentum: 0.9, ..Default::default() }.build(&store, 0.01).expect("optimizer");
-            let images = Tensor::randn([batch, 3, 32, 32], (Kind::Float, device));
+            let images = Tensor::randn([batch, 3, 32, 32], (Kind::Float, Device::Cpu));
+            let images = precision.input(&images, device, format).expect("memory format");
             let labels = Tensor::randint(cifar.classes, [batch], (Kind::Int64, device));
-            let id = BenchmarkId::new(format!("{network}/b{batch}"), format!("{precision:?}"));
+            let id = BenchmarkId::new(format!("{network}/b{batch}"), format!("{precision}+{format}"));
             group.bench_function(id, |bencher| {
                 bencher.iter_custom(|iterations| {
                     synchronize(device);
