@@ -99,6 +99,22 @@ fn identical_runs_have_no_change_and_pass() {
 }
 
 #[test]
+fn a_run_stored_before_the_precision_axis_matches_fp32_cells_and_no_other_precision() {
+    let before = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
+    let in_precision =
+        |precision| before.iter().map(|made| Made { precision: Some(precision), ..*made }).collect::<Vec<_>>();
+    let old = run("20261123T100000Z-matrix", fingerprint_at(0), &before);
+    let fp32 = run("20261123T110000Z-matrix", fingerprint_at(60), &in_precision("fp32"));
+    let comparison = compare(&old, &fp32, &Thresholds::default(), false).unwrap();
+    assert!(!comparison.fails_gate(), "a null precision is fp32: the same cells");
+    assert!(comparison.cells.iter().all(|c| c.verdict == Verdict::Noise));
+    let bf16 = run("20261123T120000Z-matrix", fingerprint_at(120), &in_precision("bf16"));
+    let error = compare(&old, &bf16, &Thresholds::default(), false).unwrap_err().to_string();
+    assert!(error.contains("no cell in common"), "bf16 cells are other cells: {error}");
+    assert!(bf16.cells.keys().all(|key| key.to_string().ends_with("· bf16 · b32")), "the label names the precision");
+}
+
+#[test]
 fn a_baseline_cell_the_new_run_lacks_fails_the_gate_unless_allowed() {
     let cells = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
     let baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);

@@ -29,11 +29,13 @@ pub struct Made<'a> {
     pub workers: i64,
     pub step_time: Option<f64>,
     pub threads: i64,
+    /// The `precision` column: `None` as in runs stored before it existed.
+    pub precision: Option<&'a str>,
 }
 
 impl<'a> Made<'a> {
     pub fn new(strategy: &'a str, workers: i64, step_time: Option<f64>) -> Self {
-        Made { network: "resnet18", strategy, workers, step_time, threads: 1 }
+        Made { network: "resnet18", strategy, workers, step_time, threads: 1, precision: None }
     }
 }
 
@@ -52,6 +54,7 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
             trial.workers = made.workers;
             trial.global_batch = 32 * made.workers;
             trial.threads = made.threads;
+            trial.precision = made.precision.map(str::to_owned);
             trial.outcome = if made.step_time.is_some() { "ok" } else { "oom" }.into();
             trial
         })
