@@ -87,3 +87,29 @@ pub fn autocast_enabled(device: Device) -> bool {
     // SAFETY: as in `AutocastRegion::enter`.
     unsafe { stratlab_autocast_enabled(device_code(device)) == 1 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cuda_region_switches_cuda_autocast_on_this_thread_without_a_gpu_and_restores_it() {
+        // The state is libtorch's thread-local flag per device type, in libtorch_cpu: a CUDA
+        // trial's regions open and close the same way on a machine with no GPU, which is
+        // how this build checks the CUDA path.
+        let cuda = Device::Cuda(0);
+        assert!(!autocast_enabled(cuda) && !autocast_enabled(Device::Cpu));
+        {
+            let _outer = AutocastRegion::enter(cuda, AutocastType::Float16).unwrap();
+            assert!(autocast_enabled(cuda), "CUDA's flag is on");
+            assert!(!autocast_enabled(Device::Cpu), "the CPU's is its own");
+            {
+                let _inner = AutocastRegion::enter(cuda, AutocastType::Bfloat16).unwrap();
+                assert!(autocast_enabled(cuda));
+            }
+            assert!(autocast_enabled(cuda), "closing a nested region keeps the outer one open");
+            assert!(!std::thread::scope(|scope| scope.spawn(|| autocast_enabled(cuda)).join().unwrap()));
+        }
+        assert!(!autocast_enabled(cuda), "the outermost region restored what was in force");
+    }
+}

@@ -8,6 +8,7 @@ use stratlab_perf_model::recommend::recommended;
 use stratlab_regressions::CellKey;
 use stratlab_results::stats::{kendall_tau, median};
 use stratlab_results::{PredictionRow, TrialRow};
+use stratlab_strategy_spec::compute_label;
 
 use super::machine_speed::trial_slowdowns;
 
@@ -93,7 +94,8 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
         .iter()
         .filter_map(|prediction| {
             let first = by_id.get(prediction.trial_id.as_str())?;
-            let repeats = cells.get(&CellKey::of(first).ok()?)?;
+            let key = CellKey::of(first).ok()?;
+            let repeats = cells.get(&key)?;
             let all = |get: fn(&TrialRow) -> Option<f64>| repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>();
             let of = |get: fn(&TrialRow) -> Option<f64>| median(&all(get));
             let p10s = all(|t| t.training.step_time_p10_s);
@@ -101,7 +103,11 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
             let high = p10s.iter().copied().fold(0.0, f64::max);
             let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
-            let linkless_group = format!("{} · {} · b{}{threads}", first.network, first.dataset, first.batch_size);
+            // Strategies are ranked against each other in one precision and memory format,
+            // as their speedups are measured against single in its own.
+            let compute = compute_label(key.precision, key.memory_format);
+            let linkless_group =
+                format!("{} · {} · b{}{threads}{compute}", first.network, first.dataset, first.batch_size);
             Some(JudgedCell {
                 network: first.network.clone(),
                 dataset: first.dataset.clone(),
