@@ -81,26 +81,47 @@ pub(crate) fn resolve_auto(
     choices: &mut ChoiceStore,
     say: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
+    // One choice per group, so that every strategy of a network, data set and batch trains
+    // in the same precision and format as the single cell its speedup divides by; timed on
+    // the group's trial with the most threads per worker (single's, where it has one).
+    let mut timed_on: BTreeMap<String, TrialSpec> = BTreeMap::new();
+    for trial in trials.iter().filter(|trial| trial.awaits_resolution()) {
+        let representative = timed_on.entry(group_of(trial)).or_insert_with(|| trial.clone());
+        if trial.train.threads > representative.train.threads {
+            *representative = trial.clone();
+        }
+    }
     let mut chosen: BTreeMap<String, (Precision, MemoryFormat)> = BTreeMap::new();
-    for trial in trials.iter_mut().filter(|trial| trial.awaits_resolution()) {
+    for (group, trial) in &timed_on {
         let key = choice_key(trial);
-        let choice = match chosen.get(&key) {
-            Some(&choice) => choice,
-            None => {
-                let choice = match choices.reused(&key) {
-                    Some(choice) => {
-                        say(&format!("{}: {} {} (chosen before, reused)", what(trial), choice.0, choice.1));
-                        choice
-                    }
-                    None => measure_choice(trial, suite_numerics, &key, choices, say)?,
-                };
-                chosen.insert(key, choice);
+        let choice = match choices.reused(&key) {
+            Some(choice) => {
+                say(&format!("{}: {} {} (chosen before, reused)", what(trial), choice.0, choice.1));
                 choice
             }
+            None => measure_choice(trial, suite_numerics, &key, choices, say)?,
         };
-        trial.resolve_compute(choice.0, choice.1, suite_numerics);
+        chosen.insert(group.clone(), choice);
+    }
+    for trial in trials.iter_mut().filter(|trial| trial.awaits_resolution()) {
+        let (precision, format) = chosen[&group_of(trial)];
+        trial.resolve_compute(precision, format, suite_numerics);
     }
     Ok(())
+}
+
+/// Which trials share one choice: the same network, data set, batch per worker and
+/// device, and the same request.
+fn group_of(trial: &TrialSpec) -> String {
+    format!(
+        "{} · {} · b{} · {} · {} · {}",
+        trial.network,
+        trial.dataset,
+        trial.train.batch_size,
+        device_of(trial),
+        trial.precision,
+        trial.memory_format
+    )
 }
 
 /// The device a trial trains on, `auto` resolved.
@@ -111,8 +132,9 @@ fn device_of(trial: &TrialSpec) -> DeviceChoice {
     }
 }
 
-/// Everything a choice depends on: the cell's network, data, batch per worker, threads and
-/// device, what the suite asked, the optimizer, libtorch and this binary.
+/// Everything a choice depends on: its group's network, data, batch per worker and device,
+/// the threads it was timed at, what the suite asked, the optimizer, libtorch and this
+/// binary.
 fn choice_key(trial: &TrialSpec) -> String {
     let libtorch = LibtorchBuild::read().torch_version.unwrap_or_else(|| "unknown".into());
     format!(
