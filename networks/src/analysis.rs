@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::input_shape::InputShape;
 use crate::layout::Layout;
+use crate::op::OpWork;
 
 /// How FLOPs are counted, printed under every analysis table so the numbers are never
 /// read against a different convention.
@@ -30,6 +31,10 @@ pub struct StageAnalysis {
     pub conv_linear_flops: u64,
     /// Bytes of the stage's output tensor in f32: what crosses a pipeline cut after it.
     pub activation_bytes: u64,
+    /// Each op's FLOPs and memory traffic for the batch, in execution order: a roofline
+    /// per op, since a stage mixes compute-bound convolutions with memory-bound
+    /// normalisation and activations.
+    pub ops: Vec<OpWork>,
 }
 
 /// Per-stage statistics of a network for one input and batch size, plus totals; what
@@ -178,6 +183,7 @@ mod tests {
             forward_flops: 2_000_000_000,
             conv_linear_flops: 1_500_000_000,
             activation_bytes: 80,
+            ops: Vec::new(),
         };
         let analysis =
             Analysis::new("toy".into(), InputShape::MNIST, Layout::SmallImage, 2, vec![stage("a"), stage("b")]);

@@ -39,7 +39,7 @@ pub use layout::Layout;
 pub use network::Network;
 pub use network_error::NetworkError;
 pub use network_spec::NetworkSpec;
-pub use op::{Conv2d, Linear, Op, ShapeError};
+pub use op::{Conv2d, Linear, Op, OpWork, ShapeError};
 pub use stage::Stage;
 pub use stage_spec::StageSpec;
 

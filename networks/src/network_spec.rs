@@ -70,6 +70,7 @@ impl NetworkSpec {
                 forward_flops: stats.flops.total * scale,
                 conv_linear_flops: stats.flops.conv_linear * scale,
                 activation_bytes: elements * scale * std::mem::size_of::<f32>() as u64,
+                ops: stats.ops.iter().map(|work| work.for_batch(scale)).collect(),
             });
             dims = stats.output_dims;
         }

@@ -116,6 +116,26 @@ pub(crate) struct Flops {
     pub conv_linear: u64,
 }
 
+/// What one op of a stage does to memory and arithmetic, for one sample (or, in a
+/// [`crate::StageAnalysis`], for its batch): the terms of a roofline, which a device's
+/// datasheet turns into seconds where the network cannot be timed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OpWork {
+    /// Forward FLOPs, per [`crate::FLOP_CONVENTION`].
+    pub flops: u64,
+    /// Elements the forward reads and writes besides the weights: every input and the output.
+    pub elements_moved: u64,
+    /// Trainable parameters the forward reads (not scaled by the batch).
+    pub parameters: u64,
+}
+
+impl OpWork {
+    /// The same op over `batch` samples: FLOPs and activations scale, weights do not.
+    pub fn for_batch(self, batch: u64) -> OpWork {
+        OpWork { flops: self.flops * batch, elements_moved: self.elements_moved * batch, parameters: self.parameters }
+    }
+}
+
 impl std::ops::AddAssign for Flops {
     fn add_assign(&mut self, other: Flops) {
         self.total += other.total;

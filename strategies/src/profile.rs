@@ -177,9 +177,9 @@ fn faster_pass(forward: &[f64], backward: &[f64]) -> (f64, f64) {
         .unwrap_or((0.0, 0.0))
 }
 
-/// A profile of `spec` on a device known only by its datasheet: every stage's passes on the
-/// roofline `seconds(flops, bytes moved)` (the backward taken as twice the forward's FLOPs
-/// and traffic, the textbook rule a measured profile replaces), what a forward keeps taken
+/// A profile of `spec` on a device known only by its datasheet: every op's passes on the
+/// roofline `seconds(flops, bytes moved)`, summed per stage (the backward taken as twice the
+/// forward's FLOPs and traffic, the textbook rule a measured profile replaces), what a forward keeps taken
 /// as the stage's input and output, and the update as a pass over weights, gradients and
 /// momentum. Predictions resting on it are unvalidated.
 pub fn analytical_profile(
@@ -207,10 +207,15 @@ pub fn analytical_profile(
         let analysis = spec.analyze(samples.max(1) as i64)?;
         let mut input = input_bytes * samples as f64;
         for (profile, stage) in stages.iter_mut().zip(&analysis.stages) {
-            let (output, weights) = (stage.activation_bytes as f64, stage.parameters as f64 * 4.0);
-            let flops = stage.forward_flops as f64;
-            profile.forward_s.push((samples, seconds(flops, input + output + weights)));
-            profile.backward_s.push((samples, seconds(2.0 * flops, 2.0 * (input + output + weights))));
+            let output = stage.activation_bytes as f64;
+            // A roofline per op: a stage's convolutions are bound by arithmetic, its batch
+            // norms and activations by memory, and a sum over the stage would hide the latter.
+            let (forward_s, backward_s) = stage.ops.iter().fold((0.0, 0.0), |(forward, backward), op| {
+                let (flops, bytes) = (op.flops as f64, 4.0 * (op.elements_moved + op.parameters) as f64);
+                (forward + seconds(flops, bytes), backward + seconds(2.0 * flops, 2.0 * bytes))
+            });
+            profile.forward_s.push((samples, forward_s));
+            profile.backward_s.push((samples, backward_s));
             profile.kept_bytes.push((samples, input + output));
             profile.transient_bytes.push((samples, output));
             input = output;
