@@ -22,6 +22,7 @@ pub mod parameter_server;
 pub mod pipeline;
 pub mod predict;
 pub mod profile;
+pub mod published;
 pub mod recommend;
 mod units;
 

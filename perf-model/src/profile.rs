@@ -64,6 +64,28 @@ pub struct NetworkProfile {
 }
 
 impl NetworkProfile {
+    /// The same profile with every time multiplied by `factor`: a roofline's split of a
+    /// step kept, its total made a measured one (`stratlab validate`).
+    pub fn scaled(&self, factor: f64) -> NetworkProfile {
+        let scale = |points: &[(usize, f64)]| points.iter().map(|&(samples, s)| (samples, s * factor)).collect();
+        NetworkProfile {
+            stages: self
+                .stages
+                .iter()
+                .map(|stage| StageProfile {
+                    forward_s: scale(&stage.forward_s),
+                    backward_s: scale(&stage.backward_s),
+                    ..stage.clone()
+                })
+                .collect(),
+            optimizer_s: self.optimizer_s * factor,
+            whole_model_copy_s: self.whole_model_copy_s * factor,
+            contention: self.contention.clone(),
+            training_step_s: scale(&self.training_step_s),
+            training_step_peak_bytes: self.training_step_peak_bytes.clone(),
+        }
+    }
+
     /// Seconds of every stage's forward and backward at exactly `samples`, where profiled.
     pub fn stage_sum_s(&self, samples: usize) -> Option<f64> {
         let at = |points: &[(usize, f64)]| value_at(points, samples);

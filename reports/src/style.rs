@@ -80,6 +80,23 @@ pub(crate) fn strategy_color(strategy: &str) -> RGBColor {
     }
 }
 
+/// The colours of the lines of one figure: each known strategy its own, the others (a
+/// figure's own series: `published`, `model`) distinct palette colours in order, so two
+/// unknown names never share one by their hashes.
+pub(crate) fn line_colors(series: &[String]) -> Vec<RGBColor> {
+    let mut unknown = 0;
+    series
+        .iter()
+        .map(|name| match strategy_rank(name) < KNOWN_STRATEGIES.len() {
+            true => strategy_color(name),
+            false => {
+                unknown += 1;
+                category_color(unknown - 1)
+            }
+        })
+        .collect()
+}
+
 /// Sort key placing known strategies in `KNOWN_STRATEGIES`' order and unknown ones after them.
 pub(crate) fn strategy_rank(strategy: &str) -> usize {
     let key = strategy.to_lowercase().replace('-', "_");

@@ -36,6 +36,7 @@ mod table;
 mod table_names;
 mod trial_tables;
 mod utc_time;
+mod validation_row;
 
 pub use atomic_file::write_file_atomically;
 pub use auto_choice_row::AutoChoiceRow;
@@ -59,7 +60,8 @@ pub use store_error::StoreError;
 /// The parse error of every named enum here ([`Outcome`], [`EventKind`], [`Lane`],
 /// [`ProbeKind`], [`ExportFormat`]): the same one as the strategy vocabulary's names.
 pub use stratlab_strategy_spec::UnknownName;
-pub use table::{decode_rows, from_frame, to_frame, Table};
+pub use table::{decode_rows, from_frame, to_frame, write_csv, Table};
 pub use table_names::TABLE_NAMES;
 pub use trial_tables::TrialTables;
 pub use utc_time::UtcTime;
+pub use validation_row::ValidationRow;

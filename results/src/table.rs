@@ -138,3 +138,14 @@ fn json_value(table: &'static str, column: &str, cell: AnyValue<'_>) -> Result<V
         }
     })
 }
+
+/// Writes `rows` as CSV to `path`, whole or not at all (written beside it, then renamed).
+pub fn write_csv<T: Table>(rows: &[T], path: &std::path::Path) -> Result<(), StoreError> {
+    use polars::prelude::SerWriter;
+    let mut frame = to_frame(rows)?;
+    let mut bytes = Vec::new();
+    polars::prelude::CsvWriter::new(&mut bytes)
+        .finish(&mut frame)
+        .map_err(|source| StoreError::Polars { path: path.to_path_buf(), source })?;
+    crate::write_file_atomically(path, &bytes)
+}

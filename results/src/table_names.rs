@@ -33,3 +33,7 @@ pub const AUTO_CHOICES: &str = "auto_choices";
 /// run-level `probes` and `predictions`.
 pub const TABLE_NAMES: [&str; 9] =
     [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES, PREDICTIONS];
+
+/// Written by `stratlab validate`, outside any run: one row per published measurement,
+/// predicted three ways against what was published.
+pub const VALIDATION: &str = "validation";

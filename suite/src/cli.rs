@@ -186,6 +186,12 @@ pub enum Command {
         #[command(flatten)]
         profiles: ProfileArgs,
     },
+    /// Judge the performance model against published GPU measurements
+    /// (`validation/published/*.yaml`): from each table's single-device row alone, predict
+    /// every other row on the table's cluster, beside the thesis's closed forms and a null
+    /// model, and print, write (`validation.csv`) and draw predicted against published.
+    /// Offline; nothing is trained.
+    Validate(crate::validate::ValidateArgs),
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
         /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.

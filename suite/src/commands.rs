@@ -59,6 +59,7 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::History(args) => crate::regression_commands::history(&args),
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
+        Command::Validate(args) => crate::validate::validate(&args),
         Command::Recommend { network, dataset, workers, batch, cluster, probe, profiles } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
             crate::recommend::recommend(

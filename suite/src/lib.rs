@@ -31,4 +31,5 @@ pub mod training;
 pub mod trial;
 pub mod trial_rows;
 mod trial_workers;
+pub mod validate;
 pub mod worker;

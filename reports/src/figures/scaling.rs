@@ -13,7 +13,7 @@ use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{check_outcome, strategies_in_order, unique_in_order};
 use crate::render::{render, DrawError, Figure};
-use crate::style::{font, strategy_color, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
+use crate::style::{font, line_colors, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
 use crate::{FigureTarget, Outcome, ReportError, Stat};
 
 const FIGURE: &str = "speedup_scaling";
@@ -93,8 +93,12 @@ impl Figure for Scaling<'_> {
         };
         let body = with_title(root, &title, Some(note))?;
 
-        let mut legend: Vec<LegendEntry> =
-            strategies.iter().map(|s| LegendEntry::new(Swatch::LineDot(strategy_color(s)), s.clone())).collect();
+        let colors = line_colors(&strategies);
+        let mut legend: Vec<LegendEntry> = strategies
+            .iter()
+            .zip(&colors)
+            .map(|(s, color)| LegendEntry::new(Swatch::LineDot(*color), s.clone()))
+            .collect();
         legend.push(LegendEntry::new(Swatch::Line { color: REFERENCE, dashed: true }, "ideal (speedup = W)"));
         if stats().any(|s| s.n == 1) && stats().any(|s| s.n > 1) {
             legend.push(LegendEntry::new(Swatch::HollowDot(INK), "single run (n=1)"));
@@ -170,8 +174,7 @@ fn draw_panel<DB: DrawingBackend>(
     let screen = area.use_screen_coord();
     // Failures at the same W stack their labels instead of overprinting.
     let mut failures_at: Vec<(u32, i32)> = Vec::new();
-    for strategy in strategies {
-        let color = strategy_color(strategy);
+    for (strategy, color) in strategies.iter().zip(line_colors(strategies)) {
         let mut mine: Vec<&ScalingPoint> = points.iter().copied().filter(|p| &p.strategy == strategy).collect();
         mine.sort_by_key(|p| p.workers);
         let measured: Vec<(f64, Stat)> =

@@ -17,6 +17,7 @@ mod probe_cli;
 mod run_inputs;
 mod runner_faults;
 mod suite_errors;
+mod validate_cli;
 
 use std::path::{Path, PathBuf};
 
