@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::{data_parallel, parameter_server, MemoryFormat, TrainConfig, TrainContext};
+use stratlab_strategies::{data_parallel, parameter_server, MemoryFormat, Precision, TrainConfig, TrainContext};
 use stratlab_strategy_spec::ServerPlacement;
 use tch::Tensor;
 
@@ -33,6 +33,13 @@ fn child_rank() {
     let role = match role.strip_suffix("+channels-last") {
         Some(role) => {
             config.memory_format = MemoryFormat::ChannelsLast;
+            role.to_owned()
+        }
+        None => role,
+    };
+    let role = match role.strip_suffix("+bf16") {
+        Some(role) => {
+            config.precision = Precision::Bfloat16;
             role.to_owned()
         }
         None => role,
@@ -93,6 +100,25 @@ fn on_channels_last_tensors_data_parallel_and_the_parameter_server_match_contigu
     for role in ["data-parallel+channels-last", "ps-colocated+channels-last"] {
         let dir = tempfile::tempdir().unwrap();
         assert_same_weights(role, &rank0_weights(role, 2, dir.path()), &expected);
+    }
+}
+
+#[test]
+fn in_bfloat16_data_parallel_and_the_parameter_server_land_as_near_single_as_bfloat16_lands_from_exact() {
+    // Two ranks' half batches change how bfloat16 products are summed, so neither can equal
+    // single-device bfloat16 training on the global batch; each must land well inside the
+    // distance bfloat16 rounding puts that from the exact (float64) weights. A rank
+    // computing outside autocast lands about 1.0 of it (where float64 training lands), and
+    // gradients averaged wrongly far past it.
+    let exact = single_weights(2 * PER_RANK_BATCH);
+    let single = single_weights_with(TrainConfig { precision: Precision::Bfloat16, ..config(2 * PER_RANK_BATCH) });
+    let rounding = distance(&single, &exact);
+    assert!(rounding > 0.0, "single-device bfloat16 training left float64");
+    for role in ["data-parallel+bf16", "ps-colocated+bf16"] {
+        let dir = tempfile::tempdir().unwrap();
+        let apart = distance(&rank0_weights(role, 2, dir.path()), &single);
+        eprintln!("{role}: {:.2} × single's rounding from exact", apart / rounding);
+        assert!(apart < 0.4 * rounding, "{role} lands {apart:.3e} from single, rounding {rounding:.3e}");
     }
 }
 

@@ -196,23 +196,6 @@ fn pipedream_updates_every_micro_batch_so_it_departs_from_synchronous_training()
     assert!(got.iter().all(|(_, t)| t.isfinite().all().int64_value(&[]) == 1));
 }
 
-/// The distance between two sets of same-named weights: the norm of every difference
-/// together, in float64.
-fn distance(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f64 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|((name, a), (other, b))| {
-            assert_eq!(name, other);
-            (a.to_kind(tch::Kind::Double) - b.to_kind(tch::Kind::Double))
-                .square()
-                .sum(tch::Kind::Double)
-                .double_value(&[])
-        })
-        .sum::<f64>()
-        .sqrt()
-}
-
 #[test]
 fn in_bfloat16_gpipe_and_1f1b_land_as_near_single_as_bfloat16_lands_from_exact() {
     // Micro-batches change how bfloat16 products are summed, so a pipeline cannot equal

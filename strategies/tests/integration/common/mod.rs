@@ -186,3 +186,20 @@ pub fn assert_same_weights(strategy: &str, got: &[(String, Tensor)], expected: &
     eprintln!("{strategy}: largest relative difference {relative:.2e} ({name})");
     assert!(relative <= TOLERANCE, "{strategy}: {name} differs by {relative:.3e} relative (tolerance {TOLERANCE:.0e})");
 }
+
+/// The distance between two sets of same-named weights: the norm of every difference
+/// together, in float64.
+pub fn distance(a: &[(String, tch::Tensor)], b: &[(String, tch::Tensor)]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|((name, a), (other, b))| {
+            assert_eq!(name, other);
+            (a.to_kind(tch::Kind::Double) - b.to_kind(tch::Kind::Double))
+                .square()
+                .sum(tch::Kind::Double)
+                .double_value(&[])
+        })
+        .sum::<f64>()
+        .sqrt()
+}
