@@ -177,19 +177,26 @@ fn faster_pass(forward: &[f64], backward: &[f64]) -> (f64, f64) {
         .unwrap_or((0.0, 0.0))
 }
 
-/// A profile of `spec` on a device known only by its datasheet: every op's passes on the
-/// roofline `seconds(flops, bytes moved)`, summed per stage (the backward taken as twice the
-/// forward's FLOPs and traffic, the textbook rule a measured profile replaces), what a forward keeps taken
-/// as the stage's input and output, and the update as a pass over weights, gradients and
-/// momentum. Predictions resting on it are unvalidated.
+/// A profile of `spec` on a device known only by its datasheet, training in `precision`:
+/// every op's passes on the roofline `seconds(flops, bytes moved)`, summed per stage (the
+/// backward taken as twice the forward's FLOPs and traffic, the textbook rule a measured
+/// profile replaces), activations moved in the forward's type (2 bytes under bf16 or fp16
+/// autocast) and weights in their own, what a forward keeps taken as the stage's input and
+/// output, and the update as a pass over weights, gradients and momentum. Predictions
+/// resting on it are unvalidated.
 pub fn analytical_profile(
     spec: &NetworkSpec,
     sizes: &[usize],
     momentum: f64,
+    precision: stratlab_strategy_spec::Precision,
     seconds: &dyn Fn(f64, f64) -> f64,
 ) -> Result<NetworkProfile, TrainError> {
+    let activation = precision.message_kind().elt_size_in_bytes() as f64;
+    let weight = precision.kind().elt_size_in_bytes() as f64;
     let per_sample = spec.analyze(1)?;
-    let input_bytes = spec.input.sample_dims().iter().product::<i64>() as f64 * 4.0;
+    // The analysis counts float32 bytes; the activations here are `activation` bytes each.
+    let activation_bytes = |float32_bytes: u64| float32_bytes as f64 / 4.0 * activation;
+    let input_bytes = spec.input.sample_dims().iter().product::<i64>() as f64 * activation;
     let mut stages: Vec<StageProfile> = per_sample
         .stages
         .iter()
@@ -197,8 +204,8 @@ pub fn analytical_profile(
             name: stage.name.clone(),
             forward_s: Vec::new(),
             backward_s: Vec::new(),
-            parameter_bytes: vec![stage.parameters * 4],
-            output_bytes_per_sample: stage.activation_bytes,
+            parameter_bytes: vec![(stage.parameters as f64 * weight) as u64],
+            output_bytes_per_sample: activation_bytes(stage.activation_bytes) as u64,
             kept_bytes: Vec::new(),
             transient_bytes: Vec::new(),
         })
@@ -207,11 +214,12 @@ pub fn analytical_profile(
         let analysis = spec.analyze(samples.max(1) as i64)?;
         let mut input = input_bytes * samples as f64;
         for (profile, stage) in stages.iter_mut().zip(&analysis.stages) {
-            let output = stage.activation_bytes as f64;
+            let output = activation_bytes(stage.activation_bytes);
             // A roofline per op: a stage's convolutions are bound by arithmetic, its batch
             // norms and activations by memory, and a sum over the stage would hide the latter.
             let (forward_s, backward_s) = stage.ops.iter().fold((0.0, 0.0), |(forward, backward), op| {
-                let (flops, bytes) = (op.flops as f64, 4.0 * (op.elements_moved + op.parameters) as f64);
+                let bytes = activation * op.elements_moved as f64 + weight * op.parameters as f64;
+                let flops = op.flops as f64;
                 (forward + seconds(flops, bytes), backward + seconds(2.0 * flops, 2.0 * bytes))
             });
             profile.forward_s.push((samples, forward_s));
@@ -221,7 +229,7 @@ pub fn analytical_profile(
             input = output;
         }
     }
-    let weights = per_sample.total_parameters as f64 * 4.0;
+    let weights = per_sample.total_parameters as f64 * weight;
     let states = if momentum != 0.0 { 5.0 } else { 3.0 };
     Ok(NetworkProfile {
         stages,
@@ -245,5 +253,23 @@ mod tests {
         assert_eq!(faster_pass(&[0.010, 0.030], &[0.021, 0.020]), (0.010, 0.021));
         assert_eq!(faster_pass(&[0.5], &[1.0]), (0.5, 1.0));
         assert_eq!(faster_pass(&[], &[]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_roofline_profile_moves_bf16_activations_in_two_bytes_and_keeps_float32_weights() {
+        use stratlab_strategy_spec::Precision;
+        let spec = stratlab_networks::spec("resnet18", &stratlab_networks::InputShape::CIFAR10).unwrap();
+        // A device that only moves bytes: every op is bound by memory.
+        let memory_bound = |_flops: f64, bytes: f64| bytes / 1e9;
+        let profile = |precision| super::analytical_profile(&spec, &[8], 0.9, precision, &memory_bound).unwrap();
+        let (float32, bfloat16) = (profile(Precision::Float32), profile(Precision::Bfloat16));
+        for (f, b) in float32.stages.iter().zip(&bfloat16.stages) {
+            assert_eq!(b.output_bytes_per_sample * 2, f.output_bytes_per_sample, "{}", f.name);
+            assert_eq!(b.parameter_bytes, f.parameter_bytes, "autocast keeps float32 weights");
+            // Activations halve, weights do not: between half and all of float32's time.
+            let (f_s, b_s) = (f.forward_s[0].1, b.forward_s[0].1);
+            assert!(b_s >= 0.5 * f_s && b_s < f_s, "{}: {b_s} against {f_s}", f.name);
+        }
+        assert_eq!(bfloat16.optimizer_s, float32.optimizer_s);
     }
 }

@@ -187,8 +187,10 @@ pub fn predict_cells(
                 if !analytical_profiles.contains_key(&key) {
                     let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
                     let sizes = sizes_for(trials, &key, &[]);
-                    analytical_profiles
-                        .insert(key.clone(), analytical_profile(&spec, &sizes, trial.train.momentum, &seconds)?);
+                    analytical_profiles.insert(
+                        key.clone(),
+                        analytical_profile(&spec, &sizes, trial.train.momentum, trial.train.precision, &seconds)?,
+                    );
                 }
                 &analytical_profiles[&key]
             }

@@ -170,7 +170,7 @@ fn scaled_roofline(
     sizes.sort_unstable();
     sizes.dedup();
     let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
-    let roofline = analytical_profile(spec, &sizes, MOMENTUM, &seconds)?;
+    let roofline = analytical_profile(spec, &sizes, MOMENTUM, table.precision, &seconds)?;
     let roofline_step = roofline.stage_sum_s(input.batch).unwrap_or(0.0) + roofline.optimizer_s;
     Ok(roofline.scaled(input.step_s() / roofline_step))
 }
