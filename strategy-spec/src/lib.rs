@@ -19,7 +19,7 @@ pub use columns::StrategyColumns;
 pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
-pub use precision::{compute_label, stored_compute, AutoOr, MemoryFormat, Precision};
+pub use precision::{compute_label, compute_label_chosen, stored_compute, AutoOr, MemoryFormat, Precision};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};

@@ -113,12 +113,24 @@ impl FromStr for MemoryFormat {
 /// contiguous tensors (what every cell computed in before the axes), else ` · bf16`,
 /// ` · channels_last`, or both.
 pub fn compute_label(precision: Precision, memory_format: MemoryFormat) -> String {
+    compute_label_chosen(precision, false, memory_format, false)
+}
+
+/// [`compute_label`] for a cell whose precision or format `auto` may have chosen: a value
+/// `auto` chose is named even where it is the default, and marked ` (auto)`.
+pub fn compute_label_chosen(
+    precision: Precision,
+    precision_auto: bool,
+    memory_format: MemoryFormat,
+    memory_format_auto: bool,
+) -> String {
+    let auto = |is_auto: bool| if is_auto { " (auto)" } else { "" };
     let mut label = String::new();
-    if !precision.is_float32() {
-        label += &format!(" · {precision}");
+    if !precision.is_float32() || precision_auto {
+        label += &format!(" · {precision}{}", auto(precision_auto));
     }
-    if memory_format != MemoryFormat::Contiguous {
-        label += &format!(" · {memory_format}");
+    if memory_format != MemoryFormat::Contiguous || memory_format_auto {
+        label += &format!(" · {memory_format}{}", auto(memory_format_auto));
     }
     label
 }
@@ -223,5 +235,7 @@ mod tests {
         );
         assert_eq!(compute_label(Precision::Float32, MemoryFormat::Contiguous), "");
         assert_eq!(compute_label(Precision::Bfloat16, MemoryFormat::ChannelsLast), " · bf16 · channels_last");
+        let chosen = compute_label_chosen(Precision::Float32, true, MemoryFormat::ChannelsLast, false);
+        assert_eq!(chosen, " · fp32 (auto) · channels_last");
     }
 }

@@ -105,15 +105,12 @@ impl TrialSpec {
     /// What the trial computes in, for labels: nothing for float32 on contiguous tensors,
     /// ` · bf16`, ` · channels_last`, each marked where `auto` chose it.
     pub fn compute_label(&self) -> String {
-        let auto = |is_auto: bool| if is_auto { " (auto)" } else { "" };
-        let mut label = String::new();
-        if !self.train.precision.is_float32() || self.precision == AutoOr::Auto {
-            label += &format!(" · {}{}", self.train.precision, auto(self.precision == AutoOr::Auto));
-        }
-        if self.train.memory_format != MemoryFormat::Contiguous || self.memory_format == AutoOr::Auto {
-            label += &format!(" · {}{}", self.train.memory_format, auto(self.memory_format == AutoOr::Auto));
-        }
-        label
+        stratlab_strategy_spec::compute_label_chosen(
+            self.train.precision,
+            self.precision == AutoOr::Auto,
+            self.train.memory_format,
+            self.memory_format == AutoOr::Auto,
+        )
     }
 
     /// Why this trial cannot run as configured, if it cannot: an `infeasible` outcome is
