@@ -164,6 +164,21 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.memory_format.is_none_or(|f| f == cell.memory_format)
 }
 
+/// Why an entry's own list of axis `name` is not a narrowing of the suite's `axis`: the
+/// first value it gives that the axis lacks.
+fn outside_axis<T: PartialEq + std::fmt::Display>(
+    given: Option<&[T]>,
+    axis: &[T],
+    name: &'static str,
+) -> Option<(&'static str, String)> {
+    let outside = given?.iter().find(|value| !axis.contains(value))?;
+    let axis: Vec<String> = axis.iter().map(ToString::to_string).collect();
+    Some((
+        name,
+        format!("`{outside}` is not on the suite's `{name}` axis ({}); an entry narrows the axis", axis.join(", ")),
+    ))
+}
+
 /// The (precision, memory format) pairs `entry`'s cells run: its own lists where it narrows
 /// the suite's axes, else the suite's, precisions outer.
 fn computes_of(suite: &SuiteFile, entry: &StrategySweep) -> Vec<(AutoOr<Precision>, AutoOr<MemoryFormat>)> {
@@ -310,28 +325,12 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     }
     check_computes(suite).map_err(|(field, message)| field_error(path, field, message))?;
     for (i, entry) in suite.strategies.iter().enumerate() {
-        let field = format!("strategies[{i}].");
-        for (given, axis, name) in [
-            (
-                entry.precision.as_ref().map(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>()),
-                suite.precision.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "precision",
-            ),
-            (
-                entry.memory_format.as_ref().map(|f| f.iter().map(ToString::to_string).collect()),
-                suite.memory_format.iter().map(ToString::to_string).collect(),
-                "memory_format",
-            ),
-        ] {
-            if let Some(outside) = given.iter().flatten().find(|value| !axis.contains(value)) {
-                return err(
-                    &format!("{field}{name}"),
-                    format!(
-                        "`{outside}` is not on the suite's `{name}` axis ({}); an entry narrows the axis",
-                        axis.join(", ")
-                    ),
-                );
-            }
+        let outside = [
+            outside_axis(entry.precision.as_deref(), &suite.precision, "precision"),
+            outside_axis(entry.memory_format.as_deref(), &suite.memory_format, "memory_format"),
+        ];
+        if let Some((name, message)) = outside.into_iter().flatten().next() {
+            return err(&format!("strategies[{i}].{name}"), message);
         }
     }
     let batches: Vec<(String, usize)> = suite
