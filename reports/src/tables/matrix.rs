@@ -1,5 +1,6 @@
-//! The results matrix: one row per network, data set (and batch per worker), one column per
-//! strategy and W, each cell the headline throughput with its speedup, or the failure.
+//! The results matrix: one row per network, data set, batch per worker (and what it computed
+//! in, where any cell was not float32 on contiguous tensors), one column per strategy and
+//! W, each cell the headline throughput with its speedup, or the failure.
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use polars::prelude::{Column, DataFrame};
@@ -8,29 +9,41 @@ use super::format::{outcome_label, three_significant};
 use super::summary_table::{align_numeric, SummaryTable};
 use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
 use crate::{Outcome, ReportError};
+use stratlab_strategy_spec::{compute_label, MemoryFormat, Precision};
 
 const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
 
-/// The results matrix as a table: `network`, `dataset`, `batch/worker`, then one text
-/// column per `"<strategy> W=<w>"` (strategies in `style.rs`'s order, then W). A cell reads
+/// The results matrix as a table: `network`, `dataset`, `batch/worker`, `compute`
+/// (`bf16 · channels_last`; only where some cell was not float32 on contiguous tensors),
+/// then one text column per `"<strategy> W=<w>"` (strategies in `style.rs`'s order, then W). A cell reads
 /// `1230 ×1.80`, `1230 ×1.80 (1/4 failed)`, `1230` (no baseline), `OOM`, or "—" when the
 /// run has no such trial.
 pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let cells = &aggregates.throughput;
-    let mut rows: Vec<(&str, &str, u32)> = Vec::new();
-    let mut columns: Vec<(&str, u32)> = Vec::new();
+    // What a cell computed in is a row of the matrix, not a column: a run whose `auto`
+    // chose channels-last everywhere reads `fp32 · channels_last` once per row rather
+    // than in every strategy's header, and two precisions of one network are two rows.
+    let compute = |cell: &ThroughputCell| (cell.key.precision, cell.key.memory_format);
+    let column_of = |cell: &'_ ThroughputCell| -> (String, u32) {
+        // The label's compute suffix is what `compute_label` made of these typed fields.
+        let suffix = compute_label(cell.key.precision, cell.key.memory_format);
+        let strategy = cell.key.strategy.strip_suffix(suffix.as_str()).unwrap_or(&cell.key.strategy);
+        (strategy.to_owned(), cell.key.workers)
+    };
+    let mut rows: Vec<(&str, &str, u32, (Precision, MemoryFormat))> = Vec::new();
+    let mut columns: Vec<(String, u32)> = Vec::new();
     for cell in cells {
-        let row = (cell.key.network.as_str(), cell.key.dataset.as_str(), cell.key.batch_size);
+        let row = (cell.key.network.as_str(), cell.key.dataset.as_str(), cell.key.batch_size, compute(cell));
         if !rows.contains(&row) {
             rows.push(row);
         }
-        let column = (cell.key.strategy.as_str(), cell.key.workers);
+        let column = column_of(cell);
         if !columns.contains(&column) {
             columns.push(column);
         }
     }
     // Stable: strategies `style.rs` does not know keep their order of appearance.
-    let first_seen = |strategy: &str| columns.iter().position(|(s, _)| *s == strategy).unwrap_or(usize::MAX);
+    let first_seen = |strategy: &str| columns.iter().position(|(s, _)| s == strategy).unwrap_or(usize::MAX);
     let mut ordered = columns.clone();
     ordered.sort_by_key(|(strategy, workers)| (crate::style::strategy_rank(strategy), first_seen(strategy), *workers));
 
@@ -39,18 +52,24 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
         Column::new("dataset".into(), rows.iter().map(|r| r.1.to_owned()).collect::<Vec<_>>()),
         Column::new("batch/worker".into(), rows.iter().map(|r| i64::from(r.2)).collect::<Vec<_>>()),
     ];
+    // Runs that computed in float32 on contiguous tensors only (every run before the axes)
+    // keep the matrix they always had.
+    if rows.iter().any(|row| row.3 != (Precision::Float32, MemoryFormat::Contiguous)) {
+        let names = rows.iter().map(|row| format!("{} · {}", row.3 .0, row.3 .1)).collect::<Vec<_>>();
+        frame_columns.push(Column::new("compute".into(), names));
+    }
     for (strategy, workers) in ordered {
         let values: Vec<Option<String>> = rows
             .iter()
-            .map(|&(network, dataset, batch)| {
+            .map(|&(network, dataset, batch, row_compute)| {
                 cells
                     .iter()
                     .find(|c| {
                         c.key.network == network
                             && c.key.dataset == dataset
                             && c.key.batch_size == batch
-                            && c.key.strategy == strategy
-                            && c.key.workers == workers
+                            && compute(c) == row_compute
+                            && column_of(c) == (strategy.clone(), workers)
                     })
                     .map(cell_text)
             })
@@ -104,7 +123,8 @@ pub fn matrix_for_terminal(aggregates: &RunAggregates) -> String {
         table.add_row(row);
     }
     // Strategy columns hold text but read as numbers: align them like numbers.
-    let aligned: Vec<bool> = numeric.iter().enumerate().map(|(i, n)| *n || i >= 3).collect();
+    let first_strategy = 3 + usize::from(header.iter().any(|name| name == "compute"));
+    let aligned: Vec<bool> = numeric.iter().enumerate().map(|(i, n)| *n || i >= first_strategy).collect();
     align_numeric(&mut table, &aligned);
     format!("{}\n{TITLE}\n{table}", aggregates.run_id)
 }
