@@ -72,9 +72,6 @@ pub struct PublishedRow {
     pub strategy: Strategy,
     /// What was measured.
     pub measured: Measured,
-    /// Further quantiles of the step time `(quantile, seconds)`, where the source gives them
-    /// (the DDP benchmark's p75, p90, p95), in increasing order.
-    pub step_quantiles: Vec<(f64, f64)>,
     /// The source's own balance, in its layers (where its layers are finer than stratlab's
     /// stages); the strategy's balance was derived from it.
     pub source_balance: Option<Vec<usize>>,
@@ -253,8 +250,6 @@ struct RowFile {
     #[serde(default)]
     samples_per_s: Option<f64>,
     #[serde(default)]
-    step_quantiles: Vec<(f64, f64)>,
-    #[serde(default)]
     source_balance: Option<Vec<usize>>,
     #[serde(default)]
     input: bool,
@@ -299,15 +294,6 @@ impl TableFile {
             if row.input && (row.workers != 1 || row.strategy.kind().is_distributed()) {
                 return Err(error(field("input"), "the input row must be one device training alone (`single`)".into()));
             }
-            let quantiles_ordered =
-                row.step_quantiles.windows(2).all(|pair| pair[0].0 < pair[1].0 && pair[0].1 <= pair[1].1);
-            let quantiles_valid = row.step_quantiles.iter().all(|&(q, s)| q > 0.5 && q < 1.0 && s > 0.0);
-            if !quantiles_ordered || !quantiles_valid {
-                return Err(error(
-                    field("step_quantiles"),
-                    "takes `[quantile, seconds]` pairs above the median (0.5 < q < 1), both increasing".into(),
-                ));
-            }
             let mut strategy = row.strategy;
             if let Some(source_balance) = &row.source_balance {
                 let Some(layers) = &self.source_layers_per_stage else {
@@ -340,7 +326,6 @@ impl TableFile {
                 batch: row.batch,
                 strategy,
                 measured,
-                step_quantiles: row.step_quantiles,
                 source_balance: row.source_balance,
                 input: row.input,
             });

@@ -16,7 +16,6 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::predict::StepQuestion;
 use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_perf_model::published::{null_model_step_s, PublishedRow, PublishedTable};
-use stratlab_perf_model::Cluster;
 use stratlab_reports::{speedup_scaling_noted, FigureTarget, Outcome, ScalingPoint, Stat};
 use stratlab_results::stats::median;
 use stratlab_results::ValidationRow;
@@ -97,7 +96,9 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
     let efficiency = |rate: f64, workers: usize| rate / workers as f64 / input_rate;
     let mut rows = Vec::with_capacity(table.rows.len());
     for row in &table.rows {
-        let link = row_link(&table.cluster, row.workers)?;
+        // The ring's slowest link (the inter-node one once it spans nodes), which is also
+        // what a pipeline's hops cross within one node.
+        let link = table.cluster.ring_link(row.workers)?;
         let question = StepQuestion {
             strategy: &row.strategy,
             workers: row.workers,
@@ -173,12 +174,6 @@ fn scaled_roofline(
     let roofline = analytical_profile(spec, &sizes, MOMENTUM, table.precision, &seconds)?;
     let roofline_step = roofline.stage_sum_s(input.batch).unwrap_or(0.0) + roofline.optimizer_s;
     Ok(roofline.scaled(input.step_s() / roofline_step))
-}
-
-/// The link a row's workers talk over: the ring's slowest (the inter-node link once the
-/// ring spans nodes), which is also a pipeline's hops within one node.
-fn row_link(cluster: &Cluster, workers: usize) -> anyhow::Result<stratlab_perf_model::Link> {
-    Ok(cluster.ring_link(workers.max(1))?)
 }
 
 /// Samples the model's step trains: a pipeline's micro-batches are whole samples, so a

@@ -73,8 +73,6 @@ fn bad_tables_name_the_field_and_what_is_valid() {
     assert!(message(&unknown).contains("rows[1]"), "{}", message(&unknown));
     let wrong_sum = format!("{INPUT}  - {{label: x, workers: 2, batch: 32, strategy: {{name: gpipe}}, step_s: 0.1, source_balance: [1, 2]}}\n");
     assert!(message(&wrong_sum).contains("the source's network has 9 layers"), "{}", message(&wrong_sum));
-    let quantiles = format!("{INPUT}  - {{label: x, workers: 2, batch: 32, strategy: {{name: data-parallel}}, step_s: 0.1, step_quantiles: [[0.4, 0.1]]}}\n");
-    assert!(message(&quantiles).contains("step_quantiles"), "{}", message(&quantiles));
 }
 
 #[test]
