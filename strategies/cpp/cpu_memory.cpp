@@ -4,10 +4,14 @@
 // samples). Installed with c10::SetCPUAllocator; memory comes from c10::alloc_cpu, as the
 // default allocator's does, behind a 64-byte header that keeps the size (and the 64-byte
 // alignment), so the data pointer is its own context and raw_allocate works.
+// A limit on the bytes in use makes an allocation that would pass it fail as out of
+// memory, at the same size every time (an address-space limit counts reserved address
+// space, which varies from run to run).
 // Plain C functions, so Rust needs no C++ ABI; no C++ exception crosses into Rust.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <cstdint>
@@ -19,6 +23,8 @@ constexpr std::size_t kHeader = 64;
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
 std::atomic<int> g_installed{0};
+// Bytes of tensor storage allowed in use at once; 0 for no limit.
+std::atomic<int64_t> g_limit{0};
 
 void raise_peak(int64_t now) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
@@ -38,10 +44,28 @@ void counting_delete(void* data) {
 
 struct CountingCpuAllocator final : c10::Allocator {
   c10::DataPtr allocate(std::size_t n) override {
-    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    const auto bytes = static_cast<int64_t>(n);
+    // Counted before the memory is taken, so two threads cannot both pass the limit.
+    const int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const int64_t limit = g_limit.load(std::memory_order_relaxed);
+    if (limit > 0 && now > limit) {
+      g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      const auto mib = [](int64_t b) { return (b + (1 << 19)) >> 20; };
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory: stratlab memory limit: ", bytes, " bytes (",
+                       mib(bytes), " MiB) asked for with ", now - bytes, " bytes (", mib(now - bytes),
+                       " MiB) of tensor storage in use, over the worker's limit of ", limit, " bytes (",
+                       mib(limit), " MiB, memory_limit_mib)");
+    }
+    char* base = nullptr;
+    try {
+      base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    } catch (...) {
+      g_current.fetch_sub(bytes, std::memory_order_relaxed);
+      throw;
+    }
     *reinterpret_cast<std::size_t*>(base) = n;
     void* data = base + kHeader;
-    raise_peak(g_current.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n));
+    raise_peak(now);
     return {data, data, &counting_delete, c10::Device(c10::DeviceType::CPU)};
   }
 
@@ -82,6 +106,12 @@ int64_t stratlab_cpu_memory_current() {
 // The most bytes in use at once since the last reset.
 int64_t stratlab_cpu_memory_peak() {
   return g_peak.load(std::memory_order_relaxed);
+}
+
+// Allows at most `bytes` of tensor storage in use at once (0: no limit). An allocation that
+// would pass it throws c10::OutOfMemoryError, which libtorch reports as out of memory.
+void stratlab_cpu_memory_set_limit(int64_t bytes) {
+  g_limit.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
 }
 
 // Starts a new peak from the bytes in use now.

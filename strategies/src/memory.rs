@@ -7,6 +7,7 @@
 //!   counted when it is made and when it is freed, and the peak is kept at every allocation,
 //!   so nothing allocated and freed between two reads is missed. Storage allocated before
 //!   it was installed is not counted. Before installation the CPU reports `None`.
+//!   [`limit_cpu_storage`] makes the same count a limit: a trial's `memory_limit_mib`.
 //! - CUDA: `None` for now. The numbers to read are c10's `CUDACachingAllocator` statistics
 //!   (`allocated_bytes` current and peak, as `torch.cuda.memory_allocated` reports them).
 
@@ -20,6 +21,7 @@ extern "C" {
     fn stratlab_cpu_memory_current() -> i64;
     fn stratlab_cpu_memory_peak() -> i64;
     fn stratlab_cpu_memory_reset_peak();
+    fn stratlab_cpu_memory_set_limit(bytes: i64);
 }
 
 /// Whether the counting allocator is libtorch's CPU allocator in this process.
@@ -54,6 +56,20 @@ pub fn peak_bytes(device: Device) -> Option<u64> {
         Device::Cpu if COUNTING.load(Ordering::Acquire) => Some(unsafe { stratlab_cpu_memory_peak() }.max(0) as u64),
         _ => None,
     }
+}
+
+/// Limits this process's CPU tensor storage to `limit` bytes in use at once (`None`: no
+/// limit): an allocation that would pass it fails as out of memory, naming the bytes asked
+/// for, in use and allowed, at the same size every run. Installs the counting allocator
+/// first; `false` where it cannot be installed, and then nothing is limited.
+pub fn limit_cpu_storage(limit: Option<u64>) -> bool {
+    if !count_cpu_allocations() {
+        return false;
+    }
+    let bytes = limit.map_or(0, |bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+    // SAFETY: stores an atomic value.
+    unsafe { stratlab_cpu_memory_set_limit(bytes) };
+    true
 }
 
 /// Starts a new peak on `device` from what is in use now.

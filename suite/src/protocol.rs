@@ -77,6 +77,21 @@ pub fn is_out_of_memory_message(message: &str) -> bool {
         .any(|pattern| message.contains(pattern))
 }
 
+/// One line for a trial's `reason`: where `message` reports running out of memory, its line
+/// that says so (libtorch appends a C++ backtrace of many lines to it; a panic's message
+/// holds it debug-quoted, its newlines escaped), from libtorch's own words on; else the
+/// message as it is.
+pub fn failure_reason(message: &str) -> String {
+    if !is_out_of_memory_message(message) {
+        return message.to_owned();
+    }
+    let line = message.split('\n').flat_map(|line| line.split("\\n")).find(|line| is_out_of_memory_message(line));
+    let line = line.unwrap_or(message);
+    // `called `Result::unwrap()` on an `Err` value: Torch("out of memory: …`
+    let line = line.find("Torch(\"").map_or(line, |at| &line[at + "Torch(\"".len()..]);
+    line.trim().to_owned()
+}
+
 /// The outcome of a failure described by `message`: out of memory or a crash.
 pub fn failure_outcome(message: &str) -> Outcome {
     if is_out_of_memory_message(message) {
@@ -106,6 +121,13 @@ mod tests {
     fn failures_are_classified_by_their_message() {
         assert_eq!(failure_outcome("CUDA out of memory. Tried to allocate 2 GiB"), Outcome::Oom);
         assert_eq!(failure_outcome("memory allocation of 1024 bytes failed"), Outcome::Oom);
+        let libtorch = "libtorch: out of memory: stratlab memory limit: 4096 bytes asked for\nException raised from \
+                        allocate at cpu_memory.cpp:51 (most recent call first):\nframe #0: c10::Error::Error";
+        assert_eq!(failure_reason(libtorch), "libtorch: out of memory: stratlab memory limit: 4096 bytes asked for");
+        assert_eq!(failure_reason("rank 1 exited\nwith code 3"), "rank 1 exited\nwith code 3");
+        let panicked = "called `Result::unwrap()` on an `Err` value: Torch(\"out of memory: stratlab memory limit: \
+                        4096 bytes asked for\\nException raised from allocate\\nframe #0\")";
+        assert_eq!(failure_reason(panicked), "out of memory: stratlab memory limit: 4096 bytes asked for");
         assert_eq!(failure_outcome("index out of range"), Outcome::Crashed);
     }
 }

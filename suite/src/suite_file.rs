@@ -96,7 +96,9 @@ pub struct SuiteFile {
     /// Seconds after which a trial is killed and recorded as `timeout`.
     #[serde(default = "default_timeout")]
     pub timeout_s: f64,
-    /// Address-space limit of each worker process in MiB (out-of-memory becomes testable on a CPU).
+    /// Each worker's limit in MiB: on a CPU its libtorch tensor storage, counted by its
+    /// allocator (out-of-memory becomes testable, at the same size every run); on CUDA the
+    /// resident memory of the workers (`memory_guard.rs`).
     #[serde(default)]
     pub memory_limit_mib: Option<u64>,
     /// Telemetry sampling interval.

@@ -151,7 +151,8 @@ impl TrialWorkers {
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
 /// it started), dying with the runner (so a killed runner leaves no orphans that keep
-/// training), under the trial's address-space limit when it has one (see [`MemoryLimit`]),
+/// training), under the address-space guard of the trial's memory limit when it has one
+/// (see [`MemoryLimit`]),
 /// and on an emulated link inside its end's network namespace, talking through its end.
 fn spawn_worker(
     trial: &TrialSpec,
@@ -161,10 +162,7 @@ fn spawn_worker(
     memory_limit: MemoryLimit,
 ) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    let address_space_limit = match memory_limit {
-        MemoryLimit::AddressSpace(bytes) => Some(bytes),
-        _ => None,
-    };
+    let address_space_limit = memory_limit.address_space_guard();
     let mut command = Command::new(exe);
     if let Some(end) = end {
         end.start_inside(&mut command).context("starting a worker on the emulated link")?;

@@ -14,7 +14,7 @@ use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
-use crate::protocol::{failure_outcome, panic_message, WorkerEvent};
+use crate::protocol::{failure_outcome, failure_reason, panic_message, WorkerEvent};
 use crate::training::{open_data, train, TrainingData};
 use crate::trial::TrialSpec;
 
@@ -33,13 +33,22 @@ pub fn run_worker() -> i32 {
     let outcome = catch_unwind(AssertUnwindSafe(|| run_trial(&spec, &mut emitter)));
     let event = match outcome {
         Ok(Ok(report)) => WorkerEvent::Finished(Box::new(report)),
-        Ok(Err(error)) => WorkerEvent::Failed {
-            outcome: if error.is_out_of_memory() { Outcome::Oom } else { Outcome::Crashed },
-            reason: error.to_string(),
-        },
+        Ok(Err(error)) => {
+            let message = error.to_string();
+            // The whole text, backtrace and all, stays in the worker's stderr the runner keeps.
+            eprintln!("stratlab worker: {message}");
+            WorkerEvent::Failed {
+                // A data set or loader that ran out reports it in its own error type.
+                outcome: if error.is_out_of_memory() { Outcome::Oom } else { failure_outcome(&message) },
+                reason: failure_reason(&message),
+            }
+        }
         Err(panic) => {
             let message = panic_message(&*panic);
-            WorkerEvent::Failed { outcome: failure_outcome(&message), reason: format!("panic: {message}") }
+            WorkerEvent::Failed {
+                outcome: failure_outcome(&message),
+                reason: format!("panic: {}", failure_reason(&message)),
+            }
         }
     };
     emit(&event);
@@ -47,6 +56,10 @@ pub fn run_worker() -> i32 {
 }
 
 fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
+    // A CPU worker's limit is on its tensor storage, counted from before the data loads.
+    if spec.memory_limit_bytes.is_some() && spec.train.device.resolve().ok() == Some(tch::Device::Cpu) {
+        stratlab_strategies::memory::limit_cpu_storage(spec.memory_limit_bytes);
+    }
     let mut data = open_data(&spec.dataset, spec.train.seed, true)?;
     if emitter.fault == Some(Fault::Nan) {
         data = TrainingData {

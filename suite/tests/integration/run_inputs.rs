@@ -170,6 +170,44 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
 }
 
 #[test]
+fn a_memory_limit_fails_the_same_allocation_every_run_with_one_readable_line() {
+    // The small CNN at 2048 samples asks for its first convolution's output, 169 MiB, over a
+    // 64 MiB limit on tensor storage: the counting allocator refuses it at the same byte
+    // count in both repeats, where an address-space limit failed wherever reserved address
+    // space happened to run out.
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(
+        dir.path(),
+        "limit.yaml",
+        "name: memory-limit
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single]
+batch_size: 2048
+budget: {steps: 2}
+repeats: 2
+device: cpu
+threads: 1
+memory_limit_mib: 64
+eval: {samples: 64, batch_size: 64}
+",
+    );
+    let output = run(dir.path(), &suite, &["--no-report"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let rows: Vec<stratlab_results::TrialRow> =
+        RunStore::open(&only_run(&dir.path().join("results"))).unwrap().load_rows().unwrap();
+    assert_eq!(rows.len(), 2);
+    let reasons: Vec<&str> = rows.iter().map(|row| row.reason.as_deref().unwrap_or_default()).collect();
+    for (row, reason) in rows.iter().zip(&reasons) {
+        assert_eq!(row.outcome, "oom", "{reason}");
+        assert!(!reason.contains('\n') && !reason.contains("\\n") && !reason.contains("frame #"), "{reason}");
+        assert!(reason.contains("stratlab memory limit: 177209344 bytes (169 MiB) asked for"), "{reason}");
+        assert!(reason.contains("over the worker's limit of 67108864 bytes (64 MiB, memory_limit_mib)"), "{reason}");
+    }
+    assert_eq!(reasons[0], reasons[1], "the same allocation fails in every run");
+}
+
+#[test]
 fn train_reports_out_of_memory_as_an_error_not_a_panic() {
     // ResNet-18 on 256 Highres images (3×512×512): the first convolution's output alone is
     // 4 GiB, which with the 0.8 GB batch does not fit in 6 GiB of address space, while
