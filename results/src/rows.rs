@@ -115,8 +115,11 @@ pub struct TrialRow {
     pub target_accuracy: f64,
     /// How the trial ended (`ok`, `oom`, `crashed`, `diverged`, `timeout`, …).
     pub outcome: String,
-    /// Why it ended that way, for anything but success.
+    /// Why it ended that way, for anything but success, in one line.
     pub reason: Option<String>,
+    /// The whole error behind `reason` where it said more (libtorch's text with its C++
+    /// backtrace); null in runs stored before the column.
+    pub reason_detail: Option<String>,
     /// Leading steps excluded from step-time statistics.
     pub warmup_steps: i64,
     /// What the training measured: progress, pace, throughput and accuracy.
@@ -181,6 +184,7 @@ impl Table for TrialRow {
             ("target_accuracy", Float64),
             ("outcome", String),
             ("reason", String),
+            ("reason_detail", String),
             ("epochs_completed", Int64),
             ("steps_completed", Int64),
             ("warmup_steps", Int64),

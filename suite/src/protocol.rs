@@ -43,8 +43,12 @@ pub enum WorkerEvent {
     Failed {
         /// `Oom` or `Crashed`.
         outcome: Outcome,
-        /// What happened.
+        /// What happened, in one line.
         reason: String,
+        /// The whole error as libtorch or Rust gave it (backtrace and all), where it said
+        /// more than the reason.
+        #[serde(default)]
+        detail: Option<String>,
     },
 }
 

@@ -69,7 +69,7 @@ impl TrialFacts {
     /// A trial that never started its workers, and why.
     pub(crate) fn not_started(outcome: Outcome, reason: String, started_at: UtcTime, started: Instant) -> TrialFacts {
         TrialFacts {
-            ends: vec![WorkerEnd::Failed(outcome, reason)],
+            ends: vec![WorkerEnd::Failed(outcome, reason, None)],
             samples: Vec::new(),
             board_names: Vec::new(),
             started_at,
@@ -85,7 +85,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
     let TrialFacts { ends, samples, board_names, started_at, started, speed_reference_s, link_emulation_cpu_s } = facts;
     let summary = TelemetrySummary::from_samples(&samples);
     let identity = Identity::of(trial, fingerprint, &summary, &board_names);
-    let (outcome, reason) = outcome_of(&ends);
+    let (outcome, reason, reason_detail) = outcome_of(&ends);
     let reports: Vec<(usize, &TrainReport)> = ends
         .iter()
         .enumerate()
@@ -146,6 +146,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         target_accuracy: trial.train.target_accuracy,
         outcome: outcome.name().to_string(),
         reason,
+        reason_detail,
         warmup_steps: trial.train.warmup_steps as i64,
         // Throughput of the whole trial: every batch shard's samples over the slowest rank's
         // time per step (the lead report carries those times).

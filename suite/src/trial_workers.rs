@@ -24,7 +24,8 @@ use crate::trial::TrialSpec;
 /// A worker's last word: its report, or why it has none.
 pub(crate) enum WorkerEnd {
     Report(Box<TrainReport>),
-    Failed(Outcome, String),
+    /// The outcome, the reason in one line, and the whole error where it said more.
+    Failed(Outcome, String, Option<String>),
 }
 
 /// The running worker processes of one trial, rank by rank.
@@ -104,8 +105,8 @@ impl TrialWorkers {
                     }
                     match event {
                         WorkerEvent::Finished(report) => last_words[rank] = Some(WorkerEnd::Report(report)),
-                        WorkerEvent::Failed { outcome, reason } => {
-                            last_words[rank] = Some(WorkerEnd::Failed(outcome, reason))
+                        WorkerEvent::Failed { outcome, reason, detail } => {
+                            last_words[rank] = Some(WorkerEnd::Failed(outcome, reason, detail))
                         }
                         _ => {}
                     }
@@ -132,10 +133,11 @@ impl TrialWorkers {
             .map(|(word, (status, stderr))| match word {
                 Some(end) => end,
                 None if over_memory.is_some() => {
-                    WorkerEnd::Failed(Outcome::Oom, over_memory.clone().unwrap_or_default())
+                    WorkerEnd::Failed(Outcome::Oom, over_memory.clone().unwrap_or_default(), None)
                 }
                 None if timed_out => {
-                    WorkerEnd::Failed(Outcome::Timeout, format!("killed after the {} s timeout", trial.timeout_s))
+                    let reason = format!("killed after the {} s timeout", trial.timeout_s);
+                    WorkerEnd::Failed(Outcome::Timeout, reason, None)
                 }
                 None => classify_silent_exit(*status, stderr),
             })
@@ -196,7 +198,7 @@ fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
         (None, Some(code)) => format!("exited with code {code} without a result"),
         (None, None) => "ended without a result".to_string(),
     };
-    WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") })
+    WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") }, None)
 }
 
 fn signal_name(signal: i32) -> &'static str {

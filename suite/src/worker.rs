@@ -35,19 +35,21 @@ pub fn run_worker() -> i32 {
         Ok(Ok(report)) => WorkerEvent::Finished(Box::new(report)),
         Ok(Err(error)) => {
             let message = error.to_string();
-            // The whole text, backtrace and all, stays in the worker's stderr the runner keeps.
-            eprintln!("stratlab worker: {message}");
+            let reason = failure_reason(&message);
             WorkerEvent::Failed {
                 // A data set or loader that ran out reports it in its own error type.
                 outcome: if error.is_out_of_memory() { Outcome::Oom } else { failure_outcome(&message) },
-                reason: failure_reason(&message),
+                detail: (reason != message).then_some(message),
+                reason,
             }
         }
         Err(panic) => {
             let message = panic_message(&*panic);
+            let reason = failure_reason(&message);
             WorkerEvent::Failed {
                 outcome: failure_outcome(&message),
-                reason: format!("panic: {}", failure_reason(&message)),
+                detail: (reason != message).then(|| format!("panic: {message}")),
+                reason: format!("panic: {reason}"),
             }
         }
     };

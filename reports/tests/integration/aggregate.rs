@@ -78,6 +78,7 @@ fn trial(
         target_accuracy: 0.8,
         outcome: outcome.into(),
         reason: (!ok).then(|| format!("{outcome} in repeat {repeat}")),
+        reason_detail: None,
         warmup_steps: 1,
         training: TrainingSummary {
             epochs_completed: 2,

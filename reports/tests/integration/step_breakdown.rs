@@ -22,6 +22,7 @@ fn trial(store: &RunStore, index: i64, strategy: &str, workers: i64, outcome: &s
         global_batch: 32 * workers,
         outcome: outcome.into(),
         reason: (outcome != "ok").then(|| "rank 1 lost its peer".into()),
+        reason_detail: None,
         ..store_fixtures::trial(store.run_id(), &trial_id, index)
     }
 }

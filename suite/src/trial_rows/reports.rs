@@ -38,14 +38,14 @@ pub(super) fn epoch_and_step_rows(
 
 /// How a trial ended, from its workers' ends: the first failing worker decides, except that
 /// a rank that only lost its peer yields to the peer's own failure, which caused it.
-pub(super) fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>) {
-    let failures: Vec<(usize, Outcome, Option<String>)> = ends
+pub(super) fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>, Option<String>) {
+    let failures: Vec<(usize, Outcome, Option<String>, Option<String>)> = ends
         .iter()
         .enumerate()
         .filter_map(|(rank, end)| match end {
-            WorkerEnd::Failed(outcome, reason) => Some((rank, *outcome, Some(reason.clone()))),
+            WorkerEnd::Failed(outcome, reason, detail) => Some((rank, *outcome, Some(reason.clone()), detail.clone())),
             WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
-                Some((rank, Outcome::Diverged, report.reason.clone()))
+                Some((rank, Outcome::Diverged, report.reason.clone(), None))
             }
             WorkerEnd::Report(_) => None,
         })
@@ -54,14 +54,14 @@ pub(super) fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>) {
     // (a crash, a kill) is the cause, so it names the outcome when there is one.
     let cause = failures
         .iter()
-        .find(|(_, _, reason)| !reason.as_deref().is_some_and(is_peer_loss))
+        .find(|(_, _, reason, _)| !reason.as_deref().is_some_and(is_peer_loss))
         .or_else(|| failures.first());
     match cause {
-        None => (Outcome::Ok, None),
-        Some((rank, outcome, reason)) if ends.len() > 1 => {
-            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")))
+        None => (Outcome::Ok, None, None),
+        Some((rank, outcome, reason, detail)) if ends.len() > 1 => {
+            (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")), detail.clone())
         }
-        Some((_, outcome, reason)) => (*outcome, reason.clone()),
+        Some((_, outcome, reason, detail)) => (*outcome, reason.clone(), detail.clone()),
     }
 }
 

@@ -203,6 +203,10 @@ eval: {samples: 64, batch_size: 64}
         assert!(!reason.contains('\n') && !reason.contains("\\n") && !reason.contains("frame #"), "{reason}");
         assert!(reason.contains("stratlab memory limit: 177209344 bytes (169 MiB) asked for"), "{reason}");
         assert!(reason.contains("over the worker's limit of 67108864 bytes (64 MiB, memory_limit_mib)"), "{reason}");
+        // libtorch's whole text, backtrace and all, in a column of its own.
+        let detail = row.reason_detail.as_deref().unwrap_or_default();
+        let said = reason.trim_start_matches("panic: ");
+        assert!(detail.contains(said) && detail.contains("Exception raised from allocate"), "{detail}");
     }
     assert_eq!(reasons[0], reasons[1], "the same allocation fails in every run");
 }

@@ -62,6 +62,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         target_accuracy: 0.8,
         outcome: "ok".into(),
         reason: None,
+        reason_detail: None,
         warmup_steps: 5,
         training: TrainingSummary {
             epochs_completed: 3,
