@@ -191,7 +191,7 @@ pub enum Command {
     /// every other row on the table's cluster, beside the thesis's closed forms and a null
     /// model, and print, write (`validation.csv`) and draw predicted against published.
     /// Offline; nothing is trained.
-    Validate(crate::validate::ValidateArgs),
+    Validate(ValidateArgs),
     /// Print this machine's environment fingerprint (versions, devices).
     Env {
         /// Fail unless libtorch sees CUDA wherever nvidia-smi lists a GPU.
@@ -500,4 +500,18 @@ mod tests {
         assert_eq!(parse_size("64MB"), Ok(64_000_000), "SI, as in a cluster file");
         assert!(parse_size("64 megs").unwrap_err().contains("MiB"));
     }
+}
+
+/// What `stratlab validate` is asked.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Published tables (`validation/published/*.yaml`).
+    #[arg(required = true)]
+    pub tables: Vec<PathBuf>,
+    /// Folder for `validation.csv` and the figures (default `runs/validate`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Figure format.
+    #[arg(long, value_enum, default_value_t = FigureFormatArg::Svg)]
+    pub format: FigureFormatArg,
 }

@@ -22,24 +22,10 @@ use stratlab_results::ValidationRow;
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::profile::analytical_profile;
 
-use crate::cli::FigureFormatArg;
+use crate::cli::{FigureFormatArg, ValidateArgs};
 use crate::exit::InputError;
 use crate::regression_commands::figure_format;
 use crate::shapes::input_shape;
-
-/// What `stratlab validate` is asked.
-#[derive(Debug, clap::Args)]
-pub struct ValidateArgs {
-    /// Published tables (`validation/published/*.yaml`).
-    #[arg(required = true)]
-    pub tables: Vec<PathBuf>,
-    /// Folder for `validation.csv` and the figures (default `runs/validate`).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Figure format.
-    #[arg(long, value_enum, default_value_t = FigureFormatArg::Svg)]
-    pub format: FigureFormatArg,
-}
 
 /// SGD's momentum the update is costed with: the sources' own (the DDP benchmark's 0.9;
 /// torchgpipe's none) changes the roofline's update by a fraction of a per cent of a step.
