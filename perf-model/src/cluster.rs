@@ -118,9 +118,8 @@ impl Cluster {
 
     /// Parses and validates cluster-file text; `origin` is the file errors name.
     pub fn parse(text: &str, origin: &Path) -> Result<Cluster, ClusterError> {
-        let file = serde_saphyr::from_str::<WithFieldPath>(text)
-            .map_err(|error| ClusterError::Invalid { path: origin.to_path_buf(), message: error.to_string() })?
-            .0;
+        let file = crate::yaml::from_yaml::<ClusterFile>(text)
+            .map_err(|error| ClusterError::Invalid { path: origin.to_path_buf(), message: error.to_string() })?;
         file.validate(origin)
     }
 
@@ -291,24 +290,6 @@ fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> 
     text.trim()
         .parse()
         .map_err(|_| de::Error::custom(format!("`{text}` is not a count: write a whole number, 1 or more")))
-}
-
-/// Deserialises a [`ClusterFile`] through `serde_path_to_error`, so an error names the
-/// field path (`device.memory`); the YAML parser around it adds the line and column.
-struct WithFieldPath(ClusterFile);
-
-impl<'de> Deserialize<'de> for WithFieldPath {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        serde_path_to_error::deserialize(deserializer).map(WithFieldPath).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            match path.as_str() {
-                // The root, or a key not yet read: no field to name.
-                "." | "?" => inner,
-                _ => de::Error::custom(format!("{path}: {inner}")),
-            }
-        })
-    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod profile;
 pub mod published;
 pub mod recommend;
 mod units;
+mod yaml;
 
 pub use breakdown::StepBreakdown;
 pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
@@ -33,3 +34,4 @@ pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
 pub use link::{Bandwidth, Latency, Link};
 pub use units::{ByteSize, FlopRate, UnitError, BYTE_SIZE_GRAMMAR};
+pub use yaml::from_yaml;

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use stratlab_strategy_spec::{Balance, Parameters, Precision, Strategy, StrategyKind};
 
@@ -153,9 +152,8 @@ impl PublishedTable {
     pub fn load(path: &Path) -> Result<PublishedTable, PublishedError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| PublishedError::Read { path: path.to_path_buf(), source })?;
-        let file = serde_saphyr::from_str::<WithFieldPath>(&text)
-            .map_err(|error| PublishedError::Invalid { path: path.to_path_buf(), message: error.to_string() })?
-            .0;
+        let file = crate::yaml::from_yaml::<TableFile>(&text)
+            .map_err(|error| PublishedError::Invalid { path: path.to_path_buf(), message: error.to_string() })?;
         let cluster_file = path.parent().unwrap_or(Path::new(".")).join(&file.cluster);
         let cluster = Cluster::load(&cluster_file)
             .map_err(|source| PublishedError::Cluster { path: path.to_path_buf(), source })?;
@@ -341,23 +339,6 @@ impl TableFile {
             precision: self.precision,
             source_layers_per_stage: self.source_layers_per_stage,
             rows,
-        })
-    }
-}
-
-/// Deserialises a [`TableFile`] through `serde_path_to_error`, so an error names the field
-/// path (`rows[2].strategy`); the YAML parser around it adds the line and column.
-struct WithFieldPath(TableFile);
-
-impl<'de> Deserialize<'de> for WithFieldPath {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        serde_path_to_error::deserialize(deserializer).map(WithFieldPath).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            match path.as_str() {
-                "." | "?" => inner,
-                _ => de::Error::custom(format!("{path}: {inner}")),
-            }
         })
     }
 }

@@ -382,24 +382,6 @@ impl SuiteFile {
     /// Parses suite text; the error names the field path (`budget.steps`), the line and
     /// column, and shows the offending line.
     pub fn parse(text: &str) -> Result<SuiteFile, String> {
-        serde_saphyr::from_str::<WithFieldPath>(text).map(|parsed| parsed.0).map_err(|error| error.to_string())
-    }
-}
-
-/// Deserialises a [`SuiteFile`] through `serde_path_to_error`, so an error also names the
-/// field path; the YAML parser around it adds the line, column and a snippet.
-struct WithFieldPath(SuiteFile);
-
-impl<'de> Deserialize<'de> for WithFieldPath {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        serde_path_to_error::deserialize(deserializer).map(WithFieldPath).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            if path == "." {
-                inner
-            } else {
-                de::Error::custom(format!("{path}: {inner}"))
-            }
-        })
+        stratlab_perf_model::from_yaml::<SuiteFile>(text).map_err(|error| error.to_string())
     }
 }
