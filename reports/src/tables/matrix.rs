@@ -11,6 +11,9 @@ use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
 use crate::{Outcome, ReportError};
 use stratlab_strategy_spec::{compute_label, MemoryFormat, Precision};
 
+/// A matrix row: network, data set, batch per worker, and what it computed in.
+type MatrixRow<'a> = (&'a str, &'a str, u32, (Precision, MemoryFormat));
+
 const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
 
 /// The results matrix as a table: `network`, `dataset`, `batch/worker`, `compute`
@@ -23,23 +26,25 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
     // What a cell computed in is a row of the matrix, not a column: a run whose `auto`
     // chose channels-last everywhere reads `fp32 · channels_last` once per row rather
     // than in every strategy's header, and two precisions of one network are two rows.
-    let compute = |cell: &ThroughputCell| (cell.key.precision, cell.key.memory_format);
-    let column_of = |cell: &'_ ThroughputCell| -> (String, u32) {
-        // The label's compute suffix is what `compute_label` made of these typed fields.
-        let suffix = compute_label(cell.key.precision, cell.key.memory_format);
-        let strategy = cell.key.strategy.strip_suffix(suffix.as_str()).unwrap_or(&cell.key.strategy);
-        (strategy.to_owned(), cell.key.workers)
-    };
-    let mut rows: Vec<(&str, &str, u32, (Precision, MemoryFormat))> = Vec::new();
+    let keyed: Vec<(MatrixRow<'_>, (String, u32), &ThroughputCell)> = cells
+        .iter()
+        .map(|cell| {
+            let key = &cell.key;
+            // The label's compute suffix is what `compute_label` made of these typed fields.
+            let suffix = compute_label(key.precision, key.memory_format);
+            let strategy = key.strategy.strip_suffix(suffix.as_str()).unwrap_or(&key.strategy);
+            let row = (key.network.as_str(), key.dataset.as_str(), key.batch_size, (key.precision, key.memory_format));
+            (row, (strategy.to_owned(), key.workers), cell)
+        })
+        .collect();
+    let mut rows: Vec<MatrixRow<'_>> = Vec::new();
     let mut columns: Vec<(String, u32)> = Vec::new();
-    for cell in cells {
-        let row = (cell.key.network.as_str(), cell.key.dataset.as_str(), cell.key.batch_size, compute(cell));
-        if !rows.contains(&row) {
-            rows.push(row);
+    for (row, column, _) in &keyed {
+        if !rows.contains(row) {
+            rows.push(*row);
         }
-        let column = column_of(cell);
-        if !columns.contains(&column) {
-            columns.push(column);
+        if !columns.contains(column) {
+            columns.push(column.clone());
         }
     }
     // Stable: strategies `style.rs` does not know keep their order of appearance.
@@ -61,17 +66,11 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
     for (strategy, workers) in ordered {
         let values: Vec<Option<String>> = rows
             .iter()
-            .map(|&(network, dataset, batch, row_compute)| {
-                cells
+            .map(|row| {
+                keyed
                     .iter()
-                    .find(|c| {
-                        c.key.network == network
-                            && c.key.dataset == dataset
-                            && c.key.batch_size == batch
-                            && compute(c) == row_compute
-                            && column_of(c) == (strategy.clone(), workers)
-                    })
-                    .map(cell_text)
+                    .find(|(cell_row, (s, w), _)| cell_row == row && *s == strategy && *w == workers)
+                    .map(|(_, _, cell)| cell_text(cell))
             })
             .collect();
         frame_columns.push(Column::new(format!("{strategy} W={workers}").into(), values));

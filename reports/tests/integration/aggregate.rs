@@ -8,7 +8,7 @@ use polars::prelude::{CsvReadOptions, SerReader};
 use stratlab_reports::aggregate::{
     bubble_share, CellKey, Speedup, StepsPerEpoch, ThroughputCell, MAX_LOSS_POINTS, NO_BASELINE,
 };
-use stratlab_reports::tables::{results_matrix, speedup_table};
+use stratlab_reports::tables::speedup_table;
 use stratlab_reports::{
     aggregate_run, matrix_for_terminal, summary_tables, EventKind, Failure, Outcome, RunAggregates, Stat, Timeline,
     TimelineEvent,
@@ -24,14 +24,14 @@ fn fingerprint() -> Fingerprint {
     serde_json::from_str(include_str!("../../../results/tests/data/fingerprint.json")).expect("sample fingerprint")
 }
 
-fn new_store(root: &Path) -> RunStore {
+pub(crate) fn new_store(root: &Path) -> RunStore {
     let suite = root.join("suite.yaml");
     std::fs::write(&suite, "name: aggregate-test\n").expect("write suite");
     RunStore::create(&root.join("runs"), "aggregate-test", &suite, &fingerprint()).expect("create run")
 }
 
 /// A trial of small-cnn on MNIST; `wall` is its throughput, `None` for a failed trial.
-fn trial(
+pub(crate) fn trial(
     index: i64,
     strategy: &str,
     workers: i64,
@@ -116,7 +116,7 @@ fn trial(
 }
 
 /// Three evaluations per worker: 50 %, 85 %, 90 % test accuracy at 10, 20, 30 s.
-fn epochs(trial: &TrialRow) -> Vec<EpochRow> {
+pub(crate) fn epochs(trial: &TrialRow) -> Vec<EpochRow> {
     (0..trial.workers)
         .flat_map(|worker| {
             (0..3).map(move |epoch| (worker, epoch)).map(|(worker, epoch)| EpochRow {
@@ -168,7 +168,7 @@ fn steps(trial: &TrialRow, n: i64, per_epoch: i64, nan_from: Option<i64>) -> Vec
 }
 
 /// The run described at the top of the file.
-fn hand_made_run(root: &Path) -> RunStore {
+pub(crate) fn hand_made_run(root: &Path) -> RunStore {
     let store = new_store(root);
     let mut index = 0;
     let mut next = || {
@@ -435,60 +435,6 @@ fn speedup_table_as_csv_markdown_and_cells() {
     let w2 = lines.iter().find(|l| l.contains("data-parallel") && l.contains(" 2 ") && l.contains("32")).expect("W=2");
     assert!(w2.contains(" 1.80 |") && w2.contains(" 0.900 |"), "{w2}");
     assert!(markdown.contains("| — ") && markdown.contains("no single W=1 trial with batch 64"), "{markdown}");
-}
-
-#[test]
-fn results_matrix_shows_speedups_failures_and_gaps() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let aggregates = aggregate_run(&hand_made_run(dir.path())).expect("aggregate");
-    let matrix = results_matrix(&aggregates).expect("matrix");
-    let (header, rows, _) = matrix.cells();
-    assert_eq!(
-        header,
-        [
-            "network",
-            "dataset",
-            "batch/worker",
-            "single W=1",
-            "data-parallel W=2",
-            "data-parallel W=4",
-            "data-parallel W=8",
-            "gpipe W=2"
-        ]
-    );
-    assert_eq!(
-        rows[0],
-        ["small-cnn", "mnist", "32", "100 ×1.00", "180 ×1.80", "300 ×3.00 (1/4 failed)", "DIVERGED", "OOM"]
-    );
-    assert_eq!(rows[1], ["small-cnn", "mnist", "64", "—", "350", "—", "—", "—"]);
-    let terminal = matrix_for_terminal(&aggregates);
-    assert!(terminal.contains("×1.80") && terminal.contains("OOM") && terminal.contains('│'), "{terminal}");
-    assert_eq!(summary_tables(&aggregates).expect("tables").len(), 6);
-}
-
-#[test]
-fn what_a_cell_computed_in_is_a_row_of_the_matrix_not_a_column() {
-    // Single and data parallelism in fp32 and in bf16 + channels-last: two rows of the same
-    // network, each with its own speedup over its own single; the strategy columns stay two.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = new_store(dir.path());
-    let cases = [("single", 1, None, 100.0), ("data-parallel", 2, None, 180.0), ("single", 1, Some("bf16"), 150.0)];
-    let bf16_dp = ("data-parallel", 2, Some("bf16"), 240.0);
-    for (index, (strategy, workers, precision, wall)) in cases.into_iter().chain([bf16_dp]).enumerate() {
-        let mut row = trial(index as i64, strategy, workers, 32, 0, "ok", Some(wall));
-        if let Some(precision) = precision {
-            row.trial_id += "__bf16__channels-last";
-            row.precision = Some(precision.into());
-            row.memory_format = Some("channels_last".into());
-        }
-        let epochs = epochs(&row);
-        store.write_trial(TrialTables { epochs: &epochs, ..TrialTables::new(&row) }).expect("write trial");
-    }
-    let aggregates = aggregate_run(&store).expect("aggregate");
-    let (header, rows, _) = results_matrix(&aggregates).expect("matrix").cells();
-    assert_eq!(header, ["network", "dataset", "batch/worker", "compute", "single W=1", "data-parallel W=2"]);
-    assert_eq!(rows[0], ["small-cnn", "mnist", "32", "fp32 · contiguous", "100 ×1.00", "180 ×1.80"]);
-    assert_eq!(rows[1], ["small-cnn", "mnist", "32", "bf16 · channels_last", "150 ×1.00", "240 ×1.60"]);
 }
 
 #[test]

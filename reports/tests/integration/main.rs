@@ -10,6 +10,7 @@ mod default_run;
 mod figures;
 mod history;
 mod html_chromium;
+mod matrix;
 mod pipelines;
 mod step_breakdown;
 /// The run-store fixtures of `stratlab-results`' tests (which allow their own dead code).
