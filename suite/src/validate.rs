@@ -250,8 +250,6 @@ pub struct Errors {
     pub max_abs: f64,
     /// Median |scaling-efficiency error|, in points (0.01 = 1 point).
     pub median_abs_efficiency: f64,
-    /// Rows judged.
-    pub rows: usize,
 }
 
 /// The three predictors' errors over every row but the input, or `None` without such rows.
@@ -271,7 +269,6 @@ pub fn errors(rows: &[&ValidationRow]) -> [Option<Errors>; 3] {
             median_abs: median(&throughput)?,
             max_abs: throughput.iter().copied().fold(0.0, f64::max),
             median_abs_efficiency: median(&points)?,
-            rows: pairs.len(),
         })
     };
     [
