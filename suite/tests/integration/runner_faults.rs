@@ -36,7 +36,7 @@ repeats: 7
 device: cpu
 threads: 1
 warmup_steps: 2
-timeout_s: 15
+timeout_s: 6
 memory_limit_mib: 6144
 eval: {samples: 256, batch_size: 256}
 include:
