@@ -6,12 +6,13 @@
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
 //! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead. Run-level tables
-//! (`probes/`, `predictions/`) hold parts that are not a trial's.
+//! (`probes/`, `predictions/`, `batch_probes/`) hold parts that are not a trial's.
 //!
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
 mod atomic_file;
 mod auto_choice_row;
+mod batch_probe_row;
 mod chrome_trace;
 mod device_load;
 mod event_kind;
@@ -40,6 +41,7 @@ mod validation_row;
 
 pub use atomic_file::write_file_atomically;
 pub use auto_choice_row::AutoChoiceRow;
+pub use batch_probe_row::BatchProbeRow;
 pub use chrome_trace::chrome_trace;
 pub use device_load::{DeviceLoad, EnergySource, Sample};
 pub use event_kind::{EventKind, Lane};

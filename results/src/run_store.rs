@@ -15,7 +15,7 @@ use polars::prelude::{
 use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
 use crate::table_names::TABLE_NAMES;
 use crate::{
-    chrome_trace, to_frame, EpochRow, EventRow, ExportFormat, Fingerprint, PipelineStageRow, PredictionRow, ProbeRow,
+    chrome_trace, to_frame, BatchProbeRow, EpochRow, EventRow, ExportFormat, Fingerprint, PipelineStageRow, PredictionRow, ProbeRow,
     RankBreakdownRow, StepRow, StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
@@ -225,6 +225,7 @@ impl RunStore {
             PipelineStageRow::NAME => self.load_table::<PipelineStageRow>(),
             ProbeRow::NAME => self.load_table::<ProbeRow>(),
             PredictionRow::NAME => self.load_table::<PredictionRow>(),
+            BatchProbeRow::NAME => self.load_table::<BatchProbeRow>(),
             other => Err(StoreError::UnknownTable { name: other.to_owned() }),
         }
     }

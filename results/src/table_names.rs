@@ -29,10 +29,13 @@ pub const PROFILES: &str = "profiles";
 /// it matches.
 pub const AUTO_CHOICES: &str = "auto_choices";
 
+/// One row per probe of a `batch_size: max` cell's search for its largest batch.
+pub const BATCH_PROBES: &str = "batch_probes";
+
 /// The run's tables, in the order they are exported: the per-trial ones, then the
-/// run-level `probes` and `predictions`.
-pub const TABLE_NAMES: [&str; 9] =
-    [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES, PREDICTIONS];
+/// run-level `probes`, `predictions` and `batch_probes`.
+pub const TABLE_NAMES: [&str; 10] =
+    [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES, PREDICTIONS, BATCH_PROBES];
 
 /// Written by `stratlab validate`, outside any run: one row per published measurement,
 /// predicted three ways against what was published.

@@ -259,6 +259,7 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
         ("pipeline_stages", 0),
         ("probes", 0),
         ("predictions", 0),
+        ("batch_probes", 0),
     ];
 
     let csv_files = store.export(ExportFormat::Csv, &dir.path().join("csv")).expect("csv export");

@@ -1,0 +1,92 @@
+//! The search for a cell's largest batch (`batch_size: max`): one row per probe, a few real
+//! training steps at one batch in fresh worker processes under the trial's memory limit,
+//! with how they ended and the peak they reached. The cell then trains at the largest
+//! batch that fitted, and the report's frontier reads these rows beside the model's
+//! predicted largest batch.
+
+use polars::prelude::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+
+use crate::rows::schema_of;
+use crate::Table;
+
+/// One probe of one cell's search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchProbeRow {
+    /// The run the search belongs to.
+    pub run_id: String,
+    /// The cell searched, by its first repeat's trial id (`…__bmax…__r0`).
+    pub trial_id: String,
+    /// The cell's label (its batch shown as `bmax`).
+    pub label: String,
+    /// Network name.
+    pub network: String,
+    /// Data set name.
+    pub dataset: String,
+    /// Strategy name.
+    pub strategy: String,
+    /// Workers.
+    pub workers: i64,
+    /// The strategy with the parameters given (`gpipe m4 ckpt always`): a frontier has a
+    /// row per strategy, workers, micro-batches and checkpointing.
+    pub strategy_label: String,
+    /// The search's step: batches are whole multiples of it (a pipeline's micro-batches,
+    /// else 1), and it closes to a sixteenth of the answer or this, whichever is larger.
+    pub batch_step: i64,
+    /// Position of this probe in the cell's search (0 first).
+    pub probe: i64,
+    /// Per-worker (per-pipeline) batch the probe trained.
+    pub batch_size: i64,
+    /// Samples per optimizer step over all workers at that batch.
+    pub global_batch: i64,
+    /// How the probe ended (`ok`, `oom`, `crashed`, `timeout`, …).
+    pub outcome: String,
+    /// Whether it fitted: trained its steps to the end.
+    pub fits: bool,
+    /// The one-line reason of a probe that did not.
+    pub reason: Option<String>,
+    /// The highest step peak of tensor memory of the fullest worker (null where the
+    /// device cannot count, or no step finished).
+    pub peak_memory_bytes: Option<u64>,
+    /// The limit the probes ran under, per worker.
+    pub memory_limit_bytes: Option<u64>,
+    /// The model's largest per-worker batch under that limit, where it could predict one
+    /// (the search's first probe, rounded to whole micro-batches).
+    pub predicted_batch_size: Option<i64>,
+    /// Seconds the probe took, processes' start included.
+    pub wall_time_s: f64,
+}
+
+impl Table for BatchProbeRow {
+    const NAME: &'static str = crate::table_names::BATCH_PROBES;
+    const PER_TRIAL: bool = false;
+
+    fn schema() -> Schema {
+        use DataType::*;
+        schema_of(&[
+            ("run_id", String),
+            ("trial_id", String),
+            ("label", String),
+            ("network", String),
+            ("dataset", String),
+            ("strategy", String),
+            ("workers", Int64),
+            ("strategy_label", String),
+            ("batch_step", Int64),
+            ("probe", Int64),
+            ("batch_size", Int64),
+            ("global_batch", Int64),
+            ("outcome", String),
+            ("fits", Boolean),
+            ("reason", String),
+            ("peak_memory_bytes", UInt64),
+            ("memory_limit_bytes", UInt64),
+            ("predicted_batch_size", Int64),
+            ("wall_time_s", Float64),
+        ])
+    }
+
+    fn trial_id(&self) -> Option<&str> {
+        None
+    }
+}
