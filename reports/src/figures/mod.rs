@@ -1,6 +1,7 @@
 //! The figure kinds, one file each, plus the small checks and orderings they share.
 
 pub mod device_usage;
+pub mod frontier;
 pub mod history;
 pub mod loss_curves;
 pub mod pipeline_bubble;

@@ -7,7 +7,7 @@
 mod judge;
 mod machine_speed;
 
-use polars::prelude::{Column, DataFrame};
+use polars::prelude::Column;
 use stratlab_perf_model::recommend::SCALE_OUT_MARGIN;
 use stratlab_results::stats::{mean, median};
 use stratlab_results::{PredictionRow, TrialRow};
@@ -80,12 +80,7 @@ fn ms(seconds: Option<f64>) -> Option<f64> {
 }
 
 fn frame(name: &str, title: &str, columns: Vec<Column>) -> Result<SummaryTable, ReportError> {
-    let frame = DataFrame::new_infer_height(columns).map_err(|source| ReportError::Column {
-        table: name.to_owned(),
-        column: "(all)".into(),
-        source,
-    })?;
-    Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+    SummaryTable::from_columns(name, title, columns)
 }
 
 /// Thesis figs. 4.1/5.1/6.2 and tables 8.1/8.2 as tables: the predictions made before any

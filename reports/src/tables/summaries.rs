@@ -1,7 +1,7 @@
 //! One table per figure kind: the numbers each plot draws, with the spread, the repeat
 //! counts and the reason wherever a number is missing.
 
-use polars::prelude::{Column, DataFrame};
+use polars::prelude::Column;
 
 use super::summary_table::{SummaryTable, OUTCOME_COLUMN};
 use crate::aggregate::{
@@ -49,12 +49,7 @@ impl Columns {
             .text(OUTCOME_COLUMN, repeats.map(cell_outcome).collect())
     }
     fn finish(self, name: &str, title: &str) -> Result<SummaryTable, ReportError> {
-        let frame = DataFrame::new_infer_height(self.0).map_err(|source| ReportError::Column {
-            table: name.to_owned(),
-            column: "(all)".into(),
-            source,
-        })?;
-        Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+        SummaryTable::from_columns(name, title, self.0)
     }
 }
 

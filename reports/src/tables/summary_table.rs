@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use comfy_table::{presets::ASCII_MARKDOWN, CellAlignment, Table};
-use polars::prelude::{AnyValue, CsvWriter, DataFrame, SerWriter};
+use polars::prelude::{AnyValue, Column, CsvWriter, DataFrame, SerWriter};
 
 use super::format::{cell_text, outcome_label};
 use crate::report_error::write_file;
@@ -26,6 +26,16 @@ pub struct SummaryTable {
 }
 
 impl SummaryTable {
+    /// A table of `columns` (of one height), named `name` and titled `title`.
+    pub fn from_columns(name: &str, title: &str, columns: Vec<Column>) -> Result<SummaryTable, ReportError> {
+        let frame = DataFrame::new_infer_height(columns).map_err(|source| ReportError::Column {
+            table: name.to_owned(),
+            column: "(all)".into(),
+            source,
+        })?;
+        Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+    }
+
     /// Writes `dir/<name>.csv` (full-precision numbers, empty for null) and returns its path.
     pub fn write_csv(&self, dir: &Path) -> Result<PathBuf, ReportError> {
         std::fs::create_dir_all(dir).map_err(|source| ReportError::Io { path: dir.to_path_buf(), source })?;

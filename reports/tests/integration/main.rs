@@ -8,6 +8,7 @@ mod aggregate;
 mod common;
 mod default_run;
 mod figures;
+mod frontier;
 mod history;
 mod html_chromium;
 mod matrix;

@@ -1,0 +1,192 @@
+//! The memory frontier (`batch_size: max` cells): per strategy, workers, micro-batches and
+//! checkpointing, the largest batch that trained under the memory limit, its peak per
+//! worker and the throughput the cell's trials then measured there, beside the batch the
+//! model predicted before the first probe. Runs without a `batch_probes` table (every run
+//! made before it existed, and every run without `max`) have no frontier.
+
+use polars::prelude::Column;
+use stratlab_results::stats::median;
+use stratlab_results::{BatchProbeRow, Outcome, TrialRow};
+
+use crate::figures::frontier::FrontierBar;
+use crate::tables::SummaryTable;
+use crate::ReportError;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// One cell's search and what its trials measured at the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontierCell {
+    /// The searched cell's first trial id.
+    pub trial_id: String,
+    /// Network name.
+    pub network: String,
+    /// Data set name.
+    pub dataset: String,
+    /// Strategy name.
+    pub strategy: String,
+    /// The strategy with its parameters (`gpipe m4 ckpt always`).
+    pub strategy_label: String,
+    /// Workers.
+    pub workers: i64,
+    /// The search's step (batches are multiples of it).
+    pub batch_step: i64,
+    /// The limit per worker.
+    pub memory_limit_bytes: Option<u64>,
+    /// The largest per-worker batch that trained, its global batch and its peak; `None`
+    /// when not even one step did.
+    pub largest: Option<ProbedBatch>,
+    /// The model's largest per-worker batch and its global batch.
+    pub predicted: Option<(i64, i64)>,
+    /// The smallest batch that did not train, where one was tried.
+    pub smallest_failing: Option<ProbedBatch>,
+    /// Probes made.
+    pub probes: usize,
+    /// Seconds the probes took, processes' start included.
+    pub probing_s: f64,
+    /// Median wall throughput of the cell's `ok` trials at the largest batch, samples/s.
+    pub samples_per_s: Option<f64>,
+}
+
+/// One probe's batch and peak.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbedBatch {
+    /// Per worker (per pipeline).
+    pub batch_size: i64,
+    /// Over all workers.
+    pub global_batch: i64,
+    /// The fullest worker's peak.
+    pub peak_memory_bytes: Option<u64>,
+    /// How the probe ended.
+    pub outcome: String,
+}
+
+impl FrontierCell {
+    /// Whether the prediction is within one bisection step of the answer: the search's
+    /// resolution, a sixteenth of it or one step, whichever is larger.
+    pub fn predicted_within_a_step(&self) -> Option<bool> {
+        let largest = self.largest.as_ref()?.batch_size;
+        let (predicted, _) = self.predicted?;
+        Some((predicted - largest).abs() <= (largest / 16).max(self.batch_step))
+    }
+}
+
+/// Every searched cell of `probes`, in the order the searches ran, with the throughput its
+/// trials measured.
+pub fn frontier_cells(probes: &[BatchProbeRow], trials: &[TrialRow]) -> Vec<FrontierCell> {
+    let mut order: Vec<&str> = Vec::new();
+    for probe in probes {
+        if !order.contains(&probe.trial_id.as_str()) {
+            order.push(&probe.trial_id);
+        }
+    }
+    order
+        .into_iter()
+        .map(|trial_id| {
+            let cell: Vec<&BatchProbeRow> = probes.iter().filter(|probe| probe.trial_id == trial_id).collect();
+            let first = cell[0];
+            let probed = |probe: &BatchProbeRow| ProbedBatch {
+                batch_size: probe.batch_size,
+                global_batch: probe.global_batch,
+                peak_memory_bytes: probe.peak_memory_bytes,
+                outcome: probe.outcome.clone(),
+            };
+            let largest = cell.iter().filter(|probe| probe.fits).max_by_key(|probe| probe.batch_size);
+            let smallest_failing = cell.iter().filter(|probe| !probe.fits).min_by_key(|probe| probe.batch_size);
+            let samples_per_worker = first.global_batch as f64 / first.batch_size.max(1) as f64;
+            let predicted = first
+                .predicted_batch_size
+                .map(|batch| (batch, (batch as f64 * samples_per_worker).round() as i64));
+            let samples_per_s = largest.and_then(|largest| throughput_at(trials, trial_id, largest.batch_size));
+            FrontierCell {
+                trial_id: trial_id.to_owned(),
+                network: first.network.clone(),
+                dataset: first.dataset.clone(),
+                strategy: first.strategy.clone(),
+                strategy_label: first.strategy_label.clone(),
+                workers: first.workers,
+                batch_step: first.batch_step,
+                memory_limit_bytes: first.memory_limit_bytes,
+                largest: largest.map(|probe| probed(probe)),
+                predicted,
+                smallest_failing: smallest_failing.map(|probe| probed(probe)),
+                probes: cell.len(),
+                probing_s: cell.iter().map(|probe| probe.wall_time_s).sum(),
+                samples_per_s,
+            }
+        })
+        .collect()
+}
+
+/// The median wall throughput of the `ok` trials of the cell whose first trial is
+/// `trial_id` (its repeats differ only in the `__r<n>` suffix), at `batch_size`.
+fn throughput_at(trials: &[TrialRow], trial_id: &str, batch_size: i64) -> Option<f64> {
+    let cell = trial_id.strip_suffix("__r0").unwrap_or(trial_id);
+    let measured: Vec<f64> = trials
+        .iter()
+        .filter(|trial| trial.trial_id.rsplit_once("__r").is_some_and(|(id, _)| id == cell))
+        .filter(|trial| trial.batch_size == batch_size && trial.outcome == Outcome::Ok.name())
+        .filter_map(|trial| trial.training.wall_samples_per_s)
+        .collect();
+    median(&measured)
+}
+
+/// The frontier as a table: a row per searched cell.
+pub fn frontier_table(cells: &[FrontierCell]) -> Result<SummaryTable, ReportError> {
+    let text = |f: &dyn Fn(&FrontierCell) -> String| cells.iter().map(f).collect::<Vec<String>>();
+    let int = |f: &dyn Fn(&FrontierCell) -> Option<i64>| cells.iter().map(f).collect::<Vec<Option<i64>>>();
+    let float = |f: &dyn Fn(&FrontierCell) -> Option<f64>| cells.iter().map(f).collect::<Vec<Option<f64>>>();
+    let mib = |bytes: Option<u64>| bytes.map(|bytes| bytes as f64 / MIB);
+    let columns = vec![
+        Column::new("network".into(), text(&|c| c.network.clone())),
+        Column::new("dataset".into(), text(&|c| c.dataset.clone())),
+        Column::new("strategy".into(), text(&|c| c.strategy_label.clone())),
+        Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
+        Column::new("limit/worker (MiB)".into(), float(&|c| mib(c.memory_limit_bytes))),
+        Column::new("largest batch/worker".into(), int(&|c| c.largest.as_ref().map(|b| b.batch_size))),
+        Column::new("largest global batch".into(), int(&|c| c.largest.as_ref().map(|b| b.global_batch))),
+        Column::new("predicted global batch".into(), int(&|c| c.predicted.map(|(_, global)| global))),
+        Column::new(
+            "predicted ÷ measured".into(),
+            float(&|c| Some(c.predicted?.1 as f64 / c.largest.as_ref()?.global_batch as f64)),
+        ),
+        Column::new(
+            "predicted within a bisection step".into(),
+            text(&|c| c.predicted_within_a_step().map_or(String::new(), |yes| if yes { "yes" } else { "no" }.into())),
+        ),
+        Column::new(
+            "peak/worker at largest (MiB)".into(),
+            float(&|c| mib(c.largest.as_ref().and_then(|b| b.peak_memory_bytes))),
+        ),
+        Column::new(
+            "smallest failing global batch".into(),
+            int(&|c| c.smallest_failing.as_ref().map(|b| b.global_batch)),
+        ),
+        Column::new("it failed as".into(), text(&|c| c.smallest_failing.as_ref().map(|b| b.outcome.clone()).unwrap_or_default())),
+        Column::new("samples/s at largest (median)".into(), float(&|c| c.samples_per_s)),
+        Column::new("probes".into(), cells.iter().map(|c| c.probes as i64).collect::<Vec<i64>>()),
+        Column::new("probing (s)".into(), float(&|c| Some(c.probing_s))),
+    ];
+    SummaryTable::from_columns("memory_frontier", "Largest batch that trains under the memory limit", columns)
+}
+
+/// The figure's bars: a cell's largest global batch measured and predicted, and its
+/// throughput there.
+pub fn frontier_bars(cells: &[FrontierCell]) -> Vec<FrontierBar> {
+    cells
+        .iter()
+        .map(|cell| FrontierBar {
+            strategy: cell.strategy_label.clone(),
+            workers: cell.workers as u32,
+            network: cell.network.clone(),
+            dataset: cell.dataset.clone(),
+            largest_global_batch: cell.largest.as_ref().map(|b| b.global_batch as f64),
+            predicted_global_batch: cell.predicted.map(|(_, global)| global as f64),
+            samples_per_s: cell.samples_per_s,
+            why_none: match &cell.largest {
+                Some(_) => None,
+                None => Some(cell.smallest_failing.as_ref().map_or("no probe".into(), |b| b.outcome.clone())),
+            },
+        })
+        .collect()
+}
