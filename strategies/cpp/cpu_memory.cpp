@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -25,6 +26,22 @@ std::atomic<int64_t> g_peak{0};
 std::atomic<int> g_installed{0};
 // Bytes of tensor storage allowed in use at once; 0 for no limit.
 std::atomic<int64_t> g_limit{0};
+// What this thread is running (a static name such as "backward", set by the training
+// code), and its pipeline stage (-1: none), for the out-of-memory message.
+thread_local const char* t_pass = nullptr;
+thread_local std::size_t t_pass_len = 0;
+thread_local int t_stage = -1;
+
+std::string where_now() {
+  if (t_pass == nullptr) {
+    return "";
+  }
+  std::string where = " in the " + std::string(t_pass, t_pass_len);
+  if (t_stage >= 0) {
+    where += " of pipeline stage " + std::to_string(t_stage);
+  }
+  return where;
+}
 
 void raise_peak(int64_t now) {
   int64_t peak = g_peak.load(std::memory_order_relaxed);
@@ -52,7 +69,7 @@ struct CountingCpuAllocator final : c10::Allocator {
       g_current.fetch_sub(bytes, std::memory_order_relaxed);
       const auto mib = [](int64_t b) { return (b + (1 << 19)) >> 20; };
       TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory: stratlab memory limit: ", bytes, " bytes (",
-                       mib(bytes), " MiB) asked for with ", now - bytes, " bytes (", mib(now - bytes),
+                       mib(bytes), " MiB) asked for", where_now(), " with ", now - bytes, " bytes (", mib(now - bytes),
                        " MiB) of tensor storage in use, over the worker's limit of ", limit, " bytes (",
                        mib(limit), " MiB, memory_limit_mib)");
     }
@@ -112,6 +129,15 @@ int64_t stratlab_cpu_memory_peak() {
 // would pass it throws c10::OutOfMemoryError, which libtorch reports as out of memory.
 void stratlab_cpu_memory_set_limit(int64_t bytes) {
   g_limit.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
+}
+
+// Names what this thread runs from now on for the out-of-memory message: `pass` (a name
+// of `len` bytes that outlives the thread, or null for nothing) and the pipeline stage
+// (-1: none).
+void stratlab_cpu_memory_set_pass(const char* pass, std::size_t len, int stage) {
+  t_pass = pass;
+  t_pass_len = len;
+  t_stage = stage;
 }
 
 // Starts a new peak from the bytes in use now.

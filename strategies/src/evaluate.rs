@@ -7,7 +7,7 @@ use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::device::synchronize;
-use crate::{PrecisionOps, TrainConfig, TrainError};
+use crate::{EventKind, PrecisionOps, TrainConfig, TrainError};
 
 /// Mean loss and accuracy over the evaluated samples, and how long it took.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -65,6 +65,7 @@ pub fn evaluate_shard(
     let mut correct = 0i64;
     let mut seen = 0usize;
     let _no_grad = tch::no_grad_guard();
+    let _pass = crate::memory::in_pass(EventKind::Eval, None);
     for batch in loader.epoch(0) {
         if seen >= limit {
             break;

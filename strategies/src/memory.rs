@@ -14,6 +14,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use stratlab_results::EventKind;
 use tch::Device;
 
 extern "C" {
@@ -22,6 +23,54 @@ extern "C" {
     fn stratlab_cpu_memory_peak() -> i64;
     fn stratlab_cpu_memory_reset_peak();
     fn stratlab_cpu_memory_set_limit(bytes: i64);
+    fn stratlab_cpu_memory_set_pass(pass: *const u8, len: usize, stage: c_int);
+}
+
+std::thread_local! {
+    /// What this thread runs, as last given to the allocator: restored when a pass ends.
+    static PASS: std::cell::Cell<(Option<&'static str>, Option<usize>)> = const { std::cell::Cell::new((None, None)) };
+}
+
+/// What a thread runs while a [`PassGuard`] lives: an out-of-memory failure names it
+/// ("… asked for in the backward of pipeline stage 1 with …").
+#[must_use = "the pass ends when the guard is dropped"]
+pub struct PassGuard {
+    previous: (Option<&'static str>, Option<usize>),
+}
+
+/// Names `kind` (of pipeline stage `stage`, where the thread runs one) as what this thread
+/// runs until the guard is dropped; the name before it comes back then.
+pub fn in_pass(kind: EventKind, stage: Option<usize>) -> PassGuard {
+    let name = pass_name(kind);
+    let stage = stage.or(PASS.with(|pass| pass.get().1));
+    let previous = PASS.with(|pass| pass.replace((Some(name), stage)));
+    tell_allocator(Some(name), stage);
+    PassGuard { previous }
+}
+
+impl Drop for PassGuard {
+    fn drop(&mut self) {
+        PASS.with(|pass| pass.set(self.previous));
+        tell_allocator(self.previous.0, self.previous.1);
+    }
+}
+
+/// How an out-of-memory message names a pass: "… asked for in the backward …".
+fn pass_name(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::H2d => "copy of the batch to the device",
+        EventKind::Optimizer => "optimizer step",
+        EventKind::Eval => "evaluation",
+        EventKind::DataWait => "wait for the data loader",
+        other => other.into(),
+    }
+}
+
+fn tell_allocator(name: Option<&'static str>, stage: Option<usize>) {
+    let (pointer, len) = name.map_or((std::ptr::null(), 0), |name| (name.as_ptr(), name.len()));
+    let stage = stage.map_or(-1, |stage| c_int::try_from(stage).unwrap_or(c_int::MAX));
+    // SAFETY: the name is 'static, so the pointer outlives the thread that keeps it.
+    unsafe { stratlab_cpu_memory_set_pass(pointer, len, stage) }
 }
 
 /// Whether the counting allocator is libtorch's CPU allocator in this process.

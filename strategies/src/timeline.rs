@@ -84,8 +84,10 @@ impl Timeline {
         }
     }
 
-    /// Runs `work` as one event of `kind`.
+    /// Runs `work` as one event of `kind` (and names it to the allocator: running out of
+    /// memory in it says so).
     pub fn span<T>(&mut self, kind: EventKind, name: impl Into<String>, work: impl FnOnce() -> T) -> T {
+        let _pass = crate::memory::in_pass(kind, None);
         if !self.enabled {
             return work();
         }

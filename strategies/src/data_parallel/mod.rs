@@ -145,17 +145,30 @@ impl StepRunner for DataParallelStep<'_> {
             (inputs, outputs, loss)
         })?;
         let logits = outputs.last().expect("a network has stages").shallow_clone();
+        let (mut inputs, mut outputs) = (inputs, outputs);
 
         let mut in_flight: Vec<InFlight> = Vec::new();
         let mut bucket_index = 0;
+        // The gradient of the stage above's input, the one this stage's backward starts from.
+        let mut upstream: Option<Tensor> = None;
         for stage in (0..stage_count).rev() {
             let name = self.model.stages[stage].stage_names().join("+");
             let start = timeline.now();
-            if stage + 1 == stage_count {
-                loss.f_backward()?;
-            } else {
-                backward_with_grad(&outputs[stage], &inputs[stage + 1].grad())?;
+            let pass = crate::memory::in_pass(EventKind::Backward, None);
+            // Each stage's output and input go as soon as its backward is done, and with the
+            // input its gradient once the stage below has used it: kept to the step's end,
+            // every stage boundary's activation gradient stayed alive at once, a third more
+            // memory per sample than one whole backward (as `single` runs it) holds.
+            let output = outputs.pop().expect("a stage's output");
+            match upstream.take() {
+                None => loss.f_backward()?,
+                Some(gradient) => backward_with_grad(&output, &gradient)?,
             }
+            drop(output);
+            let input = inputs.pop().expect("a stage's input");
+            upstream = (stage > 0).then(|| input.grad());
+            drop(input);
+            drop(pass);
             timeline.record(EventKind::Backward, name, start, timeline.now(), None);
             for (bucket, fused) in self.buckets[stage].iter().zip(&self.fused[stage]) {
                 let mut flat = fused.shallow_clone();

@@ -296,7 +296,9 @@ impl StepRunner for ParameterServerStep<'_> {
             (logits, loss)
         })?;
         let start = timeline.now();
+        let pass = crate::memory::in_pass(EventKind::Backward, None);
         loss.f_backward()?;
+        drop(pass);
         timeline.record(EventKind::Backward, "network", start, timeline.now(), None);
         let mut comm_bytes = 0;
         let mut comm_s = 0.0;

@@ -166,6 +166,7 @@ impl<'a> StageWorker<'a> {
     /// This stage's forward in the trial's precision; what it sends on, in the messages'
     /// type.
     pub(super) fn forward_local(&self, input: &Tensor, train: bool) -> Result<Tensor, TrainError> {
+        let _pass = crate::memory::in_pass(EventKind::Forward, Some(self.layout.stage));
         let output = self.precision.autocast(self.device, || self.local.forward_t(input, train))?;
         Ok(if self.layout.is_last() { output } else { output.to_kind(self.kind) })
     }
@@ -363,7 +364,9 @@ impl<'a> StageWorker<'a> {
         let (mut output, mut loss) = (slot.output.take(), slot.loss.take());
         if output.is_none() && loss.is_none() {
             let start = timeline.now();
+            let pass = crate::memory::in_pass(EventKind::Recompute, Some(layout.stage));
             let recomputed = self.forward_local(&input, true)?;
+            drop(pass);
             timeline.record(EventKind::Recompute, self.layer_name(), start, timeline.now(), None);
             if layout.is_last() {
                 let labels = slot.labels.take().expect("the last stage keeps its labels");
@@ -380,11 +383,13 @@ impl<'a> StageWorker<'a> {
             None => None,
         };
         let start = timeline.now();
+        let pass = crate::memory::in_pass(EventKind::Backward, Some(layout.stage));
         match (loss, output, gradient) {
             (Some(loss), _, _) => loss.f_backward()?,
             (None, Some(output), Some(gradient)) => backward_with_grad(&output, &gradient)?,
             _ => unreachable!("a stage before the last receives its output's gradient"),
         }
+        drop(pass);
         timeline.record(EventKind::Backward, self.layer_name(), start, timeline.now(), None);
         if !layout.is_first() {
             let endpoint = self.endpoint();

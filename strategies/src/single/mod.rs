@@ -49,7 +49,9 @@ impl StepRunner for SingleStep {
             let loss = logits.cross_entropy_for_logits(labels);
             (logits, loss)
         })?;
+        let pass = crate::memory::in_pass(EventKind::Backward, None);
         self.optimizer.backward_step(&loss);
+        drop(pass);
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes: 0, comm_s: 0.0 })
     }
 }
