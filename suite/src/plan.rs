@@ -12,8 +12,8 @@ use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, Strategy, Strategy
 
 use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
-use crate::suite_file::{BatchSizes, CellRule, SuiteFile};
-use crate::trial::TrialSpec;
+use crate::suite_file::{BatchSize, BatchSizes, CellRule, SuiteFile};
+use crate::trial::{BatchRequest, TrialSpec};
 
 /// One cell before repeats: a value of every axis.
 struct Cell<'a> {
@@ -21,7 +21,7 @@ struct Cell<'a> {
     dataset: &'a DatasetSelector,
     strategy: Strategy,
     workers: usize,
-    batch_size: usize,
+    batch_size: BatchSize,
     /// The trial's threads when the suite sweeps them; `None` when it gives one count (or
     /// none) for every trial.
     swept_threads: Option<usize>,
@@ -108,15 +108,16 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
     }
     for (i, cell) in suite.include.iter().enumerate() {
         let batch_size = match cell.batch_size {
-            Some(batch_size) => batch_size,
+            Some(batch_size) => BatchSize::Samples(batch_size),
             None => batches_for(suite, &cell.dataset)[0],
         };
         let mut sweep = cell.strategy.clone();
         if let Some(workers) = cell.workers {
             sweep.workers = vec![workers];
         }
+        let given: Vec<(String, usize)> = given_sizes(&[batch_size]).map(|b| (cell.dataset.to_string(), b)).collect();
         sweep
-            .validate(&[(cell.dataset.to_string(), batch_size)])
+            .validate(&given)
             .map_err(|error| field_error(path, &format!("include[{i}].strategy.{}", error.field), error.message))?;
         let expanded = sweep.expand().expect("validated above");
         let (precision, memory_format) = computes_of(suite, &sweep)[0];
@@ -157,7 +158,7 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
         && rule.strategy.is_none_or(|s| s == cell.strategy.kind())
         && rule.workers.is_none_or(|w| w == cell.workers)
-        && rule.batch_size.is_none_or(|b| b == cell.batch_size)
+        && rule.batch_size.is_none_or(|b| BatchSize::Samples(b) == cell.batch_size)
         && rule.link.is_none_or(|l| l == cell.link)
         && rule.threads.is_none_or(|t| t == cell.threads(suite))
         && rule.precision.is_none_or(|p| p == cell.precision)
@@ -207,13 +208,17 @@ fn compute_id_part(precision: AutoOr<Precision>, memory_format: AutoOr<MemoryFor
 fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> TrialSpec {
     let info = cell.dataset.info().expect("selectors are validated while parsing");
     let trial_threads = cell.threads(suite);
+    let (batch_size, batch_request, batch_id) = match cell.batch_size {
+        BatchSize::Samples(batch) => (batch, BatchRequest::Given, batch.to_string()),
+        // One step until the runner's search finds the largest (`largest_batch`).
+        BatchSize::Largest => (cell.strategy.micro_batches(), BatchRequest::Largest, "max".to_owned()),
+    };
     let mut trial_id = format!(
-        "{}__{}__{}__w{}__b{}{}",
+        "{}__{}__{}__w{}__b{batch_id}{}",
         cell.network,
         cell.dataset.to_string().replace(':', "-"),
         cell.strategy.name(),
         cell.workers,
-        cell.batch_size,
         // Strategy parameters that change what is measured are part of the cell's identity.
         cell.strategy.id_parameters(),
     );
@@ -234,9 +239,10 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         link: cell.link,
         precision: cell.precision,
         memory_format: cell.memory_format,
+        batch_request,
         repeat,
         train: TrainConfig {
-            batch_size: cell.batch_size,
+            batch_size,
             eval_batch_size: suite.eval.batch_size,
             budget: suite.budget,
             lr: suite.optimizer.lr,
@@ -336,7 +342,10 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     let batches: Vec<(String, usize)> = suite
         .datasets
         .iter()
-        .flat_map(|dataset| batches_for(suite, dataset).into_iter().map(move |batch| (dataset.to_string(), batch)))
+        .flat_map(|dataset| {
+            let given: Vec<usize> = given_sizes(&batches_for(suite, dataset)).collect();
+            given.into_iter().map(move |batch| (dataset.to_string(), batch))
+        })
         .collect();
     for (i, strategy) in suite.strategies.iter().enumerate() {
         if let Err(error) = strategy.validate(&batches) {
@@ -345,7 +354,18 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     }
     for dataset in &suite.datasets {
         let info = dataset.info().expect("validated while parsing");
-        for batch in batches_for(suite, dataset) {
+        let sizes = batches_for(suite, dataset);
+        if sizes.contains(&BatchSize::Largest) && suite.memory_limit_mib.is_none()
+            && !matches!(suite.device, stratlab_strategies::DeviceChoice::Cuda(_)) {
+            return err(
+                "batch_size",
+                "`max` is the largest batch under a memory limit, and this suite sets none: give \
+                 memory_limit_mib (each worker's tensor storage on a CPU, in MiB), or train on a \
+                 `cuda:N` device, whose own memory is the limit"
+                    .into(),
+            );
+        }
+        for batch in given_sizes(&sizes) {
             if batch > info.train_len {
                 return err(
                     "batch_size",
@@ -373,13 +393,22 @@ fn check_computes(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
 }
 
 /// The per-worker batch sizes of `dataset`'s cells, in the order the suite lists them.
-fn batches_for(suite: &SuiteFile, dataset: &DatasetSelector) -> Vec<usize> {
+fn batches_for(suite: &SuiteFile, dataset: &DatasetSelector) -> Vec<BatchSize> {
     let info = dataset.info().expect("validated while parsing");
+    let default = vec![BatchSize::Samples(info.batch_size)];
     match &suite.batch_size {
         Some(BatchSizes::All(sizes)) => sizes.clone(),
-        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).cloned().unwrap_or(vec![info.batch_size]),
-        None => vec![info.batch_size],
+        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).cloned().unwrap_or(default),
+        None => default,
     }
+}
+
+/// The sizes given as numbers (`max` is searched for, and checked once found).
+fn given_sizes(sizes: &[BatchSize]) -> impl Iterator<Item = usize> + '_ {
+    sizes.iter().filter_map(|size| match size {
+        BatchSize::Samples(batch) => Some(*batch),
+        BatchSize::Largest => None,
+    })
 }
 
 /// The suite-wide training settings, checked by the trainer's own validation so the rules

@@ -21,6 +21,7 @@ use stratlab_strategies::TrainConfig;
 use stratlab_strategy_spec::{search_space, SearchedStrategy};
 
 use crate::exit::InputError;
+use crate::largest_batch::predicted_largest;
 use crate::predictions::{predict_cells, LocalLinks, Placement};
 use crate::profiles::ProfileCache;
 use crate::shapes::input_shape;
@@ -91,6 +92,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 link: crate::link_axis::TrialLink::Loopback,
                 precision: stratlab_strategy_spec::AutoOr::Given(Default::default()),
                 memory_format: stratlab_strategy_spec::AutoOr::Given(Default::default()),
+                batch_request: Default::default(),
                 repeat: 0,
                 train: TrainConfig {
                     batch_size: batch_per_worker,
@@ -134,9 +136,27 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         .collect();
     let mut table = Table::new();
     table.load_preset(UTF8_FULL_CONDENSED);
-    table.set_header(["#", "strategy and parameters", "searched", "step", "samples/s", "peak memory", "why"]);
+    table.set_header([
+        "#",
+        "strategy and parameters",
+        "searched",
+        "step",
+        "samples/s",
+        "peak memory",
+        "largest global batch",
+        "why",
+    ]);
     for (place, ranked) in rank(&candidates, device_memory).iter().enumerate() {
         let candidate = &ranked.candidate;
+        // The largest batch this strategy, with these parameters, fits on the devices: the
+        // same line through two predicted peaks `batch_size: max` starts its search from.
+        let trial = trials.iter().find(|trial| trial.trial_id == candidate.label).expect("a candidate is a trial");
+        let largest = predicted_largest(trial, device_memory, &placement, cache, &mut |line| eprintln!("{line}"))
+            .map(|per_worker| trial.strategy.global_batch(per_worker, trial.workers));
+        let why = match (ranked.fits, largest) {
+            (false, Some(largest)) => format!("{} (fits up to a global batch of {largest})", ranked.why),
+            _ => ranked.why.clone(),
+        };
         table.add_row([
             (place + 1).to_string(),
             candidate.label.clone(),
@@ -144,10 +164,11 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
             format!("{:.1} ms", candidate.step.step_s * 1e3),
             format!("{:.0}", 1.0 / candidate.seconds_per_sample()),
             format!("{:.2} GiB", candidate.peak_memory_bytes / GIB),
-            ranked.why.clone(),
+            largest.map_or("—".into(), |largest| largest.to_string()),
+            why,
         ]);
     }
-    for column in [0, 2, 3, 4, 5] {
+    for column in [0, 2, 3, 4, 5, 6] {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }

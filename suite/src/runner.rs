@@ -1,28 +1,23 @@
-//! The matrix runner: runs every trial of a plan in worker processes of its own, watches
-//! them (events, timeout, exit status), samples telemetry beside them, classifies how each
-//! ended, and records each finished trial atomically in the run's store.
+//! The matrix runner: checks a suite's input, resolves what waits for the machine (devices,
+//! `auto`, `batch_size: max`), predicts every cell, then runs every trial of the plan
+//! ([`crate::one_trial`]) and records each finished one atomically in the run's store.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use stratlab_datasets::Source;
-use stratlab_link_emulation::{EmulatedLink, EmulationError};
-use stratlab_results::{Fingerprint, Outcome, RunStore, UtcTime};
+use stratlab_results::{Fingerprint, RunStore};
 use stratlab_strategies::DeviceChoice;
-use stratlab_telemetry::{choose_sampler, CudaEnv, TelemetryRecorder};
 
 use crate::exit::InputError;
+use crate::one_trial::run_trial;
 use crate::plan::plan;
 use crate::profiles::ReusePolicy;
 use crate::progress::MatrixProgress;
-use crate::speed_reference::reference_seconds;
 use crate::suite_file::SuiteFile;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
-use crate::trial_rows::{record, RecordedTrial, TrialFacts};
-use crate::trial_workers::TrialWorkers;
 
 /// What `stratlab run` was asked to do.
 pub struct RunOptions {
@@ -92,6 +87,9 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
         None => RunStore::create(&options.store_dir, &suite.name, &options.suite_path, &fingerprint)?,
     };
 
+    crate::largest_batch::resolve_largest_batches(&mut trials, &store, &fingerprint, options.profiles, &mut |line| {
+        eprintln!("{line}")
+    })?;
     crate::ex_ante::predict_run(&trials, &store, options.profiles, &mut |line| eprintln!("{line}"));
     crate::ex_ante::cut_on_run_profiles(&mut trials, &store, &mut |line| eprintln!("{line}"));
     let finished = store.finished_trial_ids()?;
@@ -190,62 +188,4 @@ fn prepare_real_data(trials: &[TrialSpec]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Runs one trial and builds its rows; only I/O failures of the runner itself are errors.
-fn run_trial(
-    trial: &TrialSpec,
-    run_id: &str,
-    fingerprint: &Fingerprint,
-    progress: &MatrixProgress,
-) -> anyhow::Result<RecordedTrial> {
-    let infeasibility = trial.infeasibility();
-    // Timed before the trial's clock starts, on the machine as its workers will find it.
-    let speed_reference_s = infeasibility.is_none().then(reference_seconds);
-    let started_at = UtcTime::now();
-    let started = Instant::now();
-    let not_started = |outcome: Outcome, reason: String| {
-        record(trial, run_id, fingerprint, TrialFacts::not_started(outcome, reason, started_at, started))
-    };
-    if let Some(reason) = infeasibility {
-        return Ok(not_started(Outcome::Infeasible, reason));
-    }
-    // The emulated link lives as long as this function: dropped however the trial ends,
-    // which removes its namespaces, interfaces and qdiscs.
-    let emulated = match trial.link.emulated() {
-        None => None,
-        Some(link) => match EmulatedLink::create(run_id, trial.workers, link) {
-            Ok(emulated) => Some(emulated),
-            Err(error @ EmulationError::Infeasible(_)) => {
-                return Ok(not_started(Outcome::Infeasible, format!("the {} link: {error}", trial.link)))
-            }
-            Err(error) => return Ok(not_started(Outcome::Crashed, format!("the {} link: {error}", trial.link))),
-        },
-    };
-    let workers = TrialWorkers::start(trial, emulated.as_ref())?;
-
-    // `auto` was resolved before the run started, so these are the devices the workers use:
-    // one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK = cuda:i.
-    let cuda_ordinals: Vec<usize> = match trial.train.device {
-        DeviceChoice::Cuda(index) if trial.workers == 1 => vec![index],
-        DeviceChoice::Cuda(_) => (0..trial.workers).collect(),
-        _ => Vec::new(),
-    };
-    // Every worker is sampled: one worker's process tree, or for a group the runner's own
-    // tree, which holds all its workers (and the runner's few threads beside them).
-    let sampled_root = if trial.workers == 1 { workers.pids()[0] } else { std::process::id() };
-    let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
-    let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
-    let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
-    let ends = workers.watch(trial, started + Duration::from_secs_f64(trial.timeout_s), progress)?;
-    let facts = TrialFacts {
-        ends,
-        samples: recorder.stop(),
-        board_names,
-        started_at,
-        started,
-        speed_reference_s,
-        link_emulation_cpu_s: emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0),
-    };
-    Ok(record(trial, run_id, fingerprint, facts))
 }

@@ -32,7 +32,8 @@ pub struct SuiteFile {
     pub strategies: Vec<StrategySweep>,
     /// Per-worker batch size: a number or a list of numbers (an axis) for every data set, a
     /// map per data set of either, or omitted for the thesis's sizes (MNIST 128, CIFAR 64,
-    /// ImageNet and Highres 32).
+    /// ImageNet and Highres 32). `max` (alone or in a list) is the largest batch that trains
+    /// under `memory_limit_mib`, searched for before the trials.
     #[serde(default)]
     pub batch_size: Option<BatchSizes>,
     /// Precision axis: `fp32` (default), `bf16` (autocast, float32 weights), `tf32` (CUDA
@@ -210,14 +211,30 @@ impl fmt::Display for NetworkName {
 }
 
 /// Per-worker batch sizes: one size or a list of sizes to sweep for every data set, or a
-/// size or list per data set name.
+/// size or list per data set name; `max` among them asks for the largest that fits.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum BatchSizes {
     /// The same sizes for every data set.
-    All(Vec<usize>),
+    All(Vec<BatchSize>),
     /// Sizes per data set name; data sets not named use the thesis's default for them.
-    PerDataset(BTreeMap<String, Vec<usize>>),
+    PerDataset(BTreeMap<String, Vec<BatchSize>>),
+}
+
+/// One value of the batch axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum BatchSize {
+    /// Samples per worker (per pipeline).
+    Samples(usize),
+    /// `max`: the largest batch the cell trains under its memory limit, found by the runner
+    /// before the trials (probes in worker processes of their own), then trained like any.
+    #[serde(serialize_with = "max_word")]
+    Largest,
+}
+
+fn max_word<S: serde::Serializer>(serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str("max")
 }
 
 impl<'de> Deserialize<'de> for BatchSizes {
@@ -226,23 +243,26 @@ impl<'de> Deserialize<'de> for BatchSizes {
         impl<'de> Visitor<'de> for BatchVisitor {
             type Value = BatchSizes;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a positive batch size, a list of them, or a map from data set name to either")
+                f.write_str("a positive batch size or `max`, a list of them, or a map from data set name to either")
             }
             fn visit_u64<E: de::Error>(self, value: u64) -> Result<BatchSizes, E> {
-                Sizes::One(value as i64).positive().map(BatchSizes::All).map_err(E::custom)
+                Sizes::One(SizeValue::Number(value as i64)).checked().map(BatchSizes::All).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, value: i64) -> Result<BatchSizes, E> {
-                Sizes::One(value).positive().map(BatchSizes::All).map_err(E::custom)
+                Sizes::One(SizeValue::Number(value)).checked().map(BatchSizes::All).map_err(E::custom)
+            }
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<BatchSizes, E> {
+                Sizes::One(SizeValue::Word(value.to_owned())).checked().map(BatchSizes::All).map_err(E::custom)
             }
             fn visit_seq<S: SeqAccess<'de>>(self, seq: S) -> Result<BatchSizes, S::Error> {
-                let sizes = Vec::<i64>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-                Sizes::Many(sizes).positive().map(BatchSizes::All).map_err(de::Error::custom)
+                let sizes = Vec::<SizeValue>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Sizes::Many(sizes).checked().map(BatchSizes::All).map_err(de::Error::custom)
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<BatchSizes, M::Error> {
                 let mut per_dataset = BTreeMap::new();
                 while let Some((name, sizes)) = map.next_entry::<String, Sizes>()? {
                     stratlab_datasets::info(&name).map_err(de::Error::custom)?;
-                    per_dataset.insert(name, sizes.positive().map_err(de::Error::custom)?);
+                    per_dataset.insert(name, sizes.checked().map_err(de::Error::custom)?);
                 }
                 Ok(BatchSizes::PerDataset(per_dataset))
             }
@@ -255,12 +275,20 @@ impl<'de> Deserialize<'de> for BatchSizes {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Sizes {
-    One(i64),
-    Many(Vec<i64>),
+    One(SizeValue),
+    Many(Vec<SizeValue>),
+}
+
+/// A number or a word, as written.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Number(i64),
+    Word(String),
 }
 
 impl Sizes {
-    fn positive(self) -> Result<Vec<usize>, NotAnAxis> {
+    fn checked(self) -> Result<Vec<BatchSize>, NotAnAxis> {
         let sizes = match self {
             Sizes::One(size) => vec![size],
             Sizes::Many(sizes) => sizes,
@@ -268,10 +296,17 @@ impl Sizes {
         if sizes.is_empty() {
             return Err(NotAnAxis("an empty list of batch sizes; give at least one".into()));
         }
-        match sizes.iter().find(|&&size| size < 1) {
-            Some(bad) => Err(NotAnAxis(format!("batch size must be a positive integer, got {bad}"))),
-            None => Ok(sizes.into_iter().map(|size| size as usize).collect()),
-        }
+        sizes
+            .into_iter()
+            .map(|size| match size {
+                SizeValue::Number(size) if size >= 1 => Ok(BatchSize::Samples(size as usize)),
+                SizeValue::Number(bad) => Err(NotAnAxis(format!("batch size must be a positive integer, got {bad}"))),
+                SizeValue::Word(word) if word == "max" => Ok(BatchSize::Largest),
+                SizeValue::Word(word) => {
+                    Err(NotAnAxis(format!("batch size must be a positive integer or `max`, got `{word}`")))
+                }
+            })
+            .collect()
     }
 }
 

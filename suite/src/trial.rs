@@ -37,6 +37,10 @@ pub struct TrialSpec {
     /// The memory format the suite asked for; `train.memory_format` holds the resolved one.
     #[serde(default = "contiguous")]
     pub memory_format: AutoOr<MemoryFormat>,
+    /// Whether `train.batch_size` is the suite's or the largest that fits (`batch_size:
+    /// max`, searched for by the runner before the trials).
+    #[serde(default)]
+    pub batch_request: BatchRequest,
     /// Which repeat of the cell (0-based).
     pub repeat: usize,
     /// Training configuration of each worker (batch size per worker, seed, budget, device …).
@@ -47,6 +51,22 @@ pub struct TrialSpec {
     pub memory_limit_bytes: Option<u64>,
     /// Telemetry sampling interval.
     pub telemetry_interval_ms: u64,
+}
+
+/// What the suite asked of a trial's batch.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BatchRequest {
+    /// The batch the suite gave.
+    #[default]
+    Given,
+    /// `max`, not yet searched for: `train.batch_size` is one step (a micro-batch per
+    /// pipeline, a sample per worker).
+    Largest,
+    /// `max`, found: `train.batch_size` is the largest batch that trained.
+    LargestFound,
+    /// `max`, and not even one step trained; why.
+    NoneFits(String),
 }
 
 fn float32() -> AutoOr<Precision> {
@@ -91,13 +111,17 @@ impl TrialSpec {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
         let link = self.link.emulated().map(|_| format!(" · {}", self.link)).unwrap_or_default();
+        let batch = match self.batch_request {
+            BatchRequest::Given => format!("b{}", self.train.batch_size),
+            BatchRequest::LargestFound => format!("b{} (max)", self.train.batch_size),
+            BatchRequest::Largest | BatchRequest::NoneFits(_) => "bmax".to_owned(),
+        };
         format!(
-            "{} · {} · {}×{} · b{}{}{threads}{link}",
+            "{} · {} · {}×{} · {batch}{}{threads}{link}",
             self.network,
             self.dataset,
             self.strategy.name(),
             self.workers,
-            self.train.batch_size,
             self.compute_label(),
         )
     }
@@ -116,6 +140,9 @@ impl TrialSpec {
     /// Why this trial cannot run as configured, if it cannot: an `infeasible` outcome is
     /// recorded instead of starting processes.
     pub fn infeasibility(&self) -> Option<String> {
+        if let BatchRequest::NoneFits(reason) = &self.batch_request {
+            return Some(reason.clone());
+        }
         if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
             return Some(reason.to_string());
         }

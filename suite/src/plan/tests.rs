@@ -134,6 +134,40 @@ budget: {steps: 1}
 }
 
 #[test]
+fn batch_size_max_is_a_cell_of_its_own_waiting_for_the_runner_to_find_its_batch() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single, {name: gpipe, workers: [2], micro_batches: [4]}]
+budget: {steps: 1}
+batch_size: [64, max]
+memory_limit_mib: 64
+exclude: [{batch_size: 64, strategy: gpipe}]
+",
+    );
+    let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "small-cnn__mnist-synthetic__single__w1__b64__r0",
+            "small-cnn__mnist-synthetic__single__w1__bmax__r0",
+            "small-cnn__mnist-synthetic__gpipe__w2__bmax__m4__r0",
+        ]
+    );
+    assert_eq!(trials[0].batch_request, BatchRequest::Given);
+    // One step until the search: a micro-batch per pipeline, a sample elsewhere.
+    let waiting: Vec<(usize, &BatchRequest)> = trials[1..].iter().map(|t| (t.train.batch_size, &t.batch_request)).collect();
+    assert_eq!(waiting, [(1, &BatchRequest::Largest), (4, &BatchRequest::Largest)]);
+    assert_eq!(trials[2].label(), "small-cnn · mnist:synthetic · gpipe×2 · bmax");
+    assert!(trials[2].infeasibility().is_none());
+    // A cell where nothing fits is infeasible, with the search's reason.
+    let mut none = trials[1].clone();
+    none.batch_request = BatchRequest::NoneFits("no batch trains: 1 per worker did not (oom)".into());
+    assert_eq!(none.infeasibility().as_deref(), Some("no batch trains: 1 per worker did not (oom)"));
+}
+
+#[test]
 fn suite_settings_reach_every_trial() {
     let trials = planned(
         "name: t
@@ -254,6 +288,8 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
         ("batch_size: [64, 0]\n", "batch size must be a positive integer, got 0"),
         ("batch_size: []\n", "an empty list of batch sizes"),
         ("batch_size: {mnist: [8, -1]}\n", "got -1"),
+        ("batch_size: [64, largest]\n", "a positive integer or `max`, got `largest`"),
+        ("batch_size: max\n", "batch_size: `max` is the largest batch under a memory limit"),
         ("link: []\n", "link: empty axis"),
         ("link: [ethernet]\n", "unknown link `ethernet`: valid are `loopback` and a map"),
         ("link: [{bandwidth: 1 Gbit}]\n", "Gbit/s"),

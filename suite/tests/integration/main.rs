@@ -8,6 +8,7 @@ mod build_features;
 mod cli;
 mod compare_cli;
 mod emulated_links;
+mod largest_batch;
 mod module_cycles;
 mod multi_worker;
 mod netns_probe;
