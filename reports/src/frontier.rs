@@ -94,9 +94,8 @@ pub fn frontier_cells(probes: &[BatchProbeRow], trials: &[TrialRow]) -> Vec<Fron
             let largest = cell.iter().filter(|probe| probe.fits).max_by_key(|probe| probe.batch_size);
             let smallest_failing = cell.iter().filter(|probe| !probe.fits).min_by_key(|probe| probe.batch_size);
             let samples_per_worker = first.global_batch as f64 / first.batch_size.max(1) as f64;
-            let predicted = first
-                .predicted_batch_size
-                .map(|batch| (batch, (batch as f64 * samples_per_worker).round() as i64));
+            let predicted =
+                first.predicted_batch_size.map(|batch| (batch, (batch as f64 * samples_per_worker).round() as i64));
             let samples_per_s = largest.and_then(|largest| throughput_at(trials, trial_id, largest.batch_size));
             FrontierCell {
                 trial_id: trial_id.to_owned(),
@@ -162,7 +161,10 @@ pub fn frontier_table(cells: &[FrontierCell]) -> Result<SummaryTable, ReportErro
             "smallest failing global batch".into(),
             int(&|c| c.smallest_failing.as_ref().map(|b| b.global_batch)),
         ),
-        Column::new("it failed as".into(), text(&|c| c.smallest_failing.as_ref().map(|b| b.outcome.clone()).unwrap_or_default())),
+        Column::new(
+            "it failed as".into(),
+            text(&|c| c.smallest_failing.as_ref().map(|b| b.outcome.clone()).unwrap_or_default()),
+        ),
         Column::new("samples/s at largest (median)".into(), float(&|c| c.samples_per_s)),
         Column::new("probes".into(), cells.iter().map(|c| c.probes as i64).collect::<Vec<i64>>()),
         Column::new("probing (s)".into(), float(&|c| Some(c.probing_s))),

@@ -7,7 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use stratlab_regressions::History;
-use stratlab_results::{BatchProbeRow, EventRow, Outcome as StoredOutcome, PredictionRow, RunStore, Table, TrialRow, UtcTime};
+use stratlab_results::{
+    BatchProbeRow, EventRow, Outcome as StoredOutcome, PredictionRow, RunStore, Table, TrialRow, UtcTime,
+};
 
 use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;

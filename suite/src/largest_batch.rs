@@ -108,10 +108,8 @@ fn search_cell(
         probes.push(row);
     }
     progress.finish();
-    let tried: Vec<String> = probes
-        .iter()
-        .map(|row| format!("{}{}", row.batch_size, if row.fits { "✓" } else { "✗" }))
-        .collect();
+    let tried: Vec<String> =
+        probes.iter().map(|row| format!("{}{}", row.batch_size, if row.fits { "✓" } else { "✗" })).collect();
     let predicted_text = predicted.map_or("no prediction".to_owned(), |batch| format!("predicted {batch}"));
     let what = format!("largest batch of {}: ", trial.label());
     match search.largest() {
@@ -184,7 +182,8 @@ fn peak_line(
     let peaks: Vec<f64> = rows.iter().filter_map(|row| row.peak_memory_bytes).collect();
     let [at_first, at_second] = peaks[..] else { return None };
     let per_sample = (at_second - at_first) / (batches[1] - batches[0]) as f64;
-    if !(per_sample > 0.0) {
+    // Not growing with the batch (or not a number): the line meets no limit.
+    if per_sample.is_nan() || per_sample <= 0.0 {
         return None;
     }
     let batch = batches[0] as f64 + (limit_bytes - at_first) / per_sample;

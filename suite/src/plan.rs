@@ -355,8 +355,10 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     for dataset in &suite.datasets {
         let info = dataset.info().expect("validated while parsing");
         let sizes = batches_for(suite, dataset);
-        if sizes.contains(&BatchSize::Largest) && suite.memory_limit_mib.is_none()
-            && !matches!(suite.device, stratlab_strategies::DeviceChoice::Cuda(_)) {
+        if sizes.contains(&BatchSize::Largest)
+            && suite.memory_limit_mib.is_none()
+            && !matches!(suite.device, stratlab_strategies::DeviceChoice::Cuda(_))
+        {
             return err(
                 "batch_size",
                 "`max` is the largest batch under a memory limit, and this suite sets none: give \

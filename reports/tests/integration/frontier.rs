@@ -41,7 +41,9 @@ fn a_cell_is_its_largest_fitting_probe_beside_the_prediction_and_its_trials_thro
         .enumerate()
         .map(|(i, (batch, fits))| probe(single, "single", 1, 1, i as i64, batch, fits))
         .collect();
-    probes.extend([(8, false), (4, false)].into_iter().enumerate().map(|(i, (b, f))| probe(gpipe, "gpipe", 2, 4, i as i64, b, f)));
+    probes.extend(
+        [(8, false), (4, false)].into_iter().enumerate().map(|(i, (b, f))| probe(gpipe, "gpipe", 2, 4, i as i64, b, f)),
+    );
     // The cell's two repeats at the answer, and another cell at the same batch that is not it.
     let mut trials = Vec::new();
     for (repeat, wall) in [(0, 100.0), (1, 110.0)] {
@@ -73,6 +75,9 @@ fn a_cell_is_its_largest_fitting_probe_beside_the_prediction_and_its_trials_thro
     let dir = tempfile::tempdir().unwrap();
     let written = memory_frontier(&frontier_bars(&cells), &FigureTarget::new(dir.path(), "memory_frontier")).unwrap();
     let svg = std::fs::read_to_string(&written[0]).unwrap();
-    assert!(svg.contains("Largest batch that trains") && svg.contains("gpipe m4 (W=2)"), "the cell that fits nothing is drawn");
+    assert!(
+        svg.contains("Largest batch that trains") && svg.contains("gpipe m4 (W=2)"),
+        "the cell that fits nothing is drawn"
+    );
     assert!(svg.contains("oom"), "as failed, with why");
 }

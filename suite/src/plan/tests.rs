@@ -157,7 +157,8 @@ exclude: [{batch_size: 64, strategy: gpipe}]
     );
     assert_eq!(trials[0].batch_request, BatchRequest::Given);
     // One step until the search: a micro-batch per pipeline, a sample elsewhere.
-    let waiting: Vec<(usize, &BatchRequest)> = trials[1..].iter().map(|t| (t.train.batch_size, &t.batch_request)).collect();
+    let waiting: Vec<(usize, &BatchRequest)> =
+        trials[1..].iter().map(|t| (t.train.batch_size, &t.batch_request)).collect();
     assert_eq!(waiting, [(1, &BatchRequest::Largest), (4, &BatchRequest::Largest)]);
     assert_eq!(trials[2].label(), "small-cnn · mnist:synthetic · gpipe×2 · bmax");
     assert!(trials[2].infeasibility().is_none());

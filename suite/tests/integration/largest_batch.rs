@@ -70,7 +70,10 @@ fn the_largest_batch_under_a_limit_is_found_the_same_twice_trained_and_drawn() {
             let reason = probe.reason.as_deref().unwrap();
             assert!(reason.contains("over the worker's limit of 41943040 bytes"), "{probe:?}");
             // And where: the pass the allocation was for.
-            assert!(reason.contains(" asked for in the forward") || reason.contains(" asked for in the backward"), "{reason}");
+            assert!(
+                reason.contains(" asked for in the forward") || reason.contains(" asked for in the backward"),
+                "{reason}"
+            );
         }
     }
     // The cell then trains at that batch, under the same limit.
