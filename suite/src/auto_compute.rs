@@ -180,6 +180,10 @@ fn measure_choice(
     let fastest = |timed: &[((Precision, MemoryFormat), f64)]| {
         timed.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|&(choice, _)| choice).expect("a candidate was timed")
     };
+    // The first candidate timed after a run's start has read its step far slower than the
+    // same candidate timed later, enough to choose the slower precision: one untimed
+    // process first.
+    time(precisions[0], formats[0])?;
     // One axis at a time: the precisions in the first format, then the other formats in the
     // fastest precision. The axes' gains multiply about independently (ResNet-18 on an AMD
     // EPYC: channels-last ×1.09 in float32, ×1.16 in bfloat16; bfloat16 ×1.85 and ×1.96),
