@@ -10,7 +10,7 @@ use stratlab_results::{BatchProbeRow, Outcome, TrialRow};
 
 use crate::figures::frontier::FrontierBar;
 use crate::tables::SummaryTable;
-use crate::ReportError;
+use crate::{FigureTarget, HtmlTable, ReportError, ReportFigure, ReportSection};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -191,4 +191,37 @@ pub fn frontier_bars(cells: &[FrontierCell]) -> Vec<FrontierBar> {
             },
         })
         .collect()
+}
+
+/// The report's "Memory frontier" section: the figure into `figure`, the table added to
+/// `tables` and shown through `html_table`.
+pub(crate) fn frontier_section(
+    cells: &[FrontierCell],
+    figure: &FigureTarget,
+    html_table: fn(&SummaryTable) -> HtmlTable,
+    tables: &mut Vec<SummaryTable>,
+) -> Result<ReportSection, ReportError> {
+    let alt = "Largest global batch that trains per strategy, measured and predicted, and the throughput there";
+    let figures = crate::memory_frontier(&frontier_bars(cells), figure)?
+        .into_iter()
+        .map(|path| ReportFigure::new(path, alt.to_owned()))
+        .collect();
+    let table = frontier_table(cells)?;
+    let section = ReportSection {
+        id: "memory-frontier".to_owned(),
+        title: "Memory frontier".to_owned(),
+        caption: "For each cell asking for `batch_size: max`, the runner searched for the largest batch that \
+                  trains under the memory limit before the trials: the model's prediction first (the batch \
+                  whose predicted peak meets the limit, made before any probe), then a few real steps per \
+                  probe in fresh worker processes, doubling and halving, then bisecting to a sixteenth of the \
+                  answer or one micro-batch per pipeline, whichever is larger. A probe that ran out of memory \
+                  or crashed is a result. The cell's trials then trained at the answer; their median wall \
+                  throughput is shown. The prediction counts as within a bisection step when it is within \
+                  that resolution of the answer."
+            .to_owned(),
+        figures,
+        tables: vec![html_table(&table)],
+    };
+    tables.push(table);
+    Ok(section)
 }

@@ -97,7 +97,8 @@ pub fn write_run_report(
     let probes: Vec<BatchProbeRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: BatchProbeRow::NAME, source })?;
     if !probes.is_empty() {
-        sections.push(frontier_section(&crate::frontier_cells(&probes, &trials), &figure, &mut tables)?);
+        let cells = crate::frontier_cells(&probes, &trials);
+        sections.push(crate::frontier::frontier_section(&cells, &figure("memory_frontier"), html_table, &mut tables)?);
     }
     if let Some(history) = history {
         sections.push(crate::history_section::history_section(history, &figures_dir, format)?);
@@ -136,32 +137,6 @@ pub fn write_run_report(
         terminal_matrix: matrix_for_terminal(&aggregates),
         warnings,
     })
-}
-
-/// What fits: each `batch_size: max` cell's largest batch, measured beside predicted.
-fn frontier_section(
-    cells: &[crate::FrontierCell],
-    figure: &dyn Fn(&str) -> FigureTarget,
-    tables: &mut Vec<SummaryTable>,
-) -> Result<ReportSection, ReportError> {
-    let figures = embed(
-        crate::memory_frontier(&crate::frontier_bars(cells), &figure("memory_frontier"))?,
-        "Largest global batch that trains per strategy, measured and predicted, and the throughput there".to_owned(),
-    );
-    Ok(section(
-        "memory-frontier",
-        "Memory frontier",
-        "For each cell asking for `batch_size: max`, the runner searched for the largest batch that trains \
-         under the memory limit before the trials: the model's prediction first (the batch whose predicted \
-         peak meets the limit, made before any probe), then a few real steps per probe in fresh worker \
-         processes, doubling and halving, then bisecting to a sixteenth of the answer or one micro-batch \
-         per pipeline, whichever is larger. A probe that ran out of memory or crashed is a result. The \
-         cell's trials then trained at the answer; their median wall throughput is shown. The prediction \
-         counts as within a bisection step when it is within that resolution of the answer.",
-        figures,
-        crate::frontier_table(cells)?,
-        tables,
-    ))
 }
 
 /// Thesis figs. 3.1 and 3.2: speedup bars per W, and speedup against W.
