@@ -67,7 +67,8 @@ impl FrontierCell {
     pub fn predicted_within_a_step(&self) -> Option<bool> {
         let largest = self.largest.as_ref()?.batch_size;
         let (predicted, _) = self.predicted?;
-        Some((predicted - largest).abs() <= (largest / 16).max(self.batch_step))
+        let resolution = stratlab_results::bisection_resolution(largest as usize, self.batch_step as usize);
+        Some((predicted - largest).unsigned_abs() as usize <= resolution)
     }
 }
 

@@ -57,6 +57,13 @@ pub struct BatchProbeRow {
     pub wall_time_s: f64,
 }
 
+/// How close a search for the largest batch closes around an answer near `batch`: a
+/// sixteenth of it or one `step` (a pipeline's micro-batches, else a sample), whichever is
+/// larger. The search stops there, and a prediction within it counts as right.
+pub fn bisection_resolution(batch: usize, step: usize) -> usize {
+    (batch / 16).max(step)
+}
+
 impl Table for BatchProbeRow {
     const NAME: &'static str = crate::table_names::BATCH_PROBES;
     const PER_TRIAL: bool = false;

@@ -41,7 +41,7 @@ mod validation_row;
 
 pub use atomic_file::write_file_atomically;
 pub use auto_choice_row::AutoChoiceRow;
-pub use batch_probe_row::BatchProbeRow;
+pub use batch_probe_row::{bisection_resolution, BatchProbeRow};
 pub use chrome_trace::chrome_trace;
 pub use device_load::{DeviceLoad, EnergySource, Sample};
 pub use event_kind::{EventKind, Lane};

@@ -58,7 +58,7 @@ impl BatchSearch {
 
     /// How close the bracket must close around an answer near `batch`.
     fn resolution(&self, batch: usize) -> usize {
-        (batch / 16).max(self.step)
+        stratlab_results::bisection_resolution(batch, self.step)
     }
 }
 
