@@ -44,6 +44,14 @@ pub struct StepRecord {
     /// where the device cannot tell and for runs stored before the column existed.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// The loss scale the step's backward ran with (float16's dynamic loss scaling); null
+    /// where the trial scales no loss, and for runs stored before the column existed.
+    #[serde(default)]
+    pub loss_scale: Option<f64>,
+    /// Whether a gradient overflowed at that scale, so the optimizer skipped the step's
+    /// update (every rank alike); null where the trial scales no loss.
+    #[serde(default)]
+    pub skipped_update: Option<bool>,
 }
 
 impl StepRecord {
@@ -134,4 +142,9 @@ pub struct TrainingSummary {
     /// stored before the column existed.
     #[serde(default)]
     pub peak_memory_bytes: Option<u64>,
+    /// Steps whose update the loss scaler skipped because a gradient overflowed (float16),
+    /// warm-up included; null where the trial scales no loss, and for runs stored before
+    /// the column existed.
+    #[serde(default)]
+    pub skipped_updates: Option<i64>,
 }

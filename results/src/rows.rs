@@ -203,6 +203,7 @@ impl Table for TrialRow {
             ("final_loss", Float64),
             ("eval_time_s", Float64),
             ("peak_memory_bytes", UInt64),
+            ("skipped_updates", Int64),
             ("utilization_mean_pct", Float64),
             ("utilization_max_pct", Float64),
             ("memory_mean_bytes", Float64),
@@ -311,6 +312,8 @@ impl Table for StepRow {
             ("comm_bytes", Int64),
             ("comm_s", Float64),
             ("peak_memory_bytes", UInt64),
+            ("loss_scale", Float64),
+            ("skipped_update", Boolean),
         ])
     }
 

@@ -14,6 +14,7 @@ pub mod device;
 mod dispatch;
 pub mod evaluate;
 mod flat;
+pub mod loss_scale;
 pub mod memory;
 pub mod memory_format;
 pub mod model_inputs;

@@ -10,12 +10,13 @@
 //! single-device training must either tolerate that much or run in float64, where the same
 //! reorderings move results by ~1e-15 and a tolerance of 1e-9 checks the algorithm exactly.
 
-use stratlab_strategy_spec::MemoryFormat;
 pub use stratlab_strategy_spec::Precision;
+use stratlab_strategy_spec::{MemoryFormat, Strategy};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::autocast::{AutocastRegion, AutocastType};
+use crate::loss_scale::{LossScaleSettings, LossScaler};
 use crate::memory_format::to_memory_format;
 use crate::{DeviceChoice, TrainError};
 
@@ -23,9 +24,6 @@ use crate::{DeviceChoice, TrainError};
 /// the valid choices.
 pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(), String> {
     match precision {
-        Precision::Float16 => Err("fp16 needs a dynamic loss scaler, which stratlab does not have yet; \
-                                   use bf16 (the same autocast, float32's range, no scaler)"
-            .into()),
         Precision::Float64 => {
             Err("fp64 is the equivalence tests' precision, not a benchmark's; valid: fp32, bf16, tf32, auto".into())
         }
@@ -34,6 +32,23 @@ pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(),
             .into()),
         _ => Ok(()),
     }
+}
+
+/// Why `strategy` cannot train in `precision`, if it cannot. float16's loss scale needs
+/// every stage to take or skip an update together; PipeDream updates each stage after each
+/// of its own micro-batches, at different moments, so agreeing would take a collective per
+/// micro-batch that stalls the pipeline it exists to keep full.
+pub fn check_strategy(precision: Precision, strategy: &Strategy) -> Result<(), String> {
+    let per_micro_batch = strategy.schedule().is_some_and(|schedule| schedule.updates_per_micro_batch());
+    if per_micro_batch && LossScaler::for_precision(precision, LossScaleSettings::default()).is_some() {
+        return Err(format!(
+            "{precision} needs a dynamic loss scale that every stage agrees on at each update, and {} updates \
+             each stage on its own after each micro-batch; valid for {}: fp32, bf16, auto",
+            strategy.name(),
+            strategy.name()
+        ));
+    }
+    Ok(())
 }
 
 /// What a network computes in: the two suite axes a trial's [`crate::TrainConfig`] carries,
@@ -162,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn bfloat16_computes_the_forward_in_bfloat16_from_float32_weights_inside_its_region_only() {
+    fn autocast_computes_the_forward_in_its_type_from_float32_weights_inside_its_region_only() {
         let spec = stratlab_networks::spec("small-cnn", &MNIST).unwrap();
         let store = nn::VarStore::new(Device::Cpu);
         let model = spec.build(&store.root());
@@ -182,6 +197,8 @@ mod tests {
         assert_eq!(logits.kind(), Kind::Float);
         assert_eq!(Precision::Bfloat16.message_kind(), Kind::BFloat16);
         assert_eq!(Precision::Bfloat16.kind(), Kind::Float);
+        let logits = Precision::Float16.autocast(Device::Cpu, || model.forward_t(&images, true)).unwrap();
+        assert_eq!((logits.kind(), Precision::Float16.message_kind()), (Kind::Half, Kind::Half));
     }
 
     #[test]

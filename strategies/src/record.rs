@@ -95,7 +95,14 @@ impl TrainReport {
             final_loss: self.final_loss(),
             eval_time_s: Some(self.evaluations.iter().map(|eval| eval.time_s).sum()),
             peak_memory_bytes: self.peak_memory_bytes(),
+            skipped_updates: self.skipped_updates(),
         }
+    }
+
+    /// Steps whose update the loss scaler skipped, where the trial scales its loss.
+    pub fn skipped_updates(&self) -> Option<i64> {
+        let verdicts: Vec<bool> = self.steps.iter().filter_map(|step| step.skipped_update).collect();
+        (!verdicts.is_empty()).then(|| verdicts.iter().filter(|&&skipped| skipped).count() as i64)
     }
 
     /// The highest step peak of tensor memory over the timed steps, where measured.
@@ -180,6 +187,8 @@ mod tests {
             comm_bytes: None,
             comm_s: None,
             peak_memory_bytes: None,
+            loss_scale: None,
+            skipped_update: None,
         };
         let json = serde_json::to_string(&step).unwrap();
         assert!(json.contains("\"loss\":\"NaN\""), "{json}");

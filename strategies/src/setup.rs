@@ -5,6 +5,7 @@
 use tch::nn::{self, OptimizerConfig, VarStore};
 use tch::Device;
 
+use crate::loss_scale::LossScaler;
 use crate::{memory, PrecisionOps, TrainConfig, TrainError};
 
 /// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
@@ -16,10 +17,13 @@ pub struct Replica<M> {
     pub model: M,
     /// SGD over the store's trainable variables ([`sgd`]).
     pub optimizer: nn::Optimizer,
+    /// The dynamic loss scale, where the precision needs one (float16).
+    pub loss_scaler: Option<LossScaler>,
 }
 
 /// Builds `build`'s model in a fresh store on `device` (after [`prepare`], so its weights
-/// are seeded), converts it to the configured precision and makes its optimizer.
+/// are seeded), converts it to the configured precision and makes its optimizer and loss
+/// scaler.
 pub fn replica<M>(
     config: &TrainConfig,
     device: Device,
@@ -29,7 +33,8 @@ pub fn replica<M>(
     let model = build(&mut store)?;
     config.precision.apply_to(&mut store, config.memory_format)?;
     let optimizer = sgd(&store, config)?;
-    Ok(Replica { store, model, optimizer })
+    let loss_scaler = LossScaler::for_precision(config.precision, config.loss_scale);
+    Ok(Replica { store, model, optimizer, loss_scaler })
 }
 
 /// Validates the configuration and applies it to this process (threads, numerics, seed);

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::loss_scale::LossScaleSettings;
 use crate::precision::Compute;
 use crate::{DeviceChoice, LrSchedule, MemoryFormat, Numerics, Precision, TrainError};
 
@@ -95,6 +96,10 @@ pub struct TrainConfig {
     /// of 120 pipeline trials in one validation run. `None`: the pipeline times them.
     #[serde(default)]
     pub stage_seconds: Option<Vec<f64>>,
+    /// How float16's dynamic loss scale starts and moves (PyTorch's `GradScaler`
+    /// defaults); other precisions scale no loss.
+    #[serde(default)]
+    pub loss_scale: LossScaleSettings,
 }
 
 /// Default of [`TrainConfig::metrics_every_steps`]: one read per 5 steps costs a fifth of
@@ -124,6 +129,7 @@ impl Default for TrainConfig {
             precision: Precision::Float32,
             memory_format: MemoryFormat::Contiguous,
             stage_seconds: None,
+            loss_scale: LossScaleSettings::default(),
         }
     }
 }
@@ -187,6 +193,7 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&self.target_accuracy) {
             return invalid("target_accuracy", "must lie between 0 and 1");
         }
+        self.loss_scale.validate()?;
         let budget = self.budget;
         if budget.epochs.is_none() && budget.steps.is_none() && budget.seconds.is_none() {
             return invalid("budget", "give epochs, steps or seconds");

@@ -23,6 +23,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device::{device_label, synchronize};
 use crate::evaluate::{evaluate_shard, EvalSums};
+use crate::loss_scale::ScaledStep;
 use crate::memory;
 use crate::memory_format::to_memory_format;
 use crate::record::{EpochRecord, EvalRecord, StepRecord, TrainOutcome, TrainReport};
@@ -115,6 +116,9 @@ pub struct StepOutput {
     pub comm_bytes: u64,
     /// Seconds this rank's communication was in flight (launch to completion, summed).
     pub comm_s: f64,
+    /// The loss scale the step ran with and whether it skipped its update, where the trial
+    /// scales its loss ([`crate::loss_scale`]).
+    pub scaling: Option<ScaledStep>,
 }
 
 /// Runs the loop over `context`'s data with `runner` doing each step, on `device`.
@@ -207,6 +211,8 @@ pub fn run(
                     comm_bytes: Some(output.comm_bytes),
                     comm_s: Some(output.comm_s),
                     peak_memory_bytes: memory::peak_bytes(device),
+                    loss_scale: output.scaling.map(|scaled| scaled.loss_scale),
+                    skipped_update: output.scaling.map(|scaled| scaled.skipped),
                 },
                 loss: output.loss.detach(),
                 correct: output.correct,

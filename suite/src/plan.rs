@@ -265,6 +265,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
             memory_format: cell.memory_format.given().unwrap_or_default(),
             // Given by the run from its profiles once they are taken (`ex_ante`).
             stage_seconds: None,
+            loss_scale: suite.loss_scale,
         },
         timeout_s: suite.timeout_s,
         memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),
@@ -425,6 +426,7 @@ fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
         eval_every_steps: suite.eval.every_steps,
         eval_samples: suite.eval.samples,
         metrics_every_steps: suite.metrics_every_steps,
+        loss_scale: suite.loss_scale,
         ..TrainConfig::default()
     };
     config.validate().map_err(|error| match error {

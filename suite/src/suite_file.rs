@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
+use stratlab_strategies::loss_scale::LossScaleSettings;
 use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, DEFAULT_METRICS_EVERY_STEPS};
 use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, StrategyKind, StrategySweep};
 
@@ -79,6 +80,11 @@ pub struct SuiteFile {
     /// Optimizer settings.
     #[serde(default)]
     pub optimizer: OptimizerSettings,
+    /// How fp16 cells' dynamic loss scale starts and moves (`initial`, `growth_factor`,
+    /// `backoff_factor`, `growth_interval`: PyTorch's `GradScaler` arguments and defaults);
+    /// no other precision scales its loss.
+    #[serde(default)]
+    pub loss_scale: LossScaleSettings,
     /// Evaluation settings.
     #[serde(default)]
     pub eval: EvalSettings,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::precision::check_trainable;
+use stratlab_strategies::precision::{check_strategy, check_trainable};
 use stratlab_strategies::{Numerics, TrainConfig};
 use stratlab_strategy_spec::{threads_label, AutoOr, MemoryFormat, Precision, Strategy};
 
@@ -148,7 +148,9 @@ impl TrialSpec {
         }
         // The runner has resolved the device by now: a suite's `auto` that found no GPU
         // cannot train in tf32.
-        if let Err(reason) = check_trainable(self.train.precision, self.train.device) {
+        if let Err(reason) = check_trainable(self.train.precision, self.train.device)
+            .and_then(|()| check_strategy(self.train.precision, &self.strategy))
+        {
             return Some(reason);
         }
         let info = match self.dataset.info() {

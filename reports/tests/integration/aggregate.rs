@@ -98,6 +98,7 @@ pub(crate) fn trial(
             final_loss: None,
             eval_time_s: None,
             peak_memory_bytes: None,
+            skipped_updates: None,
         },
         load: DeviceLoad {
             utilization_mean_pct: ok.then_some(40.0 + 10.0 * repeat as f64),
@@ -162,6 +163,8 @@ fn steps(trial: &TrialRow, n: i64, per_epoch: i64, nan_from: Option<i64>) -> Vec
                 comm_bytes: None,
                 comm_s: None,
                 peak_memory_bytes: None,
+                loss_scale: None,
+                skipped_update: None,
             },
         })
         .collect()

@@ -52,6 +52,8 @@ fn steps(run_id: &str, trial_id: &str, n: i64) -> Vec<StepRow> {
                 comm_bytes: (step % 3 == 0).then_some(4096),
                 comm_s: (step % 3 == 0).then_some(0.002),
                 peak_memory_bytes: (step % 2 == 1).then_some(7_340_032 + step as u64),
+                loss_scale: None,
+                skipped_update: None,
             },
         })
         .collect()

@@ -15,6 +15,7 @@ use tch::{Device, Kind, Tensor};
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::flat::{buffer_for, pack, unpack};
+use crate::loss_scale::{self, LossScaler};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -32,7 +33,7 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let device = setup::prepare(config)?;
-    let Replica { store, model, optimizer } =
+    let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(StagedModel::build(context.network, store)))?;
     let mut timeline = Timeline::new(device, true);
     broadcast_variables(group, &store, &mut timeline)?;
@@ -54,6 +55,7 @@ pub fn train(
         fused,
         device,
         precision: config.precision,
+        loss_scaler,
         wall_time_budget: config.budget.seconds.is_some(),
     };
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
@@ -96,6 +98,7 @@ struct DataParallelStep<'a> {
     fused: Vec<Vec<Tensor>>,
     device: Device,
     precision: Precision,
+    loss_scaler: Option<LossScaler>,
     wall_time_budget: bool,
 }
 
@@ -161,7 +164,7 @@ impl StepRunner for DataParallelStep<'_> {
             // memory per sample than one whole backward (as `single` runs it) holds.
             let output = outputs.pop().expect("a stage's output");
             match upstream.take() {
-                None => loss.f_backward()?,
+                None => loss_scale::backward(self.loss_scaler.as_ref(), &loss)?,
                 Some(gradient) => backward_with_grad(&output, &gradient)?,
             }
             drop(output);
@@ -190,8 +193,12 @@ impl StepRunner for DataParallelStep<'_> {
             unpack(&flat, bucket.params.iter().map(|&p| self.params[p].grad()));
         }
         timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
-        timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
-        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s })
+        // The all-reduced gradients are alike on every rank, and so is the scaler's verdict.
+        let optimizer = &mut self.optimizer;
+        let scaling = timeline.span(EventKind::Optimizer, "sgd", || {
+            loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())
+        })?;
+        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
     }
 
     fn eval_shard(&self) -> (usize, usize) {

@@ -9,8 +9,10 @@
 //! both: a dedicated server frees rank 0 from serving but removes one worker's compute.
 //!
 //! Each round a worker sends a control message `[continue, lr, out_of_time]`, then its
-//! flattened gradients; the server replies with the flattened parameters plus one flag,
-//! "some worker is out of wall time", so every rank stops after the same step.
+//! flattened gradients; the server replies with the flattened parameters plus two flags:
+//! "some worker is out of wall time", so every rank stops after the same step, and "the
+//! averaged gradients overflowed" (float16's loss scaling: the server skipped the update),
+//! so every rank moves its loss scale alike.
 //!
 //! Every whole-model message goes through buffers each rank allocates once and keeps
 //! ([`FlatBuffers`], [`crate::flat`]).
@@ -22,6 +24,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::evaluate::correct_on_device;
 use crate::flat::{buffer_for, pack, unpack};
+use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -40,7 +43,7 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let device = setup::prepare(config)?;
-    let Replica { store, model, optimizer } =
+    let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
     let mut timeline = Timeline::new(device, true);
     crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
@@ -52,7 +55,7 @@ pub fn train(
     let remote = workers.iter().filter(|&&rank| rank != server).count();
     let buffers =
         FlatBuffers::new(&params, if group.rank() == server { remote } else { 0 }, group.tensor_device(device));
-    let mut party = Party { group, server, workers, params, optimizer, device, buffers };
+    let mut party = Party { group, server, workers, params, optimizer, loss_scaler, device, buffers };
     let started = std::time::Instant::now();
     if placement == ServerPlacement::Dedicated && group.rank() == server {
         party.serve_until_finished(&mut timeline)?;
@@ -105,15 +108,17 @@ struct Party<'a> {
     workers: Vec<usize>,
     params: Vec<Tensor>,
     optimizer: nn::Optimizer,
+    /// Every rank's copy moves alike: the server's verdict travels with the weights.
+    loss_scaler: Option<LossScaler>,
     device: Device,
     buffers: FlatBuffers,
 }
 
 /// The whole-model buffers a rank keeps from round to round, on the communication device.
 struct FlatBuffers {
-    /// Every parameter's element count, then one: a worker's gradients go out of the first
-    /// part and its new weights and the stop flag come back into the whole; the server sums
-    /// and averages the gradients in the first part, then writes the weights and the flag.
+    /// Every parameter's element count, then two: a worker's gradients go out of the first
+    /// part and its new weights and the two flags come back into the whole; the server sums
+    /// and averages the gradients in the first part, then writes the weights and the flags.
     flat: Tensor,
     /// The server's: one per remote worker, its gradients received into it.
     received: Vec<Tensor>,
@@ -122,18 +127,23 @@ struct FlatBuffers {
 impl FlatBuffers {
     fn new(params: &[Tensor], remote_workers: usize, comm: Device) -> FlatBuffers {
         FlatBuffers {
-            flat: buffer_for(params, 1, comm),
+            flat: buffer_for(params, 2, comm),
             received: (0..remote_workers).map(|_| buffer_for(params, 0, comm)).collect(),
         }
     }
 
-    /// The part the gradients and the weights take: all but the flag.
+    /// The part the gradients and the weights take: all but the flags.
     fn values(&self) -> Tensor {
-        self.flat.narrow(0, 0, self.flat.numel() as i64 - 1)
+        self.flat.narrow(0, 0, self.flat.numel() as i64 - 2)
     }
 
     /// The stop flag's element.
     fn flag(&self) -> Tensor {
+        self.flat.narrow(0, self.flat.numel() as i64 - 2, 1)
+    }
+
+    /// The overflow flag's element.
+    fn overflow(&self) -> Tensor {
         self.flat.narrow(0, self.flat.numel() as i64 - 1, 1)
     }
 }
@@ -171,8 +181,12 @@ impl Party<'_> {
     }
 
     /// One server round. `own` is the server's own gradient when it also trains.
-    /// Returns `None` once every worker said it has finished, else the stop flag it sent.
-    fn serve_round(&mut self, own: Option<(f64, bool)>, timeline: &mut Timeline) -> Result<Option<bool>, TrainError> {
+    /// Returns `None` once every worker said it has finished, else what it sent.
+    fn serve_round(
+        &mut self,
+        own: Option<(f64, bool)>,
+        timeline: &mut Timeline,
+    ) -> Result<Option<ServedRound>, TrainError> {
         let remote: Vec<usize> = self.workers.iter().copied().filter(|&rank| rank != self.server).collect();
         let comm = self.comm_device();
         let mut controls: Vec<(usize, Tensor, Work)> = Vec::new();
@@ -223,10 +237,13 @@ impl Party<'_> {
         sum /= self.workers.len() as f64;
         unpack(&sum.to_device(self.device), self.params.iter().map(Tensor::grad));
         self.optimizer.set_lr(lr.unwrap_or(0.0));
-        self.optimizer.step();
+        let optimizer = &mut self.optimizer;
+        // The server alone holds the averaged gradients: its verdict is every rank's.
+        let scaling = loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())?;
         timeline.record(EventKind::Optimizer, "sgd (server)", start, timeline.now(), None);
         pack(self.params.iter().map(Tensor::detach), &self.buffers.values());
         let _ = self.buffers.flag().fill_(if out_of_time { 1.0 } else { 0.0 });
+        let _ = self.buffers.overflow().fill_(if scaling.is_some_and(|scaled| scaled.skipped) { 1.0 } else { 0.0 });
         let reply = &self.buffers.flat;
         let sends: Vec<(usize, Work)> = remote
             .iter()
@@ -236,7 +253,7 @@ impl Party<'_> {
             let done = work.wait()?;
             timeline.communication(EventKind::Send, format!("parameters to rank {rank}"), &done);
         }
-        Ok(Some(out_of_time))
+        Ok(Some(ServedRound { out_of_time, scaling }))
     }
 
     /// The dedicated server's life: rounds until every worker has finished.
@@ -254,6 +271,14 @@ impl Party<'_> {
             round += 1;
         }
     }
+}
+
+/// What a server round decided.
+struct ServedRound {
+    /// Some worker is out of wall time: every rank stops after this step.
+    out_of_time: bool,
+    /// What the loss scaler did, where the trial scales its loss.
+    scaling: Option<ScaledStep>,
 }
 
 struct ParameterServerStep<'a> {
@@ -297,15 +322,17 @@ impl StepRunner for ParameterServerStep<'_> {
         })?;
         let start = timeline.now();
         let pass = crate::memory::in_pass(EventKind::Backward, None);
-        loss.f_backward()?;
+        loss_scale::backward(party.loss_scaler.as_ref(), &loss)?;
         drop(pass);
         timeline.record(EventKind::Backward, "network", start, timeline.now(), None);
         let mut comm_bytes = 0;
         let mut comm_s = 0.0;
+        let scaling;
         if party.is_server() {
             let start = timeline.now();
-            let stop = party.serve_round(Some((lr, self.out_of_time)), timeline)?;
-            self.server_says_stop = stop.unwrap_or(true);
+            let round = party.serve_round(Some((lr, self.out_of_time)), timeline)?;
+            self.server_says_stop = round.as_ref().is_none_or(|round| round.out_of_time);
+            scaling = round.and_then(|round| round.scaling);
             let bytes = party.param_numel() as u64 * party.kind().elt_size_in_bytes() as u64;
             comm_bytes += bytes * 2 * (party.workers.len() as u64 - 1);
             comm_s += (timeline.now() - start) as f64 * 1e-9;
@@ -324,8 +351,10 @@ impl StepRunner for ParameterServerStep<'_> {
             }
             unpack(&party.buffers.values().to_device(party.device), party.params.iter().map(Tensor::shallow_clone));
             self.server_says_stop = party.buffers.flag().double_value(&[0]) != 0.0;
+            let overflowed = party.buffers.overflow().double_value(&[0]) != 0.0;
+            scaling = party.loss_scaler.as_mut().map(|scaler| scaler.update(overflowed));
         }
-        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s })
+        Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
     }
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {

@@ -21,6 +21,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
+use crate::precision::check_strategy;
 use crate::setup::{self, Replica};
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -60,7 +61,10 @@ pub fn train(
 
     // Built whole and copied, so a stage's weights are the ones a single-device build
     // draws from the same seed.
-    let Replica { store, model: local, optimizer } = setup::replica(config, device, |store| {
+    if let Err(reason) = check_strategy(config.precision, strategy) {
+        return Err(invalid("precision", reason));
+    }
+    let Replica { store, model: local, optimizer, loss_scaler } = setup::replica(config, device, |store| {
         let whole = nn::VarStore::new(device);
         let _ = context.network.build(&whole.root());
         let local = context.network.build_range(plan.ranges[layout.stage].clone(), &store.root());
@@ -84,6 +88,7 @@ pub fn train(
         plan,
         local,
         optimizer,
+        loss_scaler,
         params: store.trainable_variables(),
         device,
         precision: config.precision,

@@ -15,13 +15,14 @@
 
 use std::collections::BTreeMap;
 
-use stratlab_comm::ProcessGroup;
+use stratlab_comm::{ProcessGroup, ReduceOp};
 use stratlab_networks::Network;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
 use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic};
+use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use stratlab_results::PipelineStageInfo;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
@@ -66,6 +67,8 @@ pub struct StageWorker<'a> {
     pub(super) plan: StagePlan,
     pub(super) local: Network,
     pub(super) optimizer: nn::Optimizer,
+    /// float16's loss scale; the stages agree on each step's verdict ([`crate::loss_scale`]).
+    pub(super) loss_scaler: Option<LossScaler>,
     pub(super) params: Vec<Tensor>,
     pub(super) device: Device,
     pub(super) precision: Precision,
@@ -217,6 +220,7 @@ impl<'a> StageWorker<'a> {
                 .collect(),
         };
         let mut traffic = Traffic::default();
+        let mut scaling = None;
         let loss_recv = match layout.is_last() {
             true => None,
             false => Some(self.endpoint().post_loss_recv()?),
@@ -263,7 +267,7 @@ impl<'a> StageWorker<'a> {
             if let Some(group) = &self.replica_group {
                 self.endpoint().all_reduce_gradients(group, &self.params, timeline, &mut traffic)?;
             }
-            timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
+            scaling = self.step_optimizer(timeline)?;
         }
         let (loss, correct) = self.endpoint().share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
 
@@ -274,7 +278,23 @@ impl<'a> StageWorker<'a> {
             }
         }
         self.steps_done += 1;
-        Ok(StepOutput { loss, correct, comm_bytes: traffic.bytes, comm_s: traffic.seconds })
+        Ok(StepOutput { loss, correct, comm_bytes: traffic.bytes, comm_s: traffic.seconds, scaling })
+    }
+
+    /// The step's update, once every micro-batch's gradient has accumulated. Under loss
+    /// scaling each stage holds only its own gradients, so its verdict goes through an
+    /// all-reduce (max) over every stage and replica: one overflow skips every update.
+    fn step_optimizer(&mut self, timeline: &mut Timeline) -> Result<Option<ScaledStep>, TrainError> {
+        let (world, comm) = (self.world, self.comm_device());
+        let agree = |found_inf: Tensor| -> Result<Tensor, TrainError> {
+            let mut verdict = found_inf.to_device(comm);
+            world.all_reduce(&mut verdict, ReduceOp::Max)?;
+            Ok(verdict)
+        };
+        let optimizer = &mut self.optimizer;
+        timeline.span(EventKind::Optimizer, "sgd", || {
+            loss_scale::step(self.loss_scaler.as_mut(), &self.params, agree, || optimizer.step())
+        })
     }
 
     /// Whether micro-batch `id`'s forward keeps only its input (recomputing the rest in
@@ -385,7 +405,7 @@ impl<'a> StageWorker<'a> {
         let start = timeline.now();
         let pass = crate::memory::in_pass(EventKind::Backward, Some(layout.stage));
         match (loss, output, gradient) {
-            (Some(loss), _, _) => loss.f_backward()?,
+            (Some(loss), _, _) => loss_scale::backward(self.loss_scaler.as_ref(), &loss)?,
             (None, Some(output), Some(gradient)) => backward_with_grad(&output, &gradient)?,
             _ => unreachable!("a stage before the last receives its output's gradient"),
         }

@@ -2,8 +2,9 @@
 //! single-device training gives on the same batch (no batch norm, 5 steps in float64,
 //! [`TOLERANCE`] relative);
 //! every checkpoint mode must give the weights `never` gives; each schedule's recorded
-//! timeline must follow its definition; and in bfloat16 a pipeline must land as near
-//! single-device bfloat16 training as that lands from exact training.
+//! timeline must follow its definition; in bfloat16 and float16 a pipeline must land as
+//! near single-device training in that precision as that lands from exact training; and a
+//! float16 gradient overflow must skip every stage's and replica's update together.
 //!
 //! Ranks are child processes of this binary joined by c10d Gloo over loopback; each saves
 //! its stages' weights and its timeline for the parent to merge and check.
@@ -28,6 +29,8 @@ struct Run {
     hybrid_stages: Option<usize>,
     precision: Precision,
     memory_format: MemoryFormat,
+    /// Trains from [`OVERFLOWING_SCALE`] (in float16): every update is skipped.
+    overflow: bool,
 }
 
 impl Run {
@@ -39,18 +42,20 @@ impl Run {
             hybrid_stages: None,
             precision: Precision::Float64,
             memory_format: MemoryFormat::Contiguous,
+            overflow: false,
         }
     }
 
     fn role(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}/{}/{}",
             self.kind,
             self.micro_batches,
             self.checkpoint,
             self.hybrid_stages.unwrap_or(0),
             self.precision,
-            self.memory_format
+            self.memory_format,
+            self.overflow
         )
     }
 
@@ -69,6 +74,7 @@ impl Run {
             hybrid_stages: (hybrid > 0).then_some(hybrid),
             precision: parts[4].parse().unwrap(),
             memory_format: parts[5].parse().unwrap(),
+            overflow: parts[6].parse().unwrap(),
         }
     }
 }
@@ -90,7 +96,10 @@ fn pipeline_child_rank() {
         .unwrap();
     let (train, test) = data();
     let spec = network(&train);
-    let config = TrainConfig { precision: run.precision, memory_format: run.memory_format, ..config(BATCH) };
+    let mut config = TrainConfig { memory_format: run.memory_format, ..config_in(run.precision, BATCH) };
+    if run.overflow {
+        config.loss_scale.initial = OVERFLOWING_SCALE;
+    }
     let context = TrainContext { network: &spec, train, test, config: &config };
     let parameters = Parameters {
         micro_batches: (run.kind != StrategyKind::ModelParallel).then_some(run.micro_batches),
@@ -101,7 +110,10 @@ fn pipeline_child_rank() {
     let strategy = Strategy::new(run.kind, parameters).unwrap();
     let mut weights = Weights::default();
     let report = pipeline::train(&context, &group, &strategy, &mut weights).unwrap();
-    assert_eq!(report.steps.len(), STEPS);
+    assert_eq!(report.steps.len(), steps_in(run.precision));
+    if run.overflow {
+        assert_every_update_skipped(&report);
+    }
     assert!(
         report.steps.iter().all(|step| step.loss.is_some_and(f64::is_finite)),
         "every rank records the pipeline's loss"
@@ -197,24 +209,46 @@ fn pipedream_updates_every_micro_batch_so_it_departs_from_synchronous_training()
 }
 
 #[test]
-fn in_bfloat16_gpipe_and_1f1b_land_as_near_single_as_bfloat16_lands_from_exact() {
-    // Micro-batches change how bfloat16 products are summed, so a pipeline cannot equal
-    // single-device training in it; measured, both schedules land 0.13 of the distance
-    // bfloat16 rounding puts single-device training from the exact (float64) weights. A
-    // pipeline computing outside autocast would land about 1.0 of it (the exact weights
-    // are where float64 pipelines land), and a micro-batch's loss scaled wrongly farther.
-    let exact = single_weights(BATCH);
-    let single = single_weights_with(TrainConfig { precision: Precision::Bfloat16, ..config(BATCH) });
-    let rounding = distance(&single, &exact);
-    assert!(rounding > 0.0, "single-device bfloat16 training left float64");
-    for kind in [StrategyKind::Gpipe, StrategyKind::OneFOneB] {
-        let dir = tempfile::tempdir().unwrap();
-        let run = Run { precision: Precision::Bfloat16, ..Run::new(kind, 4) };
-        let got = pipeline_weights(run, 2, dir.path());
-        let apart = distance(&got, &single);
-        eprintln!("{kind} in bfloat16: {:.2} × single's rounding from exact", apart / rounding);
-        assert!(apart < 0.4 * rounding, "{kind} in bfloat16 lands {apart:.3e} from single, rounding {rounding:.3e}");
+fn in_bfloat16_and_float16_gpipe_and_1f1b_land_as_near_single_as_it_lands_from_exact() {
+    // Micro-batches change how lower-precision products are summed, so a pipeline cannot
+    // equal single-device training in that precision; measured, both schedules land 0.13 (in
+    // bfloat16) and 0.06 (in float16) of the distance its rounding puts single-device
+    // training from the exact (float64) weights. A pipeline computing outside autocast would
+    // land about 1.0 of it (the exact weights are where float64 pipelines land), and a
+    // micro-batch's loss scaled or unscaled wrongly farther.
+    for precision in [Precision::Bfloat16, Precision::Float16] {
+        let single = single_weights_with(config_in(precision, BATCH));
+        let exact = single_weights_with(TrainConfig { precision: Precision::Float64, ..config_in(precision, BATCH) });
+        let rounding = distance(&single, &exact);
+        assert!(rounding > 0.0, "single-device {precision} training left float64");
+        for kind in [StrategyKind::Gpipe, StrategyKind::OneFOneB] {
+            let dir = tempfile::tempdir().unwrap();
+            let got = pipeline_weights(Run { precision, ..Run::new(kind, 4) }, 2, dir.path());
+            let apart = distance(&got, &single);
+            eprintln!("{kind} in {precision}: {:.2} × single's rounding from exact", apart / rounding);
+            assert!(
+                apart < 0.4 * rounding,
+                "{kind} in {precision} lands {apart:.3e} from single, rounding {rounding:.3e}"
+            );
+        }
     }
+}
+
+#[test]
+fn in_float16_an_overflowing_loss_scale_skips_every_update_on_every_stage_and_replica() {
+    // Each rank checks its own steps (every one skipped, the scale halving, one verdict for
+    // every stage and replica); the merged weights must be the initial ones, exactly what
+    // single-device float16 training from the same scale keeps. Two replicas of two stages
+    // agree through both the replicas' all-reduce and the stages' verdict.
+    let overflowed = single_weights_with(overflowing_float16(BATCH));
+    let run = Run {
+        precision: Precision::Float16,
+        overflow: true,
+        hybrid_stages: Some(2),
+        ..Run::new(StrategyKind::Hybrid, 4)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(distance(&pipeline_weights(run, 4, dir.path()), &overflowed), 0.0, "{}", run.role());
 }
 
 #[test]

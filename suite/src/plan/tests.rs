@@ -106,6 +106,35 @@ batch_size: 32
 }
 
 #[test]
+fn fp16_trains_with_every_strategy_whose_stages_update_together() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies:
+  - single
+  - {name: data-parallel, workers: [2]}
+  - {name: parameter-server, workers: [2]}
+  - {name: gpipe, workers: [2]}
+  - {name: 1f1b, workers: [2]}
+  - {name: pipedream, workers: [2]}
+precision: [fp16]
+budget: {steps: 1}
+",
+    );
+    for trial in &trials {
+        assert!(trial.trial_id.contains("fp16"), "{}", trial.trial_id);
+        let reason = trial.infeasibility();
+        if trial.strategy.name() == "pipedream" {
+            let reason = reason.expect("pipedream refuses fp16");
+            assert!(reason.contains("loss scale") && reason.contains("valid for pipedream: fp32, bf16"), "{reason}");
+        } else {
+            assert_eq!(reason, None, "{}", trial.trial_id);
+        }
+    }
+}
+
+#[test]
 fn hybrid_workers_must_divide_into_pipelines() {
     let trials = planned(
         "name: t
@@ -300,7 +329,8 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
         ("precision: [bf17]\n", "unknown variant `bf17`"),
         ("memory_format: [nhwc]\n", "channels_last"),
         ("device: cpu\nprecision: [fp32, tf32]\n", "tf32 is a CUDA tensor-core mode"),
-        ("precision: [fp16]\n", "fp16 needs a dynamic loss scaler"),
+        ("loss_scale: {backoff_factor: 2}\n", "loss_scale.backoff_factor: must lie strictly between 0 and 1"),
+        ("loss_scale: {initial: 1024, growth: 2}\n", "unknown field `growth`"),
     ] {
         let text = format!("{base}{extra}");
         let error = match SuiteFile::parse(&text) {

@@ -82,6 +82,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
             final_loss: Some(1.07),
             eval_time_s: Some(3.5),
             peak_memory_bytes: Some(734_003_200),
+            skipped_updates: Some(2),
         },
         load: DeviceLoad {
             utilization_mean_pct: Some(48.5),

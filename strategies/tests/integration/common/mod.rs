@@ -16,7 +16,9 @@ use std::sync::Arc;
 use stratlab_comm::{free_port, Launch};
 use stratlab_datasets::{open, DataCache, Dataset, DatasetSelector, OpenOptions, Split};
 use stratlab_networks::{InputShape, NetworkSpec};
-use stratlab_strategies::{single, Budget, DeviceChoice, Precision, TrainConfig, TrainContext, TrainObserver};
+use stratlab_strategies::{
+    single, Budget, DeviceChoice, Precision, TrainConfig, TrainContext, TrainObserver, TrainReport,
+};
 use tch::Tensor;
 
 pub const ROLE: &str = "STRATLAB_EQUIVALENCE_ROLE";
@@ -42,6 +44,49 @@ pub fn config(batch_size: usize) -> TrainConfig {
         precision: Precision::Float64,
         ..TrainConfig::default()
     }
+}
+
+/// [`config`] in `precision`, for the steps that precision trains ([`steps_in`]). In
+/// float16 the loss scale starts at 2¹⁰: from PyTorch's 2¹⁶ the second step's gradients
+/// overflow on this network and data, and a skipped update would make a comparison about
+/// skipping, not rounding (skipping has its own tests, from [`OVERFLOWING_SCALE`]).
+pub fn config_in(precision: Precision, batch_size: usize) -> TrainConfig {
+    let mut config = TrainConfig { precision, ..config(batch_size) };
+    config.budget.steps = Some(steps_in(precision));
+    config.loss_scale.initial = 1024.0;
+    config
+}
+
+/// The steps an equivalence run trains in `precision`: [`STEPS`], but 2 in float16, whose
+/// convolution backward libtorch runs in a generic kernel on CPUs without float16
+/// arithmetic (87 times float32's time for a 32-to-64-channel 3×3 layer on an AVX-512
+/// Xeon), and 2 steps already carry an update's rounding and the scale's state forward.
+pub fn steps_in(precision: Precision) -> usize {
+    match precision {
+        Precision::Float16 => 2,
+        _ => STEPS,
+    }
+}
+
+/// A float16 loss scale under which every backward overflows: the loss times it is finite
+/// in float32, but the first gradient cast to float16 (largest 65504) is not.
+pub const OVERFLOWING_SCALE: f64 = 1e30;
+
+/// [`config`] in float16 from [`OVERFLOWING_SCALE`].
+pub fn overflowing_float16(batch_size: usize) -> TrainConfig {
+    let mut config = config_in(Precision::Float16, batch_size);
+    config.loss_scale.initial = OVERFLOWING_SCALE;
+    config
+}
+
+/// Every step `report` trained skipped its update, with the scale halving from
+/// [`OVERFLOWING_SCALE`] (a dedicated parameter server's report trains no step).
+pub fn assert_every_update_skipped(report: &TrainReport) {
+    for (index, step) in report.steps.iter().enumerate() {
+        let expected = OVERFLOWING_SCALE * 0.5f64.powi(index as i32);
+        assert_eq!((step.loss_scale, step.skipped_update), (Some(expected), Some(true)), "step {index}");
+    }
+    assert_eq!(report.skipped_updates(), (!report.steps.is_empty()).then_some(report.steps.len() as i64));
 }
 
 pub fn data() -> (Arc<dyn Dataset>, Arc<dyn Dataset>) {
@@ -153,13 +198,18 @@ pub fn single_weights_after(batch: usize, steps: usize) -> Vec<(String, Tensor)>
 
 /// Single-device weights trained under `config`.
 pub fn single_weights_with(config: TrainConfig) -> Vec<(String, Tensor)> {
+    single_run(config).0
+}
+
+/// Single-device training with `config`: its final weights and its report.
+pub fn single_run(config: TrainConfig) -> (Vec<(String, Tensor)>, TrainReport) {
     let _turn = training_turn();
     let (train, test) = data();
     let spec = network(&train);
     let context = TrainContext { network: &spec, train, test, config: &config };
     let mut weights = Weights::default();
-    single::train(&context, &mut weights).unwrap();
-    weights.0
+    let report = single::train(&context, &mut weights).unwrap();
+    (weights.0, report)
 }
 
 /// The largest relative difference between same-named tensors of `got` and `expected`, and
