@@ -7,16 +7,22 @@
 //! channels-last helps oneDNN's convolutions by a different amount per network.
 //!
 //! Candidates: on a CPU float32, and bfloat16 where the CPU has native bfloat16 instructions
-//! (`avx512_bf16` or `amx_bf16`; elsewhere it is emulated and never faster); on CUDA tf32 and
-//! bfloat16. Formats: contiguous and channels-last. float16 is never chosen: it needs a loss
-//! scaler to be safe.
+//! (`avx512_bf16` or `amx_bf16`; elsewhere it is emulated and never faster). On CUDA, by the
+//! board's compute capability (read from NVML): from 8.0 (Ampere) tf32 and bfloat16; on 7.x
+//! (Volta, Turing: float16 tensor cores, no TF32, bfloat16 emulated) fp32 and fp16 with its
+//! loss scale; below 7.0 fp32 alone; where NVML cannot say, tf32, bf16 and fp16 all timed.
+//! float16 is never a CPU candidate: without float16 arithmetic libtorch's CPU convolution
+//! backward runs a generic kernel, ~90× float32's time. Formats: contiguous and
+//! channels-last.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use stratlab_results::{AutoChoiceRow, PartStore, UtcTime};
+use stratlab_strategies::precision::check_strategy;
 use stratlab_strategies::{DeviceChoice, LibtorchBuild, Numerics};
 use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision};
+use stratlab_telemetry::{cuda_compute_capability, ComputeCapability, CudaEnv};
 
 use crate::profile_worker::time_steps_apart;
 use crate::profiles::binary_digest;
@@ -104,7 +110,16 @@ pub(crate) fn resolve_auto(
         chosen.insert(group.clone(), choice);
     }
     for trial in trials.iter_mut().filter(|trial| trial.awaits_resolution()) {
-        let (precision, format) = chosen[&group_of(trial)];
+        let (mut precision, format) = chosen[&group_of(trial)];
+        // fp16 (chosen on a Volta or Turing board) is one PipeDream cannot train: its cells
+        // fall back to fp32 rather than becoming infeasible.
+        if trial.precision == AutoOr::Auto && check_strategy(precision, &trial.strategy).is_err() {
+            say(&format!(
+                "{}: auto trains it in fp32, not the group's {precision}, which it cannot train",
+                trial.label()
+            ));
+            precision = Precision::Float32;
+        }
         trial.resolve_compute(precision, format, suite_numerics);
     }
     Ok(())
@@ -166,8 +181,7 @@ fn measure_choice(
     choices: &mut ChoiceStore,
     say: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(Precision, MemoryFormat)> {
-    let (precisions, formats) =
-        candidates(trial.precision, trial.memory_format, device_of(trial), cpu_computes_bfloat16());
+    let (precisions, formats) = candidates(trial.precision, trial.memory_format, NativeTypes::of(trial, say));
     if let ([precision], [format]) = (precisions.as_slice(), formats.as_slice()) {
         return Ok((*precision, *format));
     }
@@ -205,18 +219,53 @@ fn measure_choice(
     Ok(fastest)
 }
 
-/// What `auto` chooses among on `device`, per axis: each axis the suite gave stays as given.
+/// What a trial's device computes natively, as far as `auto`'s candidates depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NativeTypes {
+    /// A CPU, with or without bfloat16 instructions.
+    Cpu { bfloat16: bool },
+    /// A CUDA board of this compute capability.
+    Cuda(ComputeCapability),
+    /// A CUDA board whose compute capability NVML could not tell.
+    CudaUnknown,
+}
+
+impl NativeTypes {
+    /// What `trial`'s device computes: the CPU's flags, or the CUDA board's capability
+    /// (the board the workers number as the trial's ordinal).
+    fn of(trial: &TrialSpec, say: &mut dyn FnMut(&str)) -> NativeTypes {
+        match device_of(trial) {
+            DeviceChoice::Cuda(ordinal) => match cuda_compute_capability(ordinal, &CudaEnv::for_workers()) {
+                Ok(capability) => NativeTypes::Cuda(capability),
+                Err(error) => {
+                    say(&format!(
+                        "warning: auto: the compute capability of cuda:{ordinal} is unknown ({error}); timing tf32, \
+                         bf16 and fp16"
+                    ));
+                    NativeTypes::CudaUnknown
+                }
+            },
+            _ => NativeTypes::Cpu { bfloat16: cpu_computes_bfloat16() },
+        }
+    }
+}
+
+/// What `auto` chooses among on a device computing `native`, per axis: each axis the suite
+/// gave stays as given.
 fn candidates(
     precision: AutoOr<Precision>,
     memory_format: AutoOr<MemoryFormat>,
-    device: DeviceChoice,
-    cpu_bfloat16: bool,
+    native: NativeTypes,
 ) -> (Vec<Precision>, Vec<MemoryFormat>) {
-    let precisions = match (precision, device) {
+    use Precision::{Bfloat16, Float16, Float32, Tfloat32};
+    let precisions = match (precision, native) {
         (AutoOr::Given(precision), _) => vec![precision],
-        (AutoOr::Auto, DeviceChoice::Cuda(_)) => vec![Precision::Tfloat32, Precision::Bfloat16],
-        (AutoOr::Auto, _) if cpu_bfloat16 => vec![Precision::Float32, Precision::Bfloat16],
-        (AutoOr::Auto, _) => vec![Precision::Float32],
+        (AutoOr::Auto, NativeTypes::Cpu { bfloat16: true }) => vec![Float32, Bfloat16],
+        (AutoOr::Auto, NativeTypes::Cpu { bfloat16: false }) => vec![Float32],
+        (AutoOr::Auto, NativeTypes::Cuda(capability)) if capability.has_bfloat16() => vec![Tfloat32, Bfloat16],
+        (AutoOr::Auto, NativeTypes::Cuda(capability)) if capability.has_float16() => vec![Float32, Float16],
+        (AutoOr::Auto, NativeTypes::Cuda(_)) => vec![Float32],
+        (AutoOr::Auto, NativeTypes::CudaUnknown) => vec![Tfloat32, Bfloat16, Float16],
     };
     let formats = match memory_format {
         AutoOr::Given(format) => vec![format],
@@ -244,14 +293,45 @@ mod tests {
 
     #[test]
     fn auto_chooses_among_what_the_device_computes_and_keeps_what_was_given() {
+        use Precision::{Bfloat16, Float16, Float32, Tfloat32};
         let formats = vec![MemoryFormat::Contiguous, MemoryFormat::ChannelsLast];
-        let cpu = |bf16| candidates(AutoOr::Auto, AutoOr::Auto, DeviceChoice::Cpu, bf16);
-        assert_eq!(cpu(false), (vec![Precision::Float32], formats.clone()), "emulated bfloat16 is never the faster");
-        assert_eq!(cpu(true), (vec![Precision::Float32, Precision::Bfloat16], formats.clone()));
-        let cuda = candidates(AutoOr::Auto, AutoOr::Given(MemoryFormat::ChannelsLast), DeviceChoice::Cuda(0), false);
-        assert_eq!(cuda, (vec![Precision::Tfloat32, Precision::Bfloat16], vec![MemoryFormat::ChannelsLast]));
-        let given = candidates(AutoOr::Given(Precision::Bfloat16), AutoOr::Auto, DeviceChoice::Cpu, false);
-        assert_eq!(given, (vec![Precision::Bfloat16], formats), "a given precision stays, whatever the flags");
+        let cpu = |bfloat16| candidates(AutoOr::Auto, AutoOr::Auto, NativeTypes::Cpu { bfloat16 });
+        assert_eq!(cpu(false), (vec![Float32], formats.clone()), "emulated bfloat16 is never the faster");
+        assert_eq!(cpu(true), (vec![Float32, Bfloat16], formats.clone()));
+        let cuda = |native| candidates(AutoOr::Auto, AutoOr::Given(MemoryFormat::ChannelsLast), native).0;
+        let board = |major, minor| NativeTypes::Cuda(ComputeCapability { major, minor });
+        assert_eq!(cuda(board(9, 0)), [Tfloat32, Bfloat16], "Hopper");
+        assert_eq!(cuda(board(8, 0)), [Tfloat32, Bfloat16], "Ampere");
+        assert_eq!(cuda(board(7, 0)), [Float32, Float16], "Volta: no TF32, bfloat16 emulated");
+        assert_eq!(cuda(board(6, 1)), [Float32], "Pascal: no tensor cores");
+        assert_eq!(cuda(NativeTypes::CudaUnknown), [Tfloat32, Bfloat16, Float16]);
+        let given = candidates(AutoOr::Given(Bfloat16), AutoOr::Auto, NativeTypes::Cpu { bfloat16: false });
+        assert_eq!(given, (vec![Bfloat16], formats), "a given precision stays, whatever the flags");
+    }
+
+    #[test]
+    fn a_strategy_that_cannot_train_the_groups_choice_falls_back_to_fp32() {
+        // The group's choice is fp16, as on a Volta board, kept in a store so nothing is
+        // timed: single trains it, PipeDream (whose stages cannot agree on a skipped
+        // update) falls back to fp32 instead of becoming infeasible.
+        let suite = crate::suite_file::SuiteFile::parse(
+            "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\ndevice: cpu\nprecision: [auto]
+strategies: [single, {name: pipedream, workers: [2]}]\nbudget: {steps: 1}\nthreads: 2\n",
+        )
+        .unwrap();
+        let mut trials = crate::plan::plan(&suite, Path::new("t.yaml")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut choices = ChoiceStore::open(Some(dir.path()), false).unwrap();
+        let fp16 = (Precision::Float16, MemoryFormat::Contiguous);
+        let single = trials.iter().find(|trial| trial.strategy.name() == "single").unwrap();
+        choices.keep(&choice_key(single), &[(fp16, 0.1)], fp16).unwrap();
+        let mut said = Vec::new();
+        resolve_auto(&mut trials, suite.numerics, &mut choices, &mut |line| said.push(line.to_owned())).unwrap();
+        let resolved: Vec<(String, Precision)> =
+            trials.iter().map(|trial| (trial.strategy.name().to_owned(), trial.train.precision)).collect();
+        assert_eq!(resolved, [("single".to_owned(), Precision::Float16), ("pipedream".to_owned(), Precision::Float32)]);
+        assert!(said.iter().any(|line| line.contains("pipedream") && line.contains("fp32, not the group's fp16")));
+        assert!(trials.iter().all(|trial| trial.infeasibility().is_none()));
     }
 
     #[test]

@@ -48,6 +48,38 @@ pub trait GpuSource: Send {
 
     /// Processes holding a compute context on the board, with their GPU memory.
     fn running_compute_processes(&self, index: u32) -> Result<Vec<GpuProcess>, SourceError>;
+
+    /// The board's CUDA compute capability (`8.0` for an A100, `7.0` for a V100): which
+    /// lower-precision types its tensor cores compute (float16 from 7.0; bfloat16 and TF32
+    /// from 8.0).
+    fn compute_capability(&self, index: u32) -> Result<ComputeCapability, SourceError>;
+}
+
+/// A CUDA compute capability, major and minor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ComputeCapability {
+    /// The architecture generation (7 Volta/Turing, 8 Ampere/Ada, 9 Hopper).
+    pub major: u32,
+    /// The revision within it.
+    pub minor: u32,
+}
+
+impl ComputeCapability {
+    /// Whether the tensor cores compute bfloat16 and TF32 (Ampere, 8.0, and later).
+    pub fn has_bfloat16(self) -> bool {
+        self.major >= 8
+    }
+
+    /// Whether the tensor cores compute float16 (Volta, 7.0, and later).
+    pub fn has_float16(self) -> bool {
+        self.major >= 7
+    }
+}
+
+impl std::fmt::Display for ComputeCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
 }
 
 /// A board's framebuffer memory.

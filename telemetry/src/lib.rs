@@ -29,7 +29,7 @@ mod telemetry_error;
 pub use board_mapping::{map_cuda_ordinals, normalize_pci_bus_id, BoardMapping, GpuBoard};
 pub use cuda_env::CudaEnv;
 pub use gpu_sampler::GpuSampler;
-pub use gpu_source::{BoardMemory, GpuProcess, GpuSource, SourceError};
+pub use gpu_source::{BoardMemory, ComputeCapability, GpuProcess, GpuSource, SourceError};
 pub use nvml_source::NvmlSource;
 pub use proc_sampler::ProcSampler;
 pub use process_tree::process_tree_pids;
@@ -100,6 +100,23 @@ pub fn choose_sampler_with<S: GpuSource + 'static>(
     }
 }
 
+/// The compute capability of the board that CUDA numbers `ordinal` in a process started
+/// with `env`, read from NVML.
+pub fn cuda_compute_capability(ordinal: usize, env: &CudaEnv) -> Result<ComputeCapability, TelemetryError> {
+    cuda_compute_capability_with(&NvmlSource::init()?, ordinal, env)
+}
+
+/// [`cuda_compute_capability`] through `source` (a [`ScriptedSource`] in tests).
+pub fn cuda_compute_capability_with(
+    source: &dyn GpuSource,
+    ordinal: usize,
+    env: &CudaEnv,
+) -> Result<ComputeCapability, TelemetryError> {
+    let mapping = map_cuda_ordinals(source, &[ordinal], env)?;
+    let index = mapping.boards[0].nvml_index;
+    source.compute_capability(index).map_err(|error| TelemetryError::Query { index, what: "compute capability", error })
+}
+
 /// The `/proc` sampler, after warning (once per process) why GPU telemetry is unavailable.
 fn fall_back(root_pid: u32, reason: &TelemetryError) -> Box<dyn Sampler> {
     warn_once("gpu-fallback", || {
@@ -143,6 +160,30 @@ mod tests {
         assert_eq!(choose_sampler(std::process::id(), &[], &CudaEnv::from_env()).name(), "proc");
         let scripted = ScriptedSource::new(vec![ScriptedBoard::new("0000:01:00.0", "GPU-1")]);
         assert_eq!(choose_sampler_with(scripted, std::process::id(), &[], &CudaEnv::default()).name(), "proc");
+    }
+
+    #[test]
+    fn a_cuda_ordinal_reads_the_compute_capability_of_the_board_it_is() {
+        // A V100 at bus 0x3B listed first by NVML, an A100 at 0x1A: CUDA counts in bus order.
+        let v100 = ScriptedBoard {
+            compute_capability: ComputeCapability { major: 7, minor: 0 },
+            ..ScriptedBoard::new("0000:3b:00.0", "GPU-v100")
+        };
+        let a100 = ScriptedBoard {
+            compute_capability: ComputeCapability { major: 8, minor: 0 },
+            ..ScriptedBoard::new("0000:1a:00.0", "GPU-a100")
+        };
+        let source = ScriptedSource::new(vec![v100, a100]);
+        let read = |ordinal, visible: Option<&str>| {
+            let env = CudaEnv { visible_devices: visible.map(str::to_owned), device_order: Some("PCI_BUS_ID".into()) };
+            cuda_compute_capability_with(&source, ordinal, &env).map(|capability| capability.to_string())
+        };
+        assert_eq!(read(0, None).unwrap(), "8.0");
+        assert_eq!(read(1, None).unwrap(), "7.0");
+        assert_eq!(read(0, Some("GPU-v100")).unwrap(), "7.0");
+        assert!(read(1, Some("GPU-v100")).is_err(), "one board visible");
+        let (volta, ampere) = (ComputeCapability { major: 7, minor: 0 }, ComputeCapability { major: 8, minor: 6 });
+        assert!(volta.has_float16() && !volta.has_bfloat16() && ampere.has_bfloat16());
     }
 
     fn two_boards() -> ScriptedSource {

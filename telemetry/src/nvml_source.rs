@@ -4,7 +4,7 @@ use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::{Device, Nvml};
 
-use super::{BoardMemory, GpuProcess, GpuSource, SourceError, TelemetryError};
+use super::{BoardMemory, ComputeCapability, GpuProcess, GpuSource, SourceError, TelemetryError};
 
 /// The real driver: every query goes to NVML.
 ///
@@ -53,6 +53,11 @@ impl GpuSource for NvmlSource {
     fn pci_bus_id(&self, index: u32) -> Result<String, SourceError> {
         // `bus_id` is NVML's `busId` ("00000000:3B:00.0"); the mapping normalises it anyway.
         Ok(self.device(index)?.pci_info()?.bus_id)
+    }
+
+    fn compute_capability(&self, index: u32) -> Result<ComputeCapability, SourceError> {
+        let capability = self.device(index)?.cuda_compute_capability()?;
+        Ok(ComputeCapability { major: capability.major as u32, minor: capability.minor as u32 })
     }
 
     fn utilization_pct(&self, index: u32) -> Result<u32, SourceError> {

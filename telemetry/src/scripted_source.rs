@@ -1,6 +1,6 @@
 //! A [`GpuSource`] that plays back a script, for tests on machines without a GPU.
 
-use super::{BoardMemory, GpuProcess, GpuSource, SourceError};
+use super::{BoardMemory, ComputeCapability, GpuProcess, GpuSource, SourceError};
 
 /// Boards whose readings follow a script: deterministic, changing from tick to tick.
 ///
@@ -27,6 +27,8 @@ pub struct ScriptedBoard {
     pub pci_bus_id: String,
     /// Installed memory, bytes.
     pub memory_total_bytes: u64,
+    /// Its CUDA compute capability.
+    pub compute_capability: ComputeCapability,
     /// Readings per tick; the last repeats. With no frames every live query fails.
     pub frames: Vec<BoardFrame>,
 }
@@ -51,13 +53,15 @@ pub struct BoardFrame {
 }
 
 impl ScriptedBoard {
-    /// A board at `pci_bus_id` with `uuid`, 80 GiB, idle, with power, counter and clock.
+    /// A board at `pci_bus_id` with `uuid`, 80 GiB, compute capability 9.0 (an H100),
+    /// idle, with power, counter and clock.
     pub fn new(pci_bus_id: &str, uuid: &str) -> ScriptedBoard {
         ScriptedBoard {
             name: "Scripted GPU".to_owned(),
             uuid: uuid.to_owned(),
             pci_bus_id: pci_bus_id.to_owned(),
             memory_total_bytes: 80 << 30,
+            compute_capability: ComputeCapability { major: 9, minor: 0 },
             frames: vec![BoardFrame {
                 power_w: Some(60.0),
                 energy_mj: Some(0),
@@ -130,6 +134,10 @@ impl GpuSource for ScriptedSource {
 
     fn pci_bus_id(&self, index: u32) -> Result<String, SourceError> {
         Ok(self.board(index)?.pci_bus_id.clone())
+    }
+
+    fn compute_capability(&self, index: u32) -> Result<ComputeCapability, SourceError> {
+        Ok(self.board(index)?.compute_capability)
     }
 
     fn utilization_pct(&self, index: u32) -> Result<u32, SourceError> {
