@@ -6,6 +6,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
+use crate::device_double::{self, DeviceCall};
+
 /// Where a trial trains: `cpu`, `cuda:N`, or `auto` (the first GPU if libtorch sees one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -30,6 +32,10 @@ impl DeviceChoice {
         let count = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
         match self {
             DeviceChoice::Cpu => Ok(Device::Cpu),
+            DeviceChoice::Cuda(index) if device_double::installed() => {
+                device_double::record(DeviceCall::Resolved(index));
+                Ok(Device::Cpu)
+            }
             DeviceChoice::Cuda(index) if index < count => Ok(Device::Cuda(index)),
             DeviceChoice::Cuda(index) => Err(DeviceError(format!(
                 "device cuda:{index} requested but libtorch sees {count} CUDA device(s); valid choices: cpu, auto{}",
@@ -84,8 +90,9 @@ impl fmt::Display for DeviceChoice {
 /// Waits until every kernel queued on `device` has finished. CUDA runs asynchronously, so a
 /// clock read without this measures the launch, not the work. A no-op on the CPU.
 pub fn synchronize(device: Device) {
-    if let Device::Cuda(index) = device {
-        tch::Cuda::synchronize(index as i64);
+    match device {
+        Device::Cuda(index) => tch::Cuda::synchronize(index as i64),
+        _ => device_double::record(DeviceCall::Synchronize),
     }
 }
 

@@ -11,6 +11,7 @@ mod autograd;
 pub mod contention;
 pub mod data_parallel;
 pub mod device;
+pub mod device_double;
 mod dispatch;
 pub mod evaluate;
 mod flat;

@@ -16,6 +16,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::autocast::{AutocastRegion, AutocastType};
+use crate::device_double::{self, DeviceCall};
 use crate::loss_scale::{LossScaleSettings, LossScaler};
 use crate::memory_format::to_memory_format;
 use crate::{DeviceChoice, TrainError};
@@ -109,6 +110,15 @@ impl PrecisionOps for Precision {
 
     fn autocast<T>(self, device: Device, forward: impl FnOnce() -> T) -> Result<T, TrainError> {
         let _region = self.autocast_type().map(|dtype| AutocastRegion::enter(device, dtype)).transpose()?;
+        // On the scripted CUDA device the tensors are the CPU's: the CUDA region a GPU would
+        // open opens beside the CPU region that does the arithmetic.
+        let _scripted_cuda = match self.autocast_type() {
+            Some(dtype) if device_double::installed() => {
+                device_double::record(DeviceCall::Autocast(dtype));
+                Some(AutocastRegion::enter(Device::Cuda(0), dtype)?)
+            }
+            _ => None,
+        };
         Ok(forward())
     }
 

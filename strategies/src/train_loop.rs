@@ -253,7 +253,10 @@ fn to_device(batch: Batch, device: Device, config: &TrainConfig) -> Result<(Tens
             let images = to_memory_format(&copy(&batch.images, precision.kind()), format)?;
             Ok((images, copy(&batch.labels, batch.labels.kind())))
         }
-        _ => Ok((precision.input(&batch.images, device, format)?, batch.labels.to_device(device))),
+        _ => {
+            crate::device_double::record(crate::device_double::DeviceCall::BatchCopy);
+            Ok((precision.input(&batch.images, device, format)?, batch.labels.to_device(device)))
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! tests side by side.
 
 mod common;
+mod device_double;
 mod distributed_equivalence;
 mod pipeline_equivalence;
 mod single_training;
