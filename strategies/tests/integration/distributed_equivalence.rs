@@ -149,12 +149,10 @@ fn in_bfloat16_and_float16_data_parallel_and_the_parameter_server_land_as_near_s
 fn in_float16_an_overflowing_loss_scale_skips_every_update_on_every_rank_and_halves() {
     // Each child checks its own steps (every one skipped, the scale halving); the weights
     // must then be the initial ones on every rank: exactly what single-device float16
-    // training with the same scale keeps, and not what a normal scale trains to.
+    // training with the same scale keeps (its steps checked alike).
     let (overflowed, report) = single_run(overflowing_float16(2 * PER_RANK_BATCH));
     assert_every_update_skipped(&report);
     assert_eq!(report.steps.len(), steps_in(Precision::Float16));
-    let trained = single_weights_with(config_in(Precision::Float16, 2 * PER_RANK_BATCH));
-    assert!(distance(&overflowed, &trained) > 0.0, "a normal scale trains");
     // A colocated server decides for itself and tells the other rank with the weights: both
     // of a parameter server's paths.
     for role in ["data-parallel+fp16+overflow", "ps-colocated+fp16+overflow"] {
