@@ -11,8 +11,8 @@
 //! board's compute capability (read from NVML): from 8.0 (Ampere) tf32 and bfloat16; on 7.x
 //! (Volta, Turing: float16 tensor cores, no TF32, bfloat16 emulated) fp32 and fp16 with its
 //! loss scale; below 7.0 fp32 alone; where NVML cannot say, tf32, bf16 and fp16 all timed.
-//! float16 is never a CPU candidate: without float16 arithmetic libtorch's CPU convolution
-//! backward runs a generic kernel, ~90× float32's time. Formats: contiguous and
+//! float16 is never a CPU candidate: libtorch's CPU float16 convolution backward runs a
+//! generic kernel ([`warn_slow_float16`]). Formats: contiguous and
 //! channels-last.
 
 use std::collections::BTreeMap;
@@ -277,14 +277,31 @@ fn candidates(
 /// Whether this machine's CPU has bfloat16 instructions (AVX-512 BF16 or AMX), read from
 /// the kernel's flags.
 fn cpu_computes_bfloat16() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| has_bfloat16_flag(&info))
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| has_flag(&info, &["avx512_bf16", "amx_bf16"]))
 }
 
-fn has_bfloat16_flag(cpuinfo: &str) -> bool {
+/// Whether the kernel's `flags` lines name any of `flags`.
+fn has_flag(cpuinfo: &str, flags: &[&str]) -> bool {
     cpuinfo
         .lines()
         .filter(|line| line.starts_with("flags"))
-        .any(|line| line.split_whitespace().any(|flag| flag == "avx512_bf16" || flag == "amx_bf16"))
+        .any(|line| line.split_whitespace().any(|flag| flags.contains(&flag)))
+}
+
+/// Warns where a suite trains fp16 on a CPU: libtorch 2.13's float16 convolution backward
+/// runs a generic kernel there, even on a Xeon with AVX-512 FP16 (87× float32's time for a
+/// 32-to-64-channel 3×3 layer at batch 32, one thread), so such cells measure that kernel,
+/// not mixed precision.
+pub(crate) fn warn_slow_float16(trials: &[TrialSpec], say: &mut dyn FnMut(&str)) {
+    let on_cpu = |trial: &&TrialSpec| device_of(trial) == DeviceChoice::Cpu;
+    let count = trials.iter().filter(on_cpu).filter(|trial| trial.train.precision == Precision::Float16).count();
+    if count > 0 {
+        say(&format!(
+            "warning: {count} trial(s) train fp16 on the CPU, where libtorch's float16 convolution backward runs a \
+             generic kernel (tens of times float32's time, even with AVX-512 FP16); fp16 is for GPUs, bf16 is the \
+             CPU's mixed precision"
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -335,9 +352,28 @@ strategies: [single, {name: pipedream, workers: [2]}]\nbudget: {steps: 1}\nthrea
     }
 
     #[test]
+    fn fp16_on_the_cpu_is_warned_about_and_nothing_else_is() {
+        let warnings = |precision: &str| {
+            let text = format!(
+                "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\ndevice: cpu\nbudget: {{steps: 1}}
+strategies: [single, {{name: data-parallel, workers: [2]}}]\nprecision: [{precision}]\n"
+            );
+            let trials =
+                crate::plan::plan(&crate::suite_file::SuiteFile::parse(&text).unwrap(), Path::new("t")).unwrap();
+            let mut said = Vec::new();
+            warn_slow_float16(&trials, &mut |line| said.push(line.to_owned()));
+            said
+        };
+        let fp16 = warnings("fp16");
+        assert!(fp16.len() == 1 && fp16[0].contains("2 trial(s) train fp16 on the CPU"), "{fp16:?}");
+        assert!(warnings("fp32, bf16").is_empty());
+    }
+
+    #[test]
     fn the_flags_line_decides_not_a_model_name() {
-        assert!(has_bfloat16_flag("model name\t: Xeon\nflags\t\t: fpu avx512f avx512_bf16 avx512_vnni\n"));
-        assert!(has_bfloat16_flag("flags\t: fpu amx_bf16 amx_tile\n"));
-        assert!(!has_bfloat16_flag("model name\t: avx512_bf16 lookalike\nflags\t: fpu avx512f avx512bw\n"));
+        let bfloat16 = |cpuinfo| has_flag(cpuinfo, &["avx512_bf16", "amx_bf16"]);
+        assert!(bfloat16("model name\t: Xeon\nflags\t\t: fpu avx512f avx512_bf16 avx512_vnni\n"));
+        assert!(bfloat16("flags\t: fpu amx_bf16 amx_tile\n"));
+        assert!(!bfloat16("model name\t: avx512_bf16 lookalike\nflags\t: fpu avx512f avx512bw\n"));
     }
 }

@@ -58,9 +58,9 @@ pub fn config_in(precision: Precision, batch_size: usize) -> TrainConfig {
 }
 
 /// The steps an equivalence run trains in `precision`: [`STEPS`], but 2 in float16, whose
-/// convolution backward libtorch runs in a generic kernel on CPUs without float16
-/// arithmetic (87 times float32's time for a 32-to-64-channel 3×3 layer on an AVX-512
-/// Xeon), and 2 steps already carry an update's rounding and the scale's state forward.
+/// convolution backward libtorch runs in a generic kernel on a CPU (87 times float32's time
+/// for a 32-to-64-channel 3×3 layer on a Xeon with AVX-512 FP16), and 2 steps already carry
+/// an update's rounding and the scale's state forward.
 pub fn steps_in(precision: Precision) -> usize {
     match precision {
         Precision::Float16 => 2,
