@@ -55,6 +55,9 @@ pub struct TrialLoss {
     pub min_loss: Option<f64>,
     /// Step at which the loss first stopped being finite.
     pub diverged_at_step: Option<i64>,
+    /// Steps whose update float16's loss scale skipped after a gradient overflowed (null
+    /// where the trial scaled no loss): each skipped step still trained the loss shown.
+    pub skipped_updates: Option<i64>,
     /// At most about [`MAX_LOSS_POINTS`] points: every k-th step, the last one and the first
     /// non-finite one (where the curve ends), in step order.
     pub points: Vec<LossPoint>,
@@ -119,6 +122,7 @@ fn trial_loss(record: &TrialRecord, samples: Vec<StepSample>) -> TrialLoss {
         last_loss: series.last().map(|(_, loss)| *loss),
         min_loss: series.iter().map(|(_, loss)| *loss).filter(|loss| loss.is_finite()).reduce(f64::min),
         diverged_at_step: diverged.map(|i| series[i].0),
+        skipped_updates: record.skipped_updates,
         points,
     }
 }

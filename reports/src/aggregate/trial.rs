@@ -29,6 +29,8 @@ pub(crate) struct TrialRecord {
     pub(crate) seconds_per_epoch_estimate: Option<f64>,
     /// Warm-up steps, left out of every timed measurement.
     pub(crate) warmup_steps: u64,
+    /// Steps whose update float16's loss scale skipped (null without loss scaling).
+    pub(crate) skipped_updates: Option<i64>,
 }
 
 /// Every trial of `trials` (sorted by matrix index) in order.
@@ -42,6 +44,7 @@ pub(crate) fn trial_records(trials: &DataFrame) -> Result<Vec<TrialRecord>, Repo
     let final_accuracy = frame.f64("final_accuracy")?;
     let estimate = frame.f64("seconds_per_epoch_estimate")?;
     let warmup = frame.i64("warmup_steps")?;
+    let skipped = frame.i64("skipped_updates")?;
     (0..trials.height())
         .map(|i| {
             let outcome = outcomes.get(i).unwrap_or("unknown");
@@ -59,6 +62,7 @@ pub(crate) fn trial_records(trials: &DataFrame) -> Result<Vec<TrialRecord>, Repo
                 final_accuracy: final_accuracy.get(i),
                 seconds_per_epoch_estimate: estimate.get(i),
                 warmup_steps: warmup.get(i).and_then(|steps| u64::try_from(steps).ok()).unwrap_or(0),
+                skipped_updates: skipped.get(i),
             })
         })
         .collect()
