@@ -185,8 +185,11 @@ pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportErro
         .float("first loss", trials.iter().map(|t| t.first_loss).collect())
         .float("last loss", trials.iter().map(|t| t.last_loss).collect())
         .float("min loss", trials.iter().map(|t| t.min_loss).collect())
-        .int("diverged at step", trials.iter().map(|t| t.diverged_at_step).collect())
-        .int("skipped updates (fp16)", trials.iter().map(|t| t.skipped_updates).collect());
+        .int("diverged at step", trials.iter().map(|t| t.diverged_at_step).collect());
+    // Only runs with a scaled loss (fp16) have the column: elsewhere it would be empty.
+    if trials.iter().any(|t| t.skipped_updates.is_some()) {
+        columns = columns.int("skipped updates (fp16)", trials.iter().map(|t| t.skipped_updates).collect());
+    }
     columns.0.extend(tail.0);
     columns.finish("loss_curves", "Training loss per trial (cross-entropy)")
 }

@@ -8,7 +8,7 @@ use polars::prelude::{CsvReadOptions, SerReader};
 use stratlab_reports::aggregate::{
     bubble_share, CellKey, Speedup, StepsPerEpoch, ThroughputCell, MAX_LOSS_POINTS, NO_BASELINE,
 };
-use stratlab_reports::tables::speedup_table;
+use stratlab_reports::tables::{loss_table, speedup_table};
 use stratlab_reports::{
     aggregate_run, matrix_for_terminal, summary_tables, EventKind, Failure, Outcome, RunAggregates, Stat, Timeline,
     TimelineEvent,
@@ -365,6 +365,19 @@ fn time_to_accuracy_and_loss_curves_per_trial() {
     assert_eq!(curves.len(), 1);
     let failed = curves[0].curves.iter().find(|c| c.workers == 8).expect("curve");
     assert_eq!(failed.failure, Some(Failure::Diverged));
+
+    // Skipped fp16 updates have a column only where some trial scaled its loss.
+    const SKIPPED: &str = "skipped updates (fp16)";
+    let columns = |aggregates: &RunAggregates| -> Vec<String> {
+        let table = loss_table(aggregates).expect("loss table");
+        table.frame.get_column_names().iter().map(|name| name.to_string()).collect()
+    };
+    assert!(!columns(&aggregates).contains(&SKIPPED.to_owned()), "no trial scaled its loss");
+    let mut scaled = aggregates;
+    scaled.loss[0].skipped_updates = Some(3);
+    assert!(columns(&scaled).contains(&SKIPPED.to_owned()));
+    let table = loss_table(&scaled).expect("loss table");
+    assert_eq!(table.frame.column(SKIPPED).unwrap().i64().unwrap().get(0), Some(3));
 }
 
 #[test]
