@@ -1,7 +1,8 @@
 //! Links libtorch (rpath, libtorch_cuda) and compiles the small C++ shim over libtorch's
 //! global context (`cpp/torch_context.cpp`), the calls tch lacks (the autograd call, autocast
 //! regions, memory formats, the loss scaler's unscale: `cpp/autograd.cpp`, `cpp/autocast.cpp`,
-//! `cpp/memory_format.cpp`, `cpp/loss_scale.cpp`)
+//! `cpp/memory_format.cpp`, `cpp/loss_scale.cpp`, with one error channel in
+//! `cpp/shim_call.h`)
 //! and the counting CPU allocator (`cpp/cpu_memory.cpp`) against the same libtorch's headers.
 
 use std::path::PathBuf;
@@ -14,6 +15,8 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/memory_format.cpp");
     println!("cargo:rerun-if-changed=cpp/cpu_memory.cpp");
     println!("cargo:rerun-if-changed=cpp/loss_scale.cpp");
+    println!("cargo:rerun-if-changed=cpp/shim_call.h");
+    println!("cargo:rerun-if-changed=cpp/shim_call.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
     // sit beside it.
@@ -26,6 +29,7 @@ fn main() {
         .file("cpp/memory_format.cpp")
         .file("cpp/cpu_memory.cpp")
         .file("cpp/loss_scale.cpp")
+        .file("cpp/shim_call.cpp")
         .include(libtorch.join("include"))
         .include(libtorch.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")

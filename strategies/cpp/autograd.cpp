@@ -4,28 +4,13 @@
 // stages still compute. Gradients accumulate into the leaves as with loss.backward().
 #include <torch/torch.h>
 
-#include <string>
-
-namespace {
-thread_local std::string last_error;
-}
+#include "shim_call.h"
 
 extern "C" {
 
-const char* stratlab_autograd_last_error() { return last_error.c_str(); }
-
-// 0 on success, 1 on failure (message in stratlab_autograd_last_error).
+// 0 on success, 1 on failure (message in stratlab_shim_last_error).
 int stratlab_backward_with_grad(at::Tensor* output, at::Tensor* grad) {
-  try {
-    output->backward(*grad);
-    return 0;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return 1;
-  } catch (...) {
-    last_error = "unknown C++ exception";
-    return 1;
-  }
+  return stratlab::guarded([&] { output->backward(*grad); });
 }
 
 }  // extern "C"

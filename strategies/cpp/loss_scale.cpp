@@ -4,32 +4,20 @@
 // tch does not expose. Reading `found_inf` back is the caller's one host synchronisation.
 #include <torch/torch.h>
 
-#include <string>
 #include <vector>
 
-namespace {
-thread_local std::string last_error;
-}
+#include "shim_call.h"
 
 extern "C" {
 
-const char* stratlab_loss_scale_last_error() { return last_error.c_str(); }
-
-// 0 on success, 1 on failure (message in stratlab_loss_scale_last_error).
+// 0 on success, 1 on failure (message in stratlab_shim_last_error).
 int stratlab_unscale_gradients(at::Tensor** grads, int count, at::Tensor* found_inf, at::Tensor* inv_scale) {
-  try {
+  return stratlab::guarded([&] {
     std::vector<at::Tensor> list;
     list.reserve(count);
     for (int i = 0; i < count; ++i) list.push_back(*grads[i]);
     at::_amp_foreach_non_finite_check_and_unscale_(list, *found_inf, *inv_scale);
-    return 0;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return 1;
-  } catch (...) {
-    last_error = "unknown C++ exception";
-    return 1;
-  }
+  });
 }
 
 }  // extern "C"

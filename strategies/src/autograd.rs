@@ -1,14 +1,13 @@
 //! `output.backward(grad)` for non-scalar outputs (see `cpp/autograd.cpp`).
 
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 use tch::Tensor;
 
-use crate::TrainError;
+use crate::{shim_call, TrainError};
 
 extern "C" {
     fn stratlab_backward_with_grad(output: *mut torch_sys::C_tensor, grad: *mut torch_sys::C_tensor) -> c_int;
-    fn stratlab_autograd_last_error() -> *const c_char;
 }
 
 /// Back-propagates `grad` (the gradient of the loss with respect to `output`) through
@@ -18,11 +17,5 @@ pub fn backward_with_grad(output: &Tensor, grad: &Tensor) -> Result<(), TrainErr
     let mut grad = grad.shallow_clone();
     // SAFETY: both pointers are live at::Tensor handles for the duration of the call; the
     // shim catches every C++ exception.
-    let status = unsafe { stratlab_backward_with_grad(output.as_mut_ptr(), grad.as_mut_ptr()) };
-    if status != 0 {
-        // SAFETY: thread-local NUL-terminated buffer set by the failing call.
-        let message = unsafe { std::ffi::CStr::from_ptr(stratlab_autograd_last_error()) };
-        return Err(TrainError::Torch(tch::TchError::Torch(message.to_string_lossy().into_owned())));
-    }
-    Ok(())
+    shim_call::check(unsafe { stratlab_backward_with_grad(output.as_mut_ptr(), grad.as_mut_ptr()) })
 }

@@ -30,6 +30,7 @@ pub mod profile;
 pub mod record;
 pub mod schedule;
 pub mod setup;
+mod shim_call;
 pub mod single;
 mod staged_model;
 pub mod stored_profile;

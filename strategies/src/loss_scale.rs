@@ -13,12 +13,12 @@
 //! hold different weights, so they agree through a one-element all-reduce (max) of the
 //! verdict; a parameter server decides alone and sends its verdict with the weights.
 
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-use crate::{Precision, TrainError};
+use crate::{shim_call, Precision, TrainError};
 
 extern "C" {
     fn stratlab_unscale_gradients(
@@ -27,7 +27,6 @@ extern "C" {
         found_inf: *mut torch_sys::C_tensor,
         inv_scale: *mut torch_sys::C_tensor,
     ) -> c_int;
-    fn stratlab_loss_scale_last_error() -> *const c_char;
 }
 
 /// How the loss scale starts and moves: `torch.amp.GradScaler`'s arguments, with its
@@ -93,7 +92,13 @@ impl LossScaler {
     /// The scaler a trial in `precision` needs: float16's, and none for the rest (float32
     /// and float64 do not lower the backward; bfloat16 keeps float32's exponent range).
     pub fn for_precision(precision: Precision, settings: LossScaleSettings) -> Option<LossScaler> {
-        (precision == Precision::Float16).then(|| LossScaler::new(settings))
+        LossScaler::needed_for(precision).then(|| LossScaler::new(settings))
+    }
+
+    /// Whether training in `precision` scales its loss: float16 only, whose range is too
+    /// narrow for small gradients.
+    pub fn needed_for(precision: Precision) -> bool {
+        precision == Precision::Float16
     }
 
     /// A scaler starting at `settings.initial`.
@@ -133,11 +138,7 @@ impl LossScaler {
                 inv_scale.as_mut_ptr(),
             )
         };
-        if status != 0 {
-            // SAFETY: thread-local NUL-terminated buffer set by the failing call.
-            let message = unsafe { std::ffi::CStr::from_ptr(stratlab_loss_scale_last_error()) };
-            return Err(TrainError::Torch(tch::TchError::Torch(message.to_string_lossy().into_owned())));
-        }
+        shim_call::check(status)?;
         Ok(found_inf)
     }
 

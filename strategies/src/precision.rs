@@ -17,7 +17,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::autocast::{AutocastRegion, AutocastType};
 use crate::device_double::{self, DeviceCall};
-use crate::loss_scale::{LossScaleSettings, LossScaler};
+use crate::loss_scale::LossScaler;
 use crate::memory_format::to_memory_format;
 use crate::{DeviceChoice, TrainError};
 
@@ -41,7 +41,7 @@ pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(),
 /// micro-batch that stalls the pipeline it exists to keep full.
 pub fn check_strategy(precision: Precision, strategy: &Strategy) -> Result<(), String> {
     let per_micro_batch = strategy.schedule().is_some_and(|schedule| schedule.updates_per_micro_batch());
-    if per_micro_batch && LossScaler::for_precision(precision, LossScaleSettings::default()).is_some() {
+    if per_micro_batch && LossScaler::needed_for(precision) {
         return Err(format!(
             "{precision} needs a dynamic loss scale that every stage agrees on at each update, and {} updates \
              each stage on its own after each micro-batch; valid for {}: fp32, bf16, auto",
