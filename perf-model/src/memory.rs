@@ -13,7 +13,7 @@ use stratlab_strategy_spec::{pipedream_actions, Action, Schedule};
 pub struct WorkerShape {
     /// Bytes of the weights it trains.
     pub parameter_bytes: f64,
-    /// Tensors of the parameters' size the optimizer keeps (SGD: 1 with momentum, else 0).
+    /// Tensors of the parameters' size the optimizer keeps (SGD: 1 with momentum, else 0; Adam: 2).
     pub optimizer_states: usize,
     /// Bytes one micro-batch's forward keeps until its backward, over the worker's stages.
     pub kept_bytes: f64,

@@ -19,7 +19,7 @@ use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network's
 /// profile (holding every stage at [`Strategy::stage_samples`] of the batch) and, for a
 /// pipeline, its cut; for multi-worker strategies, the link between workers; and what the
-/// trial's workers hold beside the network and share: the optimizer's momentum, the
+/// trial's workers hold beside the network and share: the optimizer's state, the
 /// loader's batches, threads and cores.
 pub struct StepQuestion<'a> {
     /// The strategy with its parameters.
@@ -40,8 +40,9 @@ pub struct StepQuestion<'a> {
     /// All-reduce time against size over that link, where the probe measured it (with the
     /// cores busy, where the workers share them, as a step's buckets find them).
     pub all_reduce: Option<&'a AllReduceCurve>,
-    /// SGD's momentum (a momentum buffer per parameter when not 0).
-    pub momentum: f64,
+    /// State tensors of the weights' size the optimizer keeps (SGD with momentum 1, without
+    /// 0; Adam 2).
+    pub optimizer_states: usize,
     /// Batches the data loader prefetches.
     pub prefetch: usize,
     /// libtorch threads of each worker.

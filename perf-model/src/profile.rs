@@ -39,8 +39,8 @@ pub struct StageProfile {
 pub struct NetworkProfile {
     /// Stages in order.
     pub stages: Vec<StageProfile>,
-    /// Median seconds of one SGD step over all the network's parameters (with the
-    /// momentum asked for; a stage's share is proportional to its parameters).
+    /// Median seconds of one optimizer step over all the network's parameters (the
+    /// trial's optimizer; a stage's share is proportional to its parameters).
     pub optimizer_s: f64,
     /// Median seconds of one whole-model copy between the gradients and a flat buffer
     /// allocated before (packing them into it, or unpacking it into them), as a parameter

@@ -1,5 +1,6 @@
 //! A run's cells: its trials grouped by what was measured (network, data set, strategy and
-//! its parameters, workers, batch, precision and memory format), each with its timed step times and outcomes.
+//! its parameters, workers, batch, precision, memory format and optimizer), each with its
+//! timed step times and outcomes.
 //!
 //! Two runs' cells match when their [`CellKey`]s are equal. How a cell was run (threads,
 //! device, data source, budget, numerics) is not part of the key but its [`CellSettings`]:
@@ -14,7 +15,7 @@ use serde::Serialize;
 use stratlab_results::stats::median;
 use stratlab_results::{Fingerprint, PredictionRow, RunStore, StepRow, TrialRow};
 use stratlab_strategy_spec::{
-    compute_label, threads_label, ColumnsError, MemoryFormat, Precision, Strategy, StrategyColumns,
+    compute_label, threads_label, ColumnsError, MemoryFormat, OptimizerKind, Precision, Strategy, StrategyColumns,
 };
 
 use crate::bootstrap::{Statistic, StepSamples};
@@ -45,6 +46,8 @@ pub struct CellKey {
     pub precision: Precision,
     /// How its tensors were laid out (runs stored before the axis: contiguous).
     pub memory_format: MemoryFormat,
+    /// The optimizer it trained with (runs stored before the axis: SGD).
+    pub optimizer: OptimizerKind,
 }
 
 impl CellKey {
@@ -62,6 +65,7 @@ impl CellKey {
             link: trial.link.clone(),
             precision,
             memory_format,
+            optimizer: trial.optimizer()?,
         })
     }
 
@@ -78,7 +82,7 @@ impl CellKey {
     pub fn strategy_label(&self) -> String {
         let threads = self.swept_threads.map(|threads| format!(" {}", threads_label(threads))).unwrap_or_default();
         let link = self.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
-        let compute = compute_label(self.precision, self.memory_format);
+        let compute = compute_label(self.precision, self.memory_format) + &self.optimizer.label();
         format!("{}{threads}{link}{compute}", self.strategy.label_with_workers(self.workers as usize))
     }
 
@@ -92,7 +96,7 @@ impl CellKey {
             columns,
             self.swept_threads,
             &self.link,
-            (self.precision, self.memory_format),
+            (self.precision, self.memory_format, self.optimizer),
         )
     }
 }

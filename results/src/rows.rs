@@ -10,7 +10,7 @@
 use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 
-use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, Precision, StrategyColumns};
+use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, OptimizerKind, Precision, StrategyColumns};
 
 use crate::{DeviceLoad, EpochRecord, Sample, StepRecord, Table, TrainingSummary};
 
@@ -92,6 +92,11 @@ pub struct TrialRow {
     /// Whether the suite left the memory format to `auto`.
     #[serde(default)]
     pub memory_format_auto: Option<bool>,
+    /// The optimizer it trained with (`sgd`, `adam`), part of the cell; null for runs
+    /// stored before the column existed, which all trained with SGD
+    /// ([`TrialRow::optimizer`]).
+    #[serde(default)]
+    pub optimizer: Option<String>,
     /// CPU seconds the link's emulation took in user space during the trial (the delay
     /// line's threads, on the cores the workers train on); `None` where nothing ran in user
     /// space (loopback; veth and tbf work in the kernel, inside the workers' own time).
@@ -175,6 +180,7 @@ impl Table for TrialRow {
             ("memory_format", String),
             ("precision_auto", Boolean),
             ("memory_format_auto", Boolean),
+            ("optimizer", String),
             ("link_emulation_cpu_s", Float64),
             ("speed_reference_s", Float64),
             ("cudnn_benchmark", Boolean),
@@ -229,6 +235,11 @@ impl TrialRow {
     /// build does not know.
     pub fn compute(&self) -> Result<(Precision, MemoryFormat), ColumnsError> {
         stored_compute(&self.trial_id, self.precision.as_deref(), self.memory_format.as_deref())
+    }
+
+    /// The optimizer the trial trained with: SGD for runs stored before the column existed.
+    pub fn optimizer(&self) -> Result<OptimizerKind, ColumnsError> {
+        OptimizerKind::stored(&self.trial_id, self.optimizer.as_deref())
     }
 }
 

@@ -111,13 +111,21 @@ impl ContentionCopy {
 mod tests {
     use stratlab_networks::{spec, InputShape};
 
+    use crate::optimizer::UpdateRule;
+
     use super::*;
 
     #[test]
     fn the_ratio_is_the_median_pass_together_over_the_stages_summed() {
         let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
-        let profile =
-            crate::profile::profile_network(&spec, tch::Device::Cpu, &[2, 8], (0.9, 0.0), Default::default()).unwrap();
+        let profile = crate::profile::profile_network(
+            &spec,
+            tch::Device::Cpu,
+            &[2, 8],
+            UpdateRule::momentum_sgd(),
+            Default::default(),
+        )
+        .unwrap();
         let mut asked = Vec::new();
         // Copies that take 1.5 and 2.5 times the stages (median 2 of the four passes).
         let mut together = |samples: usize, passes: usize| -> Result<Vec<f64>, TrainError> {
@@ -139,8 +147,14 @@ mod tests {
     #[test]
     fn a_size_the_profile_lacks_is_an_error_naming_it() {
         let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
-        let profile =
-            crate::profile::profile_network(&spec, tch::Device::Cpu, &[2], (0.9, 0.0), Default::default()).unwrap();
+        let profile = crate::profile::profile_network(
+            &spec,
+            tch::Device::Cpu,
+            &[2],
+            UpdateRule::momentum_sgd(),
+            Default::default(),
+        )
+        .unwrap();
         let mut together = |_: usize, _: usize| -> Result<Vec<f64>, TrainError> { Ok(vec![1.0]) };
         let error = measure_contention(&[16], 2, &profile, &mut together).unwrap_err().to_string();
         assert!(error.contains("16 samples"), "{error}");

@@ -7,12 +7,13 @@ use std::time::Instant;
 
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::profile::{NetworkProfile, StageProfile};
-use tch::nn::{self, ModuleT, OptimizerConfig, VarStore};
+use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use crate::autograd::backward_with_grad;
 use crate::device::synchronize;
 use crate::memory;
+use crate::optimizer::UpdateRule;
 use crate::precision::{Compute, PrecisionOps};
 use crate::staged_model::StagedModel;
 use crate::TrainError;
@@ -28,19 +29,19 @@ use crate::TrainError;
 /// interrupted: in a validation run whose profiles met a slow spell (val28) the stages summed
 /// came out a median 23 % above single's 1-thread trials.
 pub const PROFILE_REPEATS: usize = 2;
-/// Timed SGD steps and gradient copies after an untimed one: milliseconds each, in every
+/// Timed optimizer steps and gradient copies after an untimed one: milliseconds each, in every
 /// cell's step, so they keep five.
 const UPDATE_REPEATS: usize = 5;
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1) in
-/// `compute`'s precision and memory format, and an SGD step with `momentum` and
-/// `weight_decay`, with the threads libtorch has now. Weights are drawn from libtorch's
+/// `compute`'s precision and memory format, and an optimizer step of `update`, with the
+/// threads libtorch has now. Weights are drawn from libtorch's
 /// generator: profile before seeding what a trial trains.
 pub fn profile_network(
     spec: &NetworkSpec,
     device: Device,
     sizes: &[usize],
-    (momentum, weight_decay): (f64, f64),
+    update: UpdateRule,
     compute: Compute,
 ) -> Result<NetworkProfile, TrainError> {
     memory::count_cpu_allocations();
@@ -50,7 +51,7 @@ pub fn profile_network(
     precision.apply_to(&mut vs, memory_format)?;
     // What crosses between pipeline stages: activations in the type the forward computes in.
     let message_bytes = precision.message_kind().elt_size_in_bytes() as u64;
-    let mut optimizer = nn::Sgd { momentum, dampening: 0.0, wd: weight_decay, nesterov: false }.build(&vs, 1e-3)?;
+    let mut optimizer = update.build(&vs, 1e-3)?;
     let variables = vs.trainable_variables();
     let analysis = spec.analyze(1)?;
     let mut stages: Vec<StageProfile> = spec
@@ -182,12 +183,12 @@ fn faster_pass(forward: &[f64], backward: &[f64]) -> (f64, f64) {
 /// backward taken as twice the forward's FLOPs and traffic, the textbook rule a measured
 /// profile replaces), activations moved in the forward's type (2 bytes under bf16 or fp16
 /// autocast) and weights in their own, what a forward keeps taken as the stage's input and
-/// output, and the update as a pass over weights, gradients and momentum. Predictions
+/// output, and the update as a pass over weights, gradients and the optimizer's state. Predictions
 /// resting on it are unvalidated.
 pub fn analytical_profile(
     spec: &NetworkSpec,
     sizes: &[usize],
-    momentum: f64,
+    update: UpdateRule,
     precision: stratlab_strategy_spec::Precision,
     seconds: &dyn Fn(f64, f64) -> f64,
 ) -> Result<NetworkProfile, TrainError> {
@@ -230,10 +231,12 @@ pub fn analytical_profile(
         }
     }
     let weights = per_sample.total_parameters as f64 * weight;
-    let states = if momentum != 0.0 { 5.0 } else { 3.0 };
+    // The update reads the weights and gradients and writes the weights, and reads and
+    // writes each state tensor (a momentum buffer, Adam's two moments).
+    let states = update.state_tensors_per_weight() as f64;
     Ok(NetworkProfile {
         stages,
-        optimizer_s: seconds(2.0 * per_sample.total_parameters as f64, states * weights),
+        optimizer_s: seconds(2.0 * (1.0 + states) * per_sample.total_parameters as f64, (3.0 + 2.0 * states) * weights),
         // Read the gradients, write the buffer.
         whole_model_copy_s: seconds(0.0, 2.0 * weights),
         contention: None,
@@ -245,6 +248,7 @@ pub fn analytical_profile(
 #[cfg(test)]
 mod tests {
     use super::faster_pass;
+    use crate::optimizer::UpdateRule;
 
     #[test]
     fn the_faster_pass_is_taken_whole_not_each_half_at_its_fastest() {
@@ -261,7 +265,9 @@ mod tests {
         let spec = stratlab_networks::spec("resnet18", &stratlab_networks::InputShape::CIFAR10).unwrap();
         // A device that only moves bytes: every op is bound by memory.
         let memory_bound = |_flops: f64, bytes: f64| bytes / 1e9;
-        let profile = |precision| super::analytical_profile(&spec, &[8], 0.9, precision, &memory_bound).unwrap();
+        let profile = |precision| {
+            super::analytical_profile(&spec, &[8], UpdateRule::momentum_sgd(), precision, &memory_bound).unwrap()
+        };
         let (float32, bfloat16) = (profile(Precision::Float32), profile(Precision::Bfloat16));
         for (f, b) in float32.stages.iter().zip(&bfloat16.stages) {
             assert_eq!(b.output_bytes_per_sample * 2, f.output_bytes_per_sample, "{}", f.name);

@@ -2,10 +2,11 @@
 //! process, the network's weights in a store at the configured precision, and the
 //! optimizer over them.
 
-use tch::nn::{self, OptimizerConfig, VarStore};
+use tch::nn::{self, VarStore};
 use tch::Device;
 
 use crate::loss_scale::LossScaler;
+use crate::optimizer::UpdateRule;
 use crate::{memory, PrecisionOps, TrainConfig, TrainError};
 
 /// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
@@ -15,7 +16,7 @@ pub struct Replica<M> {
     pub store: VarStore,
     /// What the strategy built on the store.
     pub model: M,
-    /// SGD over the store's trainable variables ([`sgd`]).
+    /// The trial's optimizer over the store's trainable variables ([`UpdateRule`]).
     pub optimizer: nn::Optimizer,
     /// The dynamic loss scale, where the precision needs one (float16).
     pub loss_scaler: Option<LossScaler>,
@@ -32,7 +33,7 @@ pub fn replica<M>(
     let mut store = VarStore::new(device);
     let model = build(&mut store)?;
     config.precision.apply_to(&mut store, config.memory_format)?;
-    let optimizer = sgd(&store, config)?;
+    let optimizer = UpdateRule::of(config).build(&store, config.lr)?;
     let loss_scaler = LossScaler::for_precision(config.precision, config.loss_scale);
     Ok(Replica { store, model, optimizer, loss_scaler })
 }
@@ -48,11 +49,4 @@ pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
     tch::manual_seed(config.seed as i64);
     Ok(device)
-}
-
-/// The optimizer every strategy steps with: SGD with the configuration's momentum and
-/// weight decay, no dampening, no Nesterov (torch.optim.SGD's defaults otherwise).
-pub fn sgd(store: &VarStore, config: &TrainConfig) -> Result<nn::Optimizer, TrainError> {
-    Ok(nn::Sgd { momentum: config.momentum, dampening: 0.0, wd: config.weight_decay, nesterov: false }
-        .build(store, config.lr)?)
 }

@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::loss_scale::LossScaleSettings;
+use crate::optimizer::AdamSettings;
 use crate::precision::Compute;
-use crate::{DeviceChoice, LrSchedule, MemoryFormat, Numerics, Precision, TrainError};
+use crate::{DeviceChoice, LrSchedule, MemoryFormat, Numerics, OptimizerKind, Precision, TrainError};
 
 /// How long to train: whichever limit is reached first ends the run.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -50,10 +51,16 @@ pub struct TrainConfig {
     pub eval_batch_size: usize,
     /// When to stop.
     pub budget: Budget,
-    /// Base learning rate of SGD.
+    /// The update rule (a suite axis).
+    #[serde(default)]
+    pub optimizer: OptimizerKind,
+    /// Base learning rate of the optimizer.
     pub lr: f64,
     /// SGD momentum.
     pub momentum: f64,
+    /// Adam's betas and epsilon, where the optimizer is Adam.
+    #[serde(default)]
+    pub adam: AdamSettings,
     /// L2 weight decay.
     pub weight_decay: f64,
     /// How the learning rate changes.
@@ -112,8 +119,10 @@ impl Default for TrainConfig {
             batch_size: 64,
             eval_batch_size: 1000,
             budget: Budget { epochs: Some(1), ..Budget::default() },
+            optimizer: OptimizerKind::Sgd,
             lr: 0.01,
             momentum: 0.9,
+            adam: AdamSettings::default(),
             weight_decay: 5e-4,
             schedule: LrSchedule::Constant,
             warmup_steps: 5,
@@ -194,6 +203,9 @@ impl TrainConfig {
             return invalid("target_accuracy", "must lie between 0 and 1");
         }
         self.loss_scale.validate()?;
+        if self.optimizer == OptimizerKind::Adam {
+            self.adam.validate()?;
+        }
         let budget = self.budget;
         if budget.epochs.is_none() && budget.steps.is_none() && budget.seconds.is_none() {
             return invalid("budget", "give epochs, steps or seconds");

@@ -153,7 +153,7 @@ fn device_of(trial: &TrialSpec) -> DeviceChoice {
 fn choice_key(trial: &TrialSpec) -> String {
     let libtorch = LibtorchBuild::read().torch_version.unwrap_or_else(|| "unknown".into());
     format!(
-        "{} · {} · b{} · {} thread(s) · {} · precision {} · memory format {} · momentum {} · libtorch {libtorch} · binary {}",
+        "{} · {} · b{} · {} thread(s) · {} · precision {} · memory format {} · {} · momentum {} · libtorch {libtorch} · binary {}",
         trial.network,
         trial.dataset,
         trial.train.batch_size,
@@ -161,6 +161,7 @@ fn choice_key(trial: &TrialSpec) -> String {
         device_of(trial),
         trial.precision,
         trial.memory_format,
+        trial.train.optimizer,
         trial.train.momentum,
         binary_digest().unwrap_or("unknown"),
     )

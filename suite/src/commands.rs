@@ -159,6 +159,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let config = TrainConfig {
         batch_size: args.batch_size.unwrap_or(info.batch_size),
         budget,
+        optimizer: args.optimizer,
         lr: args.lr,
         momentum: args.momentum,
         weight_decay: args.weight_decay,

@@ -13,6 +13,7 @@ pub mod largest_batch;
 pub mod link_axis;
 pub mod memory_guard;
 mod one_trial;
+pub mod optimizer_settings;
 pub mod plan;
 pub mod predict;
 pub mod predicted_speedup;

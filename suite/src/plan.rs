@@ -8,7 +8,7 @@ use std::path::Path;
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::precision::check_trainable;
 use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, Strategy, StrategyKind, StrategySweep};
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision, Strategy, StrategyKind, StrategySweep};
 
 use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
@@ -30,6 +30,8 @@ struct Cell<'a> {
     /// What it computes in, as the suite asks.
     precision: AutoOr<Precision>,
     memory_format: AutoOr<MemoryFormat>,
+    /// The update rule it trains with.
+    optimizer: OptimizerKind,
 }
 
 impl Cell<'_> {
@@ -55,7 +57,7 @@ impl Cell<'_> {
 
 /// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
 /// networks, data sets, strategies (each entry's workers, then micro-batches), batch
-/// sizes, precisions, memory formats, threads, links; then included cells. Repeats run in rounds, every cell's first
+/// sizes, precisions, memory formats, optimizers, threads, links; then included cells. Repeats run in rounds, every cell's first
 /// trial before any cell's second: a machine whose speed drifts over the run (a shared VM's
 /// does, by a fifth over minutes for work on every core) then spreads each cell's repeats
 /// rather than shifting some cells against others.
@@ -75,7 +77,9 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 let computes = computes_of(suite, entry);
                 for (workers, strategy) in expanded {
                     for batch_size in batches_for(suite, dataset) {
-                        for &(precision, memory_format) in &computes {
+                        for (&(precision, memory_format), optimizer) in computes.iter().flat_map(|compute| {
+                            suite.optimizer.name.kinds().into_iter().map(move |optimizer| (compute, optimizer))
+                        }) {
                             // Each worker takes at least a thread: fewer threads than workers
                             // would repeat the cell at one thread per worker under another name.
                             let per_worker =
@@ -94,6 +98,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                                         link,
                                         precision,
                                         memory_format,
+                                        optimizer,
                                     };
                                     if !suite.exclude.iter().any(|rule| matches(rule, &cell, suite)) {
                                         cells.push(cell);
@@ -132,6 +137,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 link: if workers > 1 { suite.link[0] } else { TrialLink::Loopback },
                 precision,
                 memory_format,
+                optimizer: suite.optimizer.name.kinds()[0],
             });
         }
     }
@@ -163,6 +169,7 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.threads.is_none_or(|t| t == cell.threads(suite))
         && rule.precision.is_none_or(|p| p == cell.precision)
         && rule.memory_format.is_none_or(|f| f == cell.memory_format)
+        && rule.optimizer.is_none_or(|o| o == cell.optimizer)
 }
 
 /// Why an entry's own list of axis `name` is not a narrowing of the suite's `axis`: the
@@ -223,11 +230,39 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         cell.strategy.id_parameters(),
     );
     trial_id += &compute_id_part(cell.precision, cell.memory_format);
+    // SGD, what every trial trained with before the axis, adds nothing: their ids stay.
+    if !cell.optimizer.is_sgd() {
+        trial_id += &format!("__{}", cell.optimizer);
+    }
     if let Some(threads) = cell.swept_threads {
         trial_id += &format!("__t{threads}");
     }
     trial_id += &cell.link.id_part();
     trial_id += &format!("__r{repeat}");
+    let mut train = TrainConfig {
+        batch_size,
+        eval_batch_size: suite.eval.batch_size,
+        budget: suite.budget,
+        warmup_steps: suite.warmup_steps,
+        eval_every_steps: suite.eval.every_steps,
+        eval_samples: suite.eval.samples,
+        target_accuracy: suite.targets.get(info.name).copied().unwrap_or(info.target_accuracy),
+        seed: suite.seed + repeat as u64,
+        device: suite.device,
+        // The trial's threads are shared among its worker processes.
+        threads: (trial_threads / cell.workers).max(1),
+        prefetch: 4,
+        metrics_every_steps: suite.metrics_every_steps,
+        // `auto` trains in what the runner resolves before the trials (`auto_compute`).
+        numerics: suite.numerics.for_precision(cell.precision.given().unwrap_or_default()),
+        precision: cell.precision.given().unwrap_or_default(),
+        memory_format: cell.memory_format.given().unwrap_or_default(),
+        // Given by the run from its profiles once they are taken (`ex_ante`).
+        stage_seconds: None,
+        loss_scale: suite.loss_scale,
+        ..TrainConfig::default()
+    };
+    suite.optimizer.apply(cell.optimizer, &mut train);
     TrialSpec {
         trial_id,
         index,
@@ -241,32 +276,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         memory_format: cell.memory_format,
         batch_request,
         repeat,
-        train: TrainConfig {
-            batch_size,
-            eval_batch_size: suite.eval.batch_size,
-            budget: suite.budget,
-            lr: suite.optimizer.lr,
-            momentum: suite.optimizer.momentum,
-            weight_decay: suite.optimizer.weight_decay,
-            schedule: suite.optimizer.schedule,
-            warmup_steps: suite.warmup_steps,
-            eval_every_steps: suite.eval.every_steps,
-            eval_samples: suite.eval.samples,
-            target_accuracy: suite.targets.get(info.name).copied().unwrap_or(info.target_accuracy),
-            seed: suite.seed + repeat as u64,
-            device: suite.device,
-            // The trial's threads are shared among its worker processes.
-            threads: (trial_threads / cell.workers).max(1),
-            prefetch: 4,
-            metrics_every_steps: suite.metrics_every_steps,
-            // `auto` trains in what the runner resolves before the trials (`auto_compute`).
-            numerics: suite.numerics.for_precision(cell.precision.given().unwrap_or_default()),
-            precision: cell.precision.given().unwrap_or_default(),
-            memory_format: cell.memory_format.given().unwrap_or_default(),
-            // Given by the run from its profiles once they are taken (`ex_ante`).
-            stage_seconds: None,
-            loss_scale: suite.loss_scale,
-        },
+        train,
         timeout_s: suite.timeout_s,
         memory_limit_bytes: suite.memory_limit_mib.map(|mib| mib << 20),
         telemetry_interval_ms: suite.telemetry_interval_ms,
@@ -417,31 +427,39 @@ fn given_sizes(sizes: &[BatchSize]) -> impl Iterator<Item = usize> + '_ {
 /// The suite-wide training settings, checked by the trainer's own validation so the rules
 /// live in one place.
 fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
-    let config = TrainConfig {
-        budget: suite.budget,
-        lr: suite.optimizer.lr,
-        momentum: suite.optimizer.momentum,
-        weight_decay: suite.optimizer.weight_decay,
-        eval_batch_size: suite.eval.batch_size,
-        eval_every_steps: suite.eval.every_steps,
-        eval_samples: suite.eval.samples,
-        metrics_every_steps: suite.metrics_every_steps,
-        loss_scale: suite.loss_scale,
-        ..TrainConfig::default()
-    };
-    config.validate().map_err(|error| match error {
-        // Name the field as the suite file spells it.
-        stratlab_strategies::TrainError::InvalidConfig { field, reason } => (suite_field(field), reason),
-        other => ("budget", other.to_string()),
-    })
+    let kinds = suite.optimizer.name.kinds();
+    if kinds.is_empty() {
+        return Err(("optimizer.name", "give at least one optimizer (sgd, adam)".to_owned()));
+    }
+    for kind in kinds {
+        let mut config = TrainConfig {
+            budget: suite.budget,
+            eval_batch_size: suite.eval.batch_size,
+            eval_every_steps: suite.eval.every_steps,
+            eval_samples: suite.eval.samples,
+            metrics_every_steps: suite.metrics_every_steps,
+            loss_scale: suite.loss_scale,
+            ..TrainConfig::default()
+        };
+        suite.optimizer.apply(kind, &mut config);
+        config.validate().map_err(|error| match error {
+            // Name the field as the suite file spells it.
+            stratlab_strategies::TrainError::InvalidConfig { field, reason } => (suite_field(field, kind), reason),
+            other => ("budget", other.to_string()),
+        })?;
+    }
+    Ok(())
 }
 
-/// The suite-file spelling of a [`TrainConfig`] field.
-fn suite_field(field: &'static str) -> &'static str {
+/// The suite-file spelling of a [`TrainConfig`] field, for a cell training with `kind`.
+fn suite_field(field: &'static str, kind: OptimizerKind) -> &'static str {
     match field {
+        "lr" if kind == OptimizerKind::Adam => "optimizer.adam.lr",
         "lr" => "optimizer.lr",
         "momentum" => "optimizer.momentum",
         "weight_decay" => "optimizer.weight_decay",
+        "adam.betas" => "optimizer.adam.betas",
+        "adam.eps" => "optimizer.adam.eps",
         "eval_batch_size" => "eval.batch_size",
         "eval_every_steps" => "eval.every_steps",
         "eval_samples" => "eval.samples",

@@ -13,20 +13,27 @@ use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
 use stratlab_strategies::{LibtorchBuild, Numerics};
-use stratlab_strategy_spec::{MemoryFormat, Precision, StrategyKind};
+use stratlab_strategy_spec::{MemoryFormat, OptimizerKind, Precision, StrategyKind};
 
 use crate::profile_worker::measure_apart;
 use crate::speed_reference::reference_seconds;
 use crate::trial::TrialSpec;
 
-/// Which network, data set and threads a profile was taken for, and the precision and
-/// memory format it computed in.
-pub(crate) type ProfileKey = (String, String, usize, Precision, MemoryFormat);
+/// Which network, data set and threads a profile was taken for, the precision and memory
+/// format it computed in, and the optimizer whose step it timed.
+pub(crate) type ProfileKey = (String, String, usize, Precision, MemoryFormat, OptimizerKind);
 
 /// The key of `trial`'s profile.
 pub(crate) fn key_of(trial: &TrialSpec) -> ProfileKey {
     let train = &trial.train;
-    (trial.network.clone(), trial.dataset.name.to_string(), train.threads, train.precision, train.memory_format)
+    (
+        trial.network.clone(),
+        trial.dataset.name.to_string(),
+        train.threads,
+        train.precision,
+        train.memory_format,
+        train.optimizer,
+    )
 }
 
 /// How far a stored profile's speed reference may read slower than the machine does now
@@ -286,12 +293,13 @@ fn stored_key(trial: &TrialSpec) -> Option<String> {
     let numerics = Numerics::current().map_or_else(|| "numerics unknown".to_owned(), |n| format!("{n:?}"));
     let libtorch = LibtorchBuild::read().torch_version.unwrap_or_else(|| "unknown".into());
     Some(format!(
-        "{} · {} · cpu · {} thread(s) · {} · {} · momentum {} · weight decay {} · {numerics} · libtorch {libtorch} · binary {}",
+        "{} · {} · cpu · {} thread(s) · {} · {} · {} · momentum {} · weight decay {} · {numerics} · libtorch {libtorch} · binary {}",
         trial.network,
         trial.dataset.name,
         trial.train.threads,
         trial.train.precision,
         trial.train.memory_format,
+        trial.train.optimizer,
         trial.train.momentum,
         trial.train.weight_decay,
         binary_digest()?,
@@ -433,7 +441,7 @@ mod tests {
     }
 
     fn key(threads: usize) -> ProfileKey {
-        ("small-cnn".into(), "mnist".into(), threads, Precision::Float32, MemoryFormat::Contiguous)
+        ("small-cnn".into(), "mnist".into(), threads, Precision::Float32, MemoryFormat::Contiguous, OptimizerKind::Sgd)
     }
 
     #[test]

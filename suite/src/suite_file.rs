@@ -10,10 +10,11 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::loss_scale::LossScaleSettings;
-use stratlab_strategies::{Budget, DeviceChoice, LrSchedule, Numerics, DEFAULT_METRICS_EVERY_STEPS};
-use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision, StrategyKind, StrategySweep};
+use stratlab_strategies::{Budget, DeviceChoice, Numerics, DEFAULT_METRICS_EVERY_STEPS};
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision, StrategyKind, StrategySweep};
 
 use crate::link_axis::TrialLink;
+pub use crate::optimizer_settings::OptimizerSettings;
 use crate::suite_error::SuiteError;
 
 /// A suite file as written by the user.
@@ -77,7 +78,8 @@ pub struct SuiteFile {
     /// Test-accuracy targets per data set name, overriding the registry's defaults.
     #[serde(default)]
     pub targets: BTreeMap<String, f64>,
-    /// Optimizer settings.
+    /// The optimizer axis (`name: [sgd, adam]`; SGD where absent) and each optimizer's
+    /// settings (`lr` and `momentum` are SGD's, `adam: {lr, betas, eps}` Adam's).
     #[serde(default)]
     pub optimizer: OptimizerSettings,
     /// How fp16 cells' dynamic loss scale starts and moves (`initial`, `growth_factor`,
@@ -148,26 +150,6 @@ fn default_timeout() -> f64 {
 }
 fn default_interval() -> u64 {
     100
-}
-
-/// SGD settings shared by every trial of the suite.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OptimizerSettings {
-    /// Base learning rate.
-    pub lr: f64,
-    /// Momentum.
-    pub momentum: f64,
-    /// L2 weight decay.
-    pub weight_decay: f64,
-    /// Learning-rate schedule.
-    pub schedule: LrSchedule,
-}
-
-impl Default for OptimizerSettings {
-    fn default() -> Self {
-        OptimizerSettings { lr: 0.01, momentum: 0.9, weight_decay: 5e-4, schedule: LrSchedule::Constant }
-    }
 }
 
 /// Evaluation settings shared by every trial of the suite.
@@ -379,6 +361,9 @@ pub struct CellRule {
     /// Memory format to match, as the suite gives it.
     #[serde(default)]
     pub memory_format: Option<AutoOr<MemoryFormat>>,
+    /// Optimizer to match.
+    #[serde(default)]
+    pub optimizer: Option<OptimizerKind>,
 }
 
 /// Cells that run `repeats` times instead of the suite's `repeats`.

@@ -122,7 +122,7 @@ impl TrialSpec {
             self.dataset,
             self.strategy.name(),
             self.workers,
-            self.compute_label(),
+            self.compute_label() + &self.train.optimizer.label(),
         )
     }
 

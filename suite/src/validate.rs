@@ -20,6 +20,7 @@ use stratlab_reports::{speedup_scaling_noted, FigureTarget, Outcome, ScalingPoin
 use stratlab_results::stats::median;
 use stratlab_results::ValidationRow;
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
+use stratlab_strategies::optimizer::UpdateRule;
 use stratlab_strategies::profile::analytical_profile;
 
 use crate::cli::{FigureFormatArg, ValidateArgs};
@@ -27,9 +28,11 @@ use crate::exit::InputError;
 use crate::regression_commands::figure_format;
 use crate::shapes::input_shape;
 
-/// SGD's momentum the update is costed with: the sources' own (the DDP benchmark's 0.9;
-/// torchgpipe's none) changes the roofline's update by a fraction of a per cent of a step.
-const MOMENTUM: f64 = 0.9;
+/// The update the roofline costs: SGD with momentum 0.9. The sources' own (the DDP
+/// benchmark's 0.9; torchgpipe's none) changes it by a fraction of a per cent of a step.
+fn costed_update() -> UpdateRule {
+    UpdateRule::momentum_sgd()
+}
 
 /// Runs `stratlab validate`.
 pub fn validate(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
@@ -94,7 +97,7 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
             sample_bytes: loader_sample_bytes(&spec),
             link: Some(&link),
             all_reduce: None,
-            momentum: MOMENTUM,
+            optimizer_states: costed_update().state_tensors_per_weight(),
             prefetch: 0,
             threads: 1,
             // A device per worker: nothing shares compute, and transfers use no host core.
@@ -157,7 +160,7 @@ fn scaled_roofline(
     sizes.sort_unstable();
     sizes.dedup();
     let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
-    let roofline = analytical_profile(spec, &sizes, MOMENTUM, table.precision, &seconds)?;
+    let roofline = analytical_profile(spec, &sizes, costed_update(), table.precision, &seconds)?;
     let roofline_step = roofline.stage_sum_s(input.batch).unwrap_or(0.0) + roofline.optimizer_s;
     Ok(roofline.scaled(input.step_s() / roofline_step))
 }

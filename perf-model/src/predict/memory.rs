@@ -11,12 +11,12 @@ use crate::pipeline::SimulationError;
 use crate::profile::{curve, value_at};
 
 impl StepQuestion<'_> {
-    /// What every worker holds beside the network: its momentum buffers, the loader's
+    /// What every worker holds beside the network: its optimizer state, the loader's
     /// batches (prefetched, being built, in use) of the trial's batch, whole even for a
     /// pipeline's stage (its loader reads the batch before cutting micro-batches).
     fn worker_basics(&self) -> WorkerShape {
         WorkerShape {
-            optimizer_states: usize::from(self.momentum != 0.0),
+            optimizer_states: self.optimizer_states,
             loader_bytes: (self.prefetch + 2) as f64 * self.batch as f64 * self.sample_bytes,
             in_flight: 1,
             ..WorkerShape::default()
@@ -77,7 +77,7 @@ impl StepQuestion<'_> {
         // own); it is the fullest rank where they outweigh a worker's passes and batches.
         let dedicated = WorkerShape {
             parameter_bytes,
-            optimizer_states: usize::from(self.momentum != 0.0),
+            optimizer_states: self.optimizer_states,
             comm_buffer_bytes: self.workers.max(1) as f64 * parameter_bytes,
             ..WorkerShape::default()
         }

@@ -51,7 +51,7 @@ fn question<'a>(
         sample_bytes: SAMPLE_BYTES,
         link: Some(link),
         all_reduce: None,
-        momentum: 0.0,
+        optimizer_states: 0,
         prefetch: 0,
         threads: 1,
         cores: 2,

@@ -115,6 +115,20 @@ fn a_run_stored_before_the_precision_axis_matches_fp32_cells_and_no_other_precis
 }
 
 #[test]
+fn a_run_stored_before_the_optimizer_axis_matches_sgd_cells_and_not_adam_ones() {
+    let before = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
+    let with = |optimizer| before.iter().map(|made| Made { optimizer: Some(optimizer), ..*made }).collect::<Vec<_>>();
+    let old = run("20261123T100000Z-matrix", fingerprint_at(0), &before);
+    let sgd = run("20261123T110000Z-matrix", fingerprint_at(60), &with("sgd"));
+    let comparison = compare(&old, &sgd, &Thresholds::default(), false).unwrap();
+    assert!(!comparison.fails_gate() && comparison.cells.len() == 2, "a null optimizer is SGD: the same cells");
+    let adam = run("20261123T120000Z-matrix", fingerprint_at(120), &with("adam"));
+    let error = compare(&old, &adam, &Thresholds::default(), false).unwrap_err().to_string();
+    assert!(error.contains("no cell in common"), "Adam's cells are other cells: {error}");
+    assert!(adam.cells.keys().all(|key| key.to_string().ends_with("· adam · b32")), "the label names the optimizer");
+}
+
+#[test]
 fn a_baseline_cell_the_new_run_lacks_fails_the_gate_unless_allowed() {
     let cells = [Made::new("single", 1, Some(0.05)), Made::new("data-parallel", 2, Some(0.04))];
     let baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &cells);

@@ -6,17 +6,28 @@ use polars::prelude::{
     StringChunked,
 };
 
-use stratlab_strategy_spec::{compute_label, stored_compute, threads_label, MemoryFormat, Precision};
+use stratlab_strategy_spec::{compute_label, stored_compute, threads_label, MemoryFormat, OptimizerKind, Precision};
 
 use crate::ReportError;
 
 /// The trials-table columns that identify one cell of the matrix; repeats share them.
-pub(crate) const KEY_COLUMNS: [&str; 9] =
-    ["network", "dataset", "strategy", "workers", "batch_size", "swept_threads", "link", "precision", "memory_format"];
+pub(crate) const KEY_COLUMNS: [&str; 10] = [
+    "network",
+    "dataset",
+    "strategy",
+    "workers",
+    "batch_size",
+    "swept_threads",
+    "link",
+    "precision",
+    "memory_format",
+    "optimizer",
+];
 
 /// A cell's strategy as the report names it: the strategy's label, the threads where the
 /// run swept them (` · 2 threads`), the emulated link where there was one (` over 1 Gbit/s`),
-/// what it computed in where that was not float32 on contiguous tensors (` · bf16`).
+/// what it computed in where that was not float32 on contiguous tensors (` · bf16`), and
+/// the optimizer where it was not SGD (` · adam`).
 /// The one place the name is composed: a baseline is found from the typed fields, never by
 /// taking a name apart (a link's own label holds ` · `).
 pub(crate) fn cell_strategy_label(
@@ -24,10 +35,11 @@ pub(crate) fn cell_strategy_label(
     swept_threads: Option<i64>,
     link: Option<&str>,
     (precision, memory_format): (Precision, MemoryFormat),
+    optimizer: OptimizerKind,
 ) -> String {
     let threads = swept_threads.map(|threads| format!(" · {}", threads_label(threads))).unwrap_or_default();
     let link = link.map(|link| format!(" over {link}")).unwrap_or_default();
-    format!("{strategy}{threads}{link}{}", compute_label(precision, memory_format))
+    format!("{strategy}{threads}{link}{}{}", compute_label(precision, memory_format), optimizer.label())
 }
 
 /// One cell of the benchmark matrix: what was trained, how, on how many workers, with how
@@ -52,15 +64,24 @@ pub struct CellKey {
     pub precision: Precision,
     /// How its tensors were laid out (runs stored before the axis: contiguous).
     pub memory_format: MemoryFormat,
+    /// The optimizer it trained with (runs stored before the axis: SGD).
+    pub optimizer: OptimizerKind,
 }
 
 impl CellKey {
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: same
-    /// network, data set and batch per worker, in the same precision and memory format, and
+    /// network, data set and batch per worker, in the same precision, memory format and
+    /// optimizer, and
     /// the same threads where the run swept them; single has no link to talk over.
     pub fn baseline(&self) -> CellKey {
         CellKey {
-            strategy: cell_strategy_label("single", self.swept_threads, None, (self.precision, self.memory_format)),
+            strategy: cell_strategy_label(
+                "single",
+                self.swept_threads,
+                None,
+                (self.precision, self.memory_format),
+                self.optimizer,
+            ),
             workers: 1,
             link: None,
             ..self.clone()
@@ -128,6 +149,7 @@ impl<'a> Frame<'a> {
             link: self.str("link")?,
             precision: self.str("precision")?,
             memory_format: self.str("memory_format")?,
+            optimizer: self.str("optimizer")?,
         })
     }
 }
@@ -144,6 +166,7 @@ pub(crate) struct KeyReader<'a> {
     link: &'a StringChunked,
     precision: &'a StringChunked,
     memory_format: &'a StringChunked,
+    optimizer: &'a StringChunked,
 }
 
 impl KeyReader<'_> {
@@ -161,6 +184,7 @@ impl KeyReader<'_> {
         // Runs stored before the axes hold nulls: they computed in the defaults.
         let (precision, memory_format) =
             stored_compute(&format!("{} row {i}", self.table), self.precision.get(i), self.memory_format.get(i))?;
+        let optimizer = OptimizerKind::stored(&format!("{} row {i}", self.table), self.optimizer.get(i))?;
         Ok(CellKey {
             network: text(self.network, "network")?,
             dataset: text(self.dataset, "dataset")?,
@@ -171,6 +195,7 @@ impl KeyReader<'_> {
             link: self.link.get(i).map(str::to_owned),
             precision,
             memory_format,
+            optimizer,
         })
     }
 

@@ -25,7 +25,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use polars::prelude::{Column, DataFrame};
 use stratlab_results::{decode_rows, EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, StepRow, Table, TrialRow};
-use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, Precision, Strategy, StrategyColumns};
+use stratlab_strategy_spec::{
+    stored_compute, ColumnsError, MemoryFormat, OptimizerKind, Precision, Strategy, StrategyColumns,
+};
 
 use crate::ReportError;
 
@@ -128,6 +130,8 @@ struct TrialStrategy {
     precision: Option<String>,
     #[serde(default)]
     memory_format: Option<String>,
+    #[serde(default)]
+    optimizer: Option<String>,
 }
 
 impl TrialStrategy {
@@ -197,7 +201,8 @@ fn with_synthetic_marked(trials: &DataFrame) -> Result<DataFrame, ReportError> {
             let varies =
                 |parameter: &str| values_of.get(&(strategy.name(), parameter)).is_some_and(|values| values.len() > 1);
             let label = &strategy.report_label(varies);
-            Ok(Some(cell_strategy_label(label, row.swept_threads, row.link.as_deref(), row.compute()?)))
+            let optimizer = OptimizerKind::stored(&row.trial_id, row.optimizer.as_deref())?;
+            Ok(Some(cell_strategy_label(label, row.swept_threads, row.link.as_deref(), row.compute()?, optimizer)))
         })
         .collect::<Result<_, ColumnsError>>()?;
     trials.replace("strategy", Column::new("strategy".into(), labelled)).map_err(error("strategy"))?;

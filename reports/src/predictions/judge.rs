@@ -103,9 +103,9 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
             let high = p10s.iter().copied().fold(0.0, f64::max);
             let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
             let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
-            // Strategies are ranked against each other in one precision and memory format,
-            // as their speedups are measured against single in its own.
-            let compute = compute_label(key.precision, key.memory_format);
+            // Strategies are ranked against each other in one precision, memory format and
+            // optimizer, as their speedups are measured against single in its own.
+            let compute = compute_label(key.precision, key.memory_format) + &key.optimizer.label();
             let linkless_group =
                 format!("{} · {} · b{}{threads}{compute}", first.network, first.dataset, first.batch_size);
             Some(JudgedCell {

@@ -9,10 +9,11 @@ use super::format::{outcome_label, three_significant};
 use super::summary_table::{align_numeric, SummaryTable};
 use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
 use crate::{Outcome, ReportError};
-use stratlab_strategy_spec::{compute_label, MemoryFormat, Precision};
+use stratlab_strategy_spec::{compute_label, MemoryFormat, OptimizerKind, Precision};
 
-/// A matrix row: network, data set, batch per worker, and what it computed in.
-type MatrixRow<'a> = (&'a str, &'a str, u32, (Precision, MemoryFormat));
+/// A matrix row: network, data set, batch per worker, what it computed in and the
+/// optimizer.
+type MatrixRow<'a> = (&'a str, &'a str, u32, (Precision, MemoryFormat), OptimizerKind);
 
 const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
 
@@ -31,9 +32,10 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
         .map(|cell| {
             let key = &cell.key;
             // The label's compute suffix is what `compute_label` made of these typed fields.
-            let suffix = compute_label(key.precision, key.memory_format);
+            let suffix = compute_label(key.precision, key.memory_format) + &key.optimizer.label();
             let strategy = key.strategy.strip_suffix(suffix.as_str()).unwrap_or(&key.strategy);
-            let row = (key.network.as_str(), key.dataset.as_str(), key.batch_size, (key.precision, key.memory_format));
+            let compute = (key.precision, key.memory_format);
+            let row = (key.network.as_str(), key.dataset.as_str(), key.batch_size, compute, key.optimizer);
             (row, (strategy.to_owned(), key.workers), cell)
         })
         .collect();
@@ -62,6 +64,10 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
     if rows.iter().any(|row| row.3 != (Precision::Float32, MemoryFormat::Contiguous)) {
         let names = rows.iter().map(|row| format!("{} · {}", row.3 .0, row.3 .1)).collect::<Vec<_>>();
         frame_columns.push(Column::new("compute".into(), names));
+    }
+    // Likewise runs that trained with SGD only.
+    if rows.iter().any(|row| !row.4.is_sgd()) {
+        frame_columns.push(Column::new("optimizer".into(), rows.iter().map(|row| row.4.name()).collect::<Vec<_>>()));
     }
     for (strategy, workers) in ordered {
         let values: Vec<Option<String>> = rows

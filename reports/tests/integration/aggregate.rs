@@ -68,6 +68,7 @@ pub(crate) fn trial(
         memory_format: None,
         precision_auto: None,
         memory_format_auto: None,
+        optimizer: None,
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
@@ -217,6 +218,7 @@ fn cell<'a>(aggregates: &'a RunAggregates, strategy: &str, workers: u32, batch_s
         link: None,
         precision: Default::default(),
         memory_format: Default::default(),
+        optimizer: Default::default(),
     };
     aggregates.throughput.iter().find(|c| c.key == key).unwrap_or_else(|| panic!("no cell {key:?}"))
 }

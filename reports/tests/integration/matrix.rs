@@ -60,3 +60,25 @@ fn what_a_cell_computed_in_is_a_row_of_the_matrix_not_a_column() {
     assert_eq!(rows[0], ["small-cnn", "mnist", "32", "fp32 · contiguous", "100 ×1.00", "180 ×1.80"]);
     assert_eq!(rows[1], ["small-cnn", "mnist", "32", "bf16 · channels_last", "150 ×1.00", "240 ×1.60"]);
 }
+
+#[test]
+fn the_optimizer_is_a_row_of_the_matrix_with_its_own_single_baseline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = new_store(dir.path());
+    let cases = [("single", 1, None, 100.0), ("data-parallel", 2, None, 180.0), ("single", 1, Some("adam"), 90.0)];
+    let adam_dp = ("data-parallel", 2, Some("adam"), 171.0);
+    for (index, (strategy, workers, optimizer, wall)) in cases.into_iter().chain([adam_dp]).enumerate() {
+        let mut row = trial(index as i64, strategy, workers, 32, 0, "ok", Some(wall));
+        if let Some(optimizer) = optimizer {
+            row.trial_id += "__adam";
+            row.optimizer = Some(optimizer.into());
+        }
+        let epochs = epochs(&row);
+        store.write_trial(TrialTables { epochs: &epochs, ..TrialTables::new(&row) }).expect("write trial");
+    }
+    let aggregates = aggregate_run(&store).expect("aggregate");
+    let (header, rows, _) = results_matrix(&aggregates).expect("matrix").cells();
+    assert_eq!(header, ["network", "dataset", "batch/worker", "optimizer", "single W=1", "data-parallel W=2"]);
+    assert_eq!(rows[0], ["small-cnn", "mnist", "32", "sgd", "100 ×1.00", "180 ×1.80"]);
+    assert_eq!(rows[1], ["small-cnn", "mnist", "32", "adam", "90.0 ×1.00", "171 ×1.90"]);
+}

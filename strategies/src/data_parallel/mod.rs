@@ -195,7 +195,7 @@ impl StepRunner for DataParallelStep<'_> {
         timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
         // The all-reduced gradients are alike on every rank, and so is the scaler's verdict.
         let optimizer = &mut self.optimizer;
-        let scaling = timeline.span(EventKind::Optimizer, "sgd", || {
+        let scaling = timeline.span(EventKind::Optimizer, "optimizer step", || {
             loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())
         })?;
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })

@@ -240,7 +240,7 @@ impl Party<'_> {
         let optimizer = &mut self.optimizer;
         // The server alone holds the averaged gradients: its verdict is every rank's.
         let scaling = loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())?;
-        timeline.record(EventKind::Optimizer, "sgd (server)", start, timeline.now(), None);
+        timeline.record(EventKind::Optimizer, "optimizer step (server)", start, timeline.now(), None);
         pack(self.params.iter().map(Tensor::detach), &self.buffers.values());
         let _ = self.buffers.flag().fill_(if out_of_time { 1.0 } else { 0.0 });
         let _ = self.buffers.overflow().fill_(if scaling.is_some_and(|scaled| scaled.skipped) { 1.0 } else { 0.0 });

@@ -21,7 +21,8 @@ pub use profile::PROFILE_REPEATS;
 pub use saved::{activation_bytes_per_sample, ActivationBytes};
 
 /// Bytes per parameter the `size` balance charges: the f32 weight, its gradient and SGD's
-/// momentum buffer (every strategy trains with momentum SGD, see `setup::sgd`).
+/// momentum buffer (momentum SGD, the default optimizer; Adam's second moment is not
+/// charged, which shifts a cut only where activations weigh as much as weights).
 pub const SIZE_BYTES_PER_PARAMETER: u64 = 3 * std::mem::size_of::<f32>() as u64;
 
 /// Which network stages each pipeline stage holds, and what the balance predicted.

@@ -292,7 +292,7 @@ impl<'a> StageWorker<'a> {
             Ok(verdict)
         };
         let optimizer = &mut self.optimizer;
-        timeline.span(EventKind::Optimizer, "sgd", || {
+        timeline.span(EventKind::Optimizer, "optimizer step", || {
             loss_scale::step(self.loss_scaler.as_mut(), &self.params, agree, || optimizer.step())
         })
     }
@@ -420,7 +420,7 @@ impl<'a> StageWorker<'a> {
             swap_weights(&self.params, &latest);
         }
         if self.schedule.updates_per_micro_batch() {
-            timeline.span(EventKind::Optimizer, "sgd", || self.optimizer.step());
+            timeline.span(EventKind::Optimizer, "optimizer step", || self.optimizer.step());
             self.optimizer.zero_grad();
         }
         Ok(())

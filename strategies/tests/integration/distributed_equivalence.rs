@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
-use stratlab_strategies::{data_parallel, parameter_server, MemoryFormat, Precision, TrainConfig, TrainContext};
+use stratlab_strategies::{
+    data_parallel, parameter_server, MemoryFormat, OptimizerKind, Precision, TrainConfig, TrainContext,
+};
 use stratlab_strategy_spec::ServerPlacement;
 use tch::Tensor;
 
@@ -32,6 +34,13 @@ fn child_rank() {
         // A wall-time budget that never runs out next to the step budget.
         config.budget.seconds = Some(3600.0);
     }
+    let role = match role.strip_suffix("+adam") {
+        Some(role) => {
+            config = adam(config);
+            role.to_owned()
+        }
+        None => role,
+    };
     let role = match role.strip_suffix("+channels-last") {
         Some(role) => {
             config.memory_format = MemoryFormat::ChannelsLast;
@@ -159,6 +168,24 @@ fn in_float16_an_overflowing_loss_scale_skips_every_update_on_every_rank_and_hal
     for role in ["data-parallel+fp16+overflow", "ps-colocated+fp16+overflow"] {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(distance(&rank0_weights(role, 2, dir.path()), &overflowed), 0.0, "{role}");
+    }
+}
+
+/// `config` training with Adam at its usual learning rate.
+fn adam(config: TrainConfig) -> TrainConfig {
+    TrainConfig { optimizer: OptimizerKind::Adam, lr: 1e-3, ..config }
+}
+
+#[test]
+fn with_adam_data_parallel_and_the_parameter_server_match_single() {
+    // Adam is elementwise, so averaged gradients give single-device Adam's update; Adam's
+    // weights must differ from SGD's, or the optimizer was never switched.
+    let expected = single_weights_with(adam(config(2 * PER_RANK_BATCH)));
+    let moved = distance(&expected, &single_weights(2 * PER_RANK_BATCH));
+    assert!(moved > 1e3 * TOLERANCE, "Adam's weights are SGD's ({moved:.3e})");
+    for role in ["data-parallel+adam", "ps-colocated+adam"] {
+        let dir = tempfile::tempdir().unwrap();
+        assert_same_weights(role, &rank0_weights(role, 2, dir.path()), &expected);
     }
 }
 

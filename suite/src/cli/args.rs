@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use stratlab_perf_model::ByteSize;
+use stratlab_strategy_spec::OptimizerKind;
 
 /// The default `--sizes`: powers of 4 from one float32 (4 B) to 64 MiB, 1 MiB among them.
 pub const DEFAULT_SIZES: &str = "4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M";
@@ -239,6 +240,9 @@ pub struct TrainArgs {
     /// Per-step batch size (default: the data set's).
     #[arg(long)]
     pub batch_size: Option<usize>,
+    /// The optimizer: `sgd` or `adam` (give Adam its own `--lr`, commonly 1e-3).
+    #[arg(long, default_value_t = OptimizerKind::Sgd)]
+    pub optimizer: OptimizerKind,
     /// Base learning rate.
     #[arg(long, default_value_t = 0.01)]
     pub lr: f64,

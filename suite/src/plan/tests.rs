@@ -331,6 +331,12 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
         ("device: cpu\nprecision: [fp32, tf32]\n", "tf32 is a CUDA tensor-core mode"),
         ("loss_scale: {backoff_factor: 2}\n", "loss_scale.backoff_factor: must lie strictly between 0 and 1"),
         ("loss_scale: {initial: 1024, growth: 2}\n", "unknown field `growth`"),
+        ("optimizer: {name: []}\n", "optimizer.name: give at least one optimizer (sgd, adam)"),
+        ("optimizer: {name: [sgd, lamb]}\n", "unknown optimizer `lamb`"),
+        ("optimizer: {name: lamb}\n", "sgd, adam"),
+        ("optimizer: {name: adam, adam: {lr: 0}}\n", "optimizer.adam.lr: must be a positive number"),
+        ("optimizer: {name: adam, adam: {betas: [0.9, 1.0]}}\n", "optimizer.adam.betas: each must lie in [0, 1)"),
+        ("optimizer: {adam: {beta1: 0.9}}\n", "unknown field `beta1`"),
     ] {
         let text = format!("{base}{extra}");
         let error = match SuiteFile::parse(&text) {
@@ -433,4 +439,38 @@ exclude:
     assert_eq!(shaped, ["small-cnn__mnist-synthetic__data-parallel__w2__b16__link-1Gbit__r0"]);
     // 2 networks × 2 batches × (single + data-parallel on loopback), and the one shaped cell.
     assert_eq!(trials.len(), 9);
+}
+
+#[test]
+fn the_optimizer_is_an_axis_with_each_optimizers_settings_and_sgd_keeps_old_ids() {
+    let trials = planned(
+        "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies: [single, {name: data-parallel, workers: [2]}]
+optimizer: {name: [sgd, adam], lr: 0.05, momentum: 0.8, weight_decay: 0.001, adam: {lr: 0.002, betas: [0.8, 0.99]}}
+budget: {steps: 1}
+exclude: [{strategy: data-parallel, optimizer: sgd}]
+",
+    );
+    let ids: Vec<&str> = trials.iter().map(|t| t.trial_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "small-cnn__mnist-synthetic__single__w1__b128__r0",
+            "small-cnn__mnist-synthetic__single__w1__b128__adam__r0",
+            "small-cnn__mnist-synthetic__data-parallel__w2__b128__adam__r0",
+        ]
+    );
+    let (sgd, adam) = (&trials[0].train, &trials[1].train);
+    assert_eq!((sgd.optimizer, sgd.lr, sgd.momentum, sgd.weight_decay), (OptimizerKind::Sgd, 0.05, 0.8, 0.001));
+    assert_eq!((adam.optimizer, adam.lr, adam.weight_decay), (OptimizerKind::Adam, 0.002, 0.001));
+    assert_eq!((adam.adam.betas, adam.adam.eps), ([0.8, 0.99], 1e-8));
+    assert_eq!(trials[1].label(), "small-cnn · mnist:synthetic · single×1 · b128 · adam");
+    // A suite without the block, or with one name, trains every cell with that one.
+    let one = planned(
+        "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\nstrategies: [single]\nbudget: {steps: 1}\n\
+         optimizer: {name: adam}\n",
+    );
+    assert_eq!(one.iter().map(|t| (t.train.optimizer, t.train.lr)).collect::<Vec<_>>(), [(OptimizerKind::Adam, 1e-3)]);
 }

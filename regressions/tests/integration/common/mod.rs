@@ -31,11 +31,13 @@ pub struct Made<'a> {
     pub threads: i64,
     /// The `precision` column: `None` as in runs stored before it existed.
     pub precision: Option<&'a str>,
+    /// The `optimizer` column: `None` as in runs stored before it existed.
+    pub optimizer: Option<&'a str>,
 }
 
 impl<'a> Made<'a> {
     pub fn new(strategy: &'a str, workers: i64, step_time: Option<f64>) -> Self {
-        Made { network: "resnet18", strategy, workers, step_time, threads: 1, precision: None }
+        Made { network: "resnet18", strategy, workers, step_time, threads: 1, precision: None, optimizer: None }
     }
 }
 
@@ -55,6 +57,7 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
             trial.global_batch = 32 * made.workers;
             trial.threads = made.threads;
             trial.precision = made.precision.map(str::to_owned);
+            trial.optimizer = made.optimizer.map(str::to_owned);
             trial.outcome = if made.step_time.is_some() { "ok" } else { "oom" }.into();
             trial
         })

@@ -52,6 +52,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         memory_format: None,
         precision_auto: None,
         memory_format_auto: None,
+        optimizer: None,
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,

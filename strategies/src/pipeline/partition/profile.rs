@@ -5,6 +5,7 @@ use stratlab_networks::NetworkSpec;
 use stratlab_strategy_spec::PartitionError;
 use tch::Device;
 
+use crate::optimizer::UpdateRule;
 use crate::precision::Compute;
 use crate::profile::profile_network;
 
@@ -16,7 +17,8 @@ pub use crate::profile::PROFILE_REPEATS;
 pub(super) fn stage_seconds(spec: &NetworkSpec, micro_batch: i64, device: Device) -> Result<Vec<f64>, PartitionError> {
     // Float32: a pipeline that cuts by time itself (no `stage_seconds` given) is a test's or
     // a probe's; the runner gives every trial seconds profiled in its own precision.
-    let profile = profile_network(spec, device, &[micro_batch.max(1) as usize], (0.0, 0.0), Compute::default())
-        .map_err(|error| PartitionError(format!("profiling {}: {error}", spec.name)))?;
+    let profile =
+        profile_network(spec, device, &[micro_batch.max(1) as usize], UpdateRule::plain_sgd(), Compute::default())
+            .map_err(|error| PartitionError(format!("profiling {}: {error}", spec.name)))?;
     Ok(profile.stages.iter().map(|stage| stage.forward_s[0].1 + stage.backward_s[0].1).collect())
 }

@@ -1,0 +1,118 @@
+//! Which optimizer a cell trains with: the suite's `optimizer.name` axis (`[sgd, adam]`),
+//! its name in tables, ids and labels, the optimizer state it keeps per weight (what
+//! memory predictions count), and reading it from a stored column (null in runs stored
+//! before the axis: SGD, the only optimizer then).
+
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ColumnsError, UnknownName};
+
+/// The update rule a cell trains with.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum OptimizerKind {
+    /// Stochastic gradient descent, with momentum where the suite gives one (the thesis's).
+    #[default]
+    Sgd,
+    /// Adam (Kingma and Ba), as `torch.optim.Adam`: two float32 moments per weight, weight
+    /// decay added to the gradient (L2, not AdamW's decoupled decay).
+    Adam,
+}
+
+impl OptimizerKind {
+    /// The name suites, tables and labels use (`sgd`, `adam`).
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// Whether this is SGD: what every cell trained with before the axis existed, so it adds
+    /// nothing to a trial's id or a cell's label.
+    pub fn is_sgd(self) -> bool {
+        self == OptimizerKind::Sgd
+    }
+
+    /// How the optimizer joins a cell's label: nothing for SGD, else ` · adam`.
+    pub fn label(self) -> String {
+        if self.is_sgd() {
+            String::new()
+        } else {
+            format!(" · {self}")
+        }
+    }
+
+    /// State tensors the optimizer keeps per weight tensor, each the weight's size in
+    /// float32: SGD's momentum buffer (none without momentum), Adam's first and second
+    /// moments.
+    pub fn state_tensors_per_weight(self, momentum: f64) -> usize {
+        match self {
+            OptimizerKind::Sgd => usize::from(momentum != 0.0),
+            OptimizerKind::Adam => 2,
+        }
+    }
+
+    /// The optimizer a trial's stored column names, SGD where it is null (runs stored
+    /// before the axis), or the error naming the trial.
+    pub fn stored(trial_id: &str, column: Option<&str>) -> Result<OptimizerKind, ColumnsError> {
+        column
+            .map_or(Ok(OptimizerKind::default()), str::parse)
+            .map_err(|error: UnknownName| ColumnsError { trial_id: trial_id.to_owned(), message: error.to_string() })
+    }
+}
+
+impl FromStr for OptimizerKind {
+    type Err = UnknownName;
+
+    fn from_str(name: &str) -> Result<Self, UnknownName> {
+        UnknownName::parse("optimizer", name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_an_unknown_one_lists_the_valid_names() {
+        for kind in [OptimizerKind::Sgd, OptimizerKind::Adam] {
+            assert_eq!(kind.name().parse::<OptimizerKind>().unwrap(), kind);
+        }
+        let error = "lamb".parse::<OptimizerKind>().unwrap_err().to_string();
+        assert!(error.contains("lamb") && error.contains("sgd, adam"), "{error}");
+    }
+
+    #[test]
+    fn runs_stored_before_the_axis_trained_with_sgd_and_a_bad_name_names_the_trial() {
+        assert_eq!(OptimizerKind::stored("t1", None).unwrap(), OptimizerKind::Sgd);
+        assert_eq!(OptimizerKind::stored("t1", Some("adam")).unwrap(), OptimizerKind::Adam);
+        let error = OptimizerKind::stored("t7", Some("adagrad")).unwrap_err();
+        assert_eq!(error.trial_id, "t7");
+        assert!(error.message.contains("adagrad"), "{}", error.message);
+    }
+
+    #[test]
+    fn sgd_labels_nothing_and_counts_its_momentum_buffer_only_with_momentum() {
+        assert_eq!(OptimizerKind::Sgd.label(), "");
+        assert_eq!(OptimizerKind::Adam.label(), " · adam");
+        assert_eq!(OptimizerKind::Sgd.state_tensors_per_weight(0.9), 1);
+        assert_eq!(OptimizerKind::Sgd.state_tensors_per_weight(0.0), 0);
+        assert_eq!(OptimizerKind::Adam.state_tensors_per_weight(0.9), 2);
+    }
+}
