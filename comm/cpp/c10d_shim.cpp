@@ -252,6 +252,19 @@ int stratlab_pg_all_gather(stratlab_pg* pg, at::Tensor** outputs, int count, at:
   STRATLAB_WORK_CALL(pg->backend->allgather(output_lists, inputs, c10d::AllgatherOptions()))
 }
 
+// c10d's flat collectives, which FSDP and ZeRO use: every rank's `input` laid end to end
+// in rank order into each rank's `output` (world_size times its size).
+int stratlab_pg_all_gather_into(stratlab_pg* pg, at::Tensor* output, at::Tensor* input, stratlab_work** out) {
+  STRATLAB_WORK_CALL(pg->backend->_allgather_base(*output, *input, c10d::AllgatherOptions()))
+}
+
+// The reduction of every rank's `input` (world_size times `output`'s size), each rank
+// keeping its own chunk in `output`. Gloo runs it as an all-reduce of the whole input.
+int stratlab_pg_reduce_scatter(stratlab_pg* pg, at::Tensor* output, at::Tensor* input, int op, stratlab_work** out) {
+  c10d::ReduceScatterOptions options;
+  STRATLAB_WORK_CALL((options.reduceOp = reduce_op(op), pg->backend->_reduce_scatter_base(*output, *input, options)))
+}
+
 int stratlab_pg_send(stratlab_pg* pg, at::Tensor* tensor, int dst, int tag, stratlab_work** out) {
   std::vector<at::Tensor> tensors{*tensor};
   STRATLAB_WORK_CALL(pg->backend->send(tensors, dst, tag))

@@ -82,6 +82,19 @@ extern "C" {
         input: *mut C_tensor,
         out: *mut *mut RawWork,
     ) -> c_int;
+    pub fn stratlab_pg_all_gather_into(
+        pg: *mut RawProcessGroup,
+        output: *mut C_tensor,
+        input: *mut C_tensor,
+        out: *mut *mut RawWork,
+    ) -> c_int;
+    pub fn stratlab_pg_reduce_scatter(
+        pg: *mut RawProcessGroup,
+        output: *mut C_tensor,
+        input: *mut C_tensor,
+        op: c_int,
+        out: *mut *mut RawWork,
+    ) -> c_int;
     pub fn stratlab_pg_send(
         pg: *mut RawProcessGroup,
         t: *mut C_tensor,

@@ -321,6 +321,55 @@ impl ProcessGroup {
         self.all_gather_async(outputs, input)?.wait().map(drop)
     }
 
+    /// Starts gathering every rank's `input` into `output`, laid end to end in rank order
+    /// (c10d's `_allgather_base`, FSDP's and ZeRO's gather): `output` holds world-size
+    /// times `input`'s elements.
+    pub fn all_gather_into_async(&self, output: &mut Tensor, input: &Tensor) -> Result<Work, CommError> {
+        self.check("all_gather_into", input)?;
+        self.check("all_gather_into", output)?;
+        self.check_chunks("all_gather_into", output, input)?;
+        let mut input = input.shallow_clone();
+        let bytes = byte_size(output);
+        self.launch("all_gather_into", bytes, |out| unsafe {
+            ffi::stratlab_pg_all_gather_into(self.raw, output.as_mut_ptr(), input.as_mut_ptr(), out)
+        })
+    }
+
+    /// Starts reducing every rank's `input` and leaving this rank's chunk of the result
+    /// (the `rank`th of world-size equal chunks) in `output` (c10d's `_reduce_scatter_base`).
+    /// On Gloo it is an all-reduce of all of `input`: twice a ring reduce-scatter's traffic.
+    pub fn reduce_scatter_async(&self, output: &mut Tensor, input: &Tensor, op: ReduceOp) -> Result<Work, CommError> {
+        self.check("reduce_scatter", input)?;
+        self.check("reduce_scatter", output)?;
+        self.check_chunks("reduce_scatter", input, output)?;
+        let divide = (op == ReduceOp::Average && self.backend == Backend::Gloo && self.world_size > 1)
+            .then(|| (output.shallow_clone(), self.world_size as f64));
+        let code = op.code(self.backend);
+        let mut input = input.shallow_clone();
+        let bytes = byte_size(&input);
+        self.launch("reduce_scatter", bytes, |out| unsafe {
+            ffi::stratlab_pg_reduce_scatter(self.raw, output.as_mut_ptr(), input.as_mut_ptr(), code, out)
+        })
+        .map(|work| work.dividing(divide))
+    }
+
+    /// Why `whole` is not world-size chunks of `chunk`'s size and kind, if it is not.
+    fn check_chunks(&self, what: &'static str, whole: &Tensor, chunk: &Tensor) -> Result<(), CommError> {
+        let (whole_n, chunk_n) = (whole.numel(), chunk.numel());
+        if whole_n != chunk_n * self.world_size || whole.kind() != chunk.kind() {
+            return Err(self.misuse(
+                what,
+                format!(
+                    "{whole_n} {:?} elements are not {} ranks' chunks of {chunk_n} {:?}",
+                    whole.kind(),
+                    self.world_size,
+                    chunk.kind()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Starts sending `tensor` to `dst`; `tag` matches it with the receiver's `recv`.
     pub fn send_async(&self, tensor: &Tensor, dst: usize, tag: u32) -> Result<Work, CommError> {
         self.check("send", tensor)?;

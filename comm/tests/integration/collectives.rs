@@ -108,6 +108,37 @@ fn every_collective_gives_the_defined_result_blocking_and_asynchronous() {
 }
 
 #[test]
+fn flat_gather_and_reduce_scatter_lay_chunks_in_rank_order() {
+    // Three ranks, as ZeRO shards a flat buffer: rank r's input to the gather is its chunk;
+    // the reduce-scatter leaves rank r the r-th chunk of the sum (or average).
+    let results = on_ranks(3, |group| {
+        let rank = group.rank() as f32;
+        let cpu = (Kind::Float, tch::Device::Cpu);
+        let mut gathered = Tensor::zeros([6], cpu);
+        let done = group.all_gather_into_async(&mut gathered, &Tensor::from_slice(&[rank, rank + 0.5])).unwrap();
+        assert_eq!(done.wait().unwrap().bytes, 24);
+        let whole = Tensor::from_slice(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0f32]) * f64::from(rank + 1.0);
+        let mut summed = Tensor::zeros([2], cpu);
+        group.reduce_scatter_async(&mut summed, &whole, ReduceOp::Sum).unwrap().wait().unwrap();
+        let mut averaged = Tensor::zeros([2], cpu);
+        group.reduce_scatter_async(&mut averaged, &whole, ReduceOp::Average).unwrap().wait().unwrap();
+        let misuse = match group.reduce_scatter_async(&mut Tensor::zeros([3], cpu), &whole, ReduceOp::Sum) {
+            Err(error) => error,
+            Ok(_) => panic!("a reduce-scatter into the wrong size started"),
+        };
+        (values(&gathered), values(&summed), values(&averaged), misuse.to_string())
+    });
+    for (rank, (gathered, summed, averaged, misuse)) in results.into_iter().enumerate() {
+        assert_eq!(gathered, [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+        // Ranks multiply by 1, 2 and 3: the sum is 6 times the input.
+        let chunk = [2 * rank + 1, 2 * rank + 2].map(|v| v as f32);
+        assert_eq!(summed, chunk.map(|v| 6.0 * v), "rank {rank}");
+        assert_eq!(averaged, chunk.map(|v| 2.0 * v), "rank {rank}");
+        assert!(misuse.contains("reduce_scatter") && misuse.contains("3 ranks' chunks of 3"), "{misuse}");
+    }
+}
+
+#[test]
 fn misuse_is_an_error_naming_the_operation_not_a_crash() {
     let results = on_ranks(2, |group| {
         let own = group.rank();
