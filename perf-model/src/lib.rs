@@ -24,6 +24,7 @@ pub mod predict;
 pub mod profile;
 pub mod published;
 pub mod recommend;
+pub mod sharded_data_parallel;
 mod units;
 mod yaml;
 

@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, Strategy, StrategyKind};
+use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, ShardUnit, Strategy, StrategyKind};
 
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
@@ -14,6 +14,7 @@ use crate::memory::WorkerMemory;
 use crate::parameter_server::ParameterServerRound;
 use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
+use crate::sharded_data_parallel::{sharded_step, ShardCollectives};
 use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
 
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network's
@@ -159,6 +160,7 @@ impl StepQuestion<'_> {
             }
             (StrategyKind::DataParallel, _) => self.data_parallel(slowdown),
             (StrategyKind::ParameterServer, _) => self.parameter_server(slowdown),
+            (StrategyKind::ShardedDataParallel, _) => self.sharded(slowdown),
             (_, Some(partition)) => partition.clone().and_then(|ranges| self.pipeline(&ranges, slowdown)),
             (_, None) => Err(Unpredictable::NotAPipeline),
         }
@@ -189,6 +191,12 @@ impl StepQuestion<'_> {
         let ring = |bytes: f64, ranks: usize| 2.0 * ranks.saturating_sub(1) as f64 * bytes;
         match (self.strategy.kind(), partition) {
             (StrategyKind::DataParallel, _) => ring(gradients, self.workers),
+            (StrategyKind::ShardedDataParallel, _) => {
+                // Gloo's reduce-scatter is an all-reduce; every gather sends N − 1 chunks
+                // from each rank, once per step at ZeRO-1 and 2, twice at ZeRO-3.
+                let gathers = if self.strategy.zero_stage().unwrap_or_default().shards_weights() { 2.0 } else { 1.0 };
+                ring(gradients, self.workers) + gathers * self.workers.saturating_sub(1) as f64 * gradients
+            }
             (StrategyKind::ParameterServer, _) => 2.0 * self.remote_workers() as f64 * gradients,
             (StrategyKind::Single, _) | (_, None) => 0.0,
             (_, Some(partition)) => {
@@ -256,10 +264,9 @@ impl StepQuestion<'_> {
         self.profile.contention.as_ref().map_or(1.0, |contention| contention.slowdown(concurrent, samples))
     }
 
-    /// Every data-parallel worker computes at once.
-    fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
-        let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
-        let stages: Vec<StageWork> = (0..self.profile.stages.len())
+    /// Every network stage's passes at the worker's batch, slowed by `slowdown`.
+    fn stage_works(&self, slowdown: f64) -> Vec<StageWork> {
+        (0..self.profile.stages.len())
             .map(|stage| {
                 let (forward_s, backward_s) = self.stage_s(stage, self.batch);
                 StageWork {
@@ -268,12 +275,50 @@ impl StepQuestion<'_> {
                     parameter_bytes: self.profile.stages[stage].parameter_bytes.clone(),
                 }
             })
-            .collect();
+            .collect()
+    }
+
+    /// Every data-parallel worker computes at once.
+    fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
+        let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
+        let stages = self.stage_works(slowdown);
         let fusion = self.strategy.fusion_threshold_bytes();
         let optimizer_s = self.profile.optimizer_s * slowdown;
         let link = self.link()?;
         let all_reduce = AllReduce { link: &link, measured: self.all_reduce };
         Ok(data_parallel_step(&stages, self.workers, &all_reduce, fusion, optimizer_s).breakdown())
+    }
+
+    /// Every sharded worker computes at once, as data parallelism's do.
+    fn sharded(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
+        let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
+        let stages = self.stage_works(slowdown);
+        let link = self.link()?;
+        let collectives = ShardCollectives {
+            all_reduce: AllReduce { link: &link, measured: self.all_reduce },
+            link: &link,
+            reduce_scatter_is_all_reduce: self.shares_a_host(),
+        };
+        let stage = self.strategy.zero_stage().unwrap_or_default();
+        let optimizer_s = self.profile.optimizer_s * slowdown;
+        Ok(sharded_step(&stages, &self.shard_units(), self.workers, stage, &collectives, optimizer_s).breakdown())
+    }
+
+    /// The network stages each sharding unit holds: one unit per stage, or at ZeRO-3 with
+    /// `shard_unit: network` the whole network.
+    pub(super) fn shard_units(&self) -> Vec<Range<usize>> {
+        let stages = self.profile.stages.len();
+        let stage = self.strategy.zero_stage().unwrap_or_default();
+        match (stage.shards_weights(), self.strategy.shard_unit()) {
+            (true, ShardUnit::Network) => std::iter::once(0..stages).collect(),
+            _ => (0..stages).map(|stage| stage..stage + 1).collect(),
+        }
+    }
+
+    /// Whether the workers share one host (its cores copy their transfers): there the
+    /// collectives are Gloo's.
+    fn shares_a_host(&self) -> bool {
+        self.host_copy_bandwidth.is_some() || self.all_reduce.is_some()
     }
 
     /// The server's round: the training ranks but itself push to it, it updates, they pull.

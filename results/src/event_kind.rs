@@ -34,6 +34,9 @@ pub enum EventKind {
     Reduce,
     /// All-gather.
     AllGather,
+    /// Reduce-scatter: each rank keeps its chunk of the reduction (sharded data parallelism's
+    /// gradients).
+    ReduceScatter,
     /// Point-to-point send (activations or gradients between pipeline stages).
     Send,
     /// Point-to-point receive.
@@ -66,6 +69,7 @@ impl EventKind {
                 | EventKind::Broadcast
                 | EventKind::Reduce
                 | EventKind::AllGather
+                | EventKind::ReduceScatter
                 | EventKind::Send
                 | EventKind::Recv
                 | EventKind::Barrier

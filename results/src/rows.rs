@@ -35,7 +35,8 @@ pub struct TrialRow {
     /// Where the data came from (`real`, `synthetic`, a path).
     pub data_source: String,
     /// The strategy and its parameters: columns `strategy`, `micro_batches`, `balance`,
-    /// `checkpoint`, `pipeline_stages`, `fusion_threshold_bytes`, `server`.
+    /// `checkpoint`, `pipeline_stages`, `fusion_threshold_bytes`, `server`, `zero_stage`,
+    /// `shard_unit`.
     #[serde(flatten)]
     pub strategy: StrategyColumns,
     /// Number of workers W.
@@ -163,6 +164,8 @@ impl Table for TrialRow {
             ("pipeline_stages", Int64),
             ("fusion_threshold_bytes", Int64),
             ("server", String),
+            ("zero_stage", Int64),
+            ("shard_unit", String),
             ("epochs_budget", Int64),
             ("steps_budget", Int64),
             ("seconds_budget", Float64),

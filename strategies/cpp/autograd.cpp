@@ -14,3 +14,20 @@ int stratlab_backward_with_grad(at::Tensor* output, at::Tensor* grad) {
 }
 
 }  // extern "C"
+
+extern "C" {
+
+// Sets `tensor.grad` to `grad`, or to none where `grad` is null (what
+// `optimizer.zero_grad(set_to_none=True)` does): sharded data parallelism frees each
+// stage's gradients once reduce-scattered, and hands each rank's chunk to its optimizer.
+int stratlab_set_grad(at::Tensor* tensor, at::Tensor* grad) {
+  return stratlab::guarded([&] {
+    if (grad == nullptr) {
+      tensor->mutable_grad().reset();
+    } else {
+      tensor->mutable_grad() = *grad;
+    }
+  });
+}
+
+}  // extern "C"

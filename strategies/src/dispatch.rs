@@ -4,7 +4,9 @@ use stratlab_comm::ProcessGroup;
 use stratlab_strategy_spec::Strategy;
 
 use crate::train_loop::TrainContext;
-use crate::{data_parallel, parameter_server, pipeline, single, TrainError, TrainObserver, TrainReport};
+use crate::{
+    data_parallel, parameter_server, pipeline, sharded_data_parallel, single, TrainError, TrainObserver, TrainReport,
+};
 
 /// Trains `context` with `strategy`. `group` is the process group this rank belongs to,
 /// which every strategy but `single` needs.
@@ -30,6 +32,10 @@ pub fn train(
         }
         Strategy::ParameterServer { .. } => {
             parameter_server::train(context, group, strategy.server_placement(), observer)
+        }
+        Strategy::ShardedDataParallel { .. } => {
+            let stage = strategy.zero_stage().unwrap_or_default();
+            sharded_data_parallel::train(context, group, stage, strategy.shard_unit(), observer)
         }
         Strategy::ModelParallel { .. }
         | Strategy::Gpipe { .. }

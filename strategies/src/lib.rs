@@ -31,9 +31,11 @@ pub mod profile;
 pub mod record;
 pub mod schedule;
 pub mod setup;
+pub mod sharded_data_parallel;
 mod shim_call;
 pub mod single;
 mod staged_model;
+mod staged_pass;
 pub mod stored_profile;
 /// Order statistics of timings; they live in `stratlab-results` so libtorch-free readers of
 /// the tables (regression comparisons) compute them the same way.

@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Balance, Checkpoint, ColumnsError, Parameters, ServerPlacement, Strategy, StrategyKind};
+use crate::{
+    Balance, Checkpoint, ColumnsError, Parameters, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage,
+};
 
 /// The strategy columns of a trial row, flattened into it. A parameter not given is null.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -26,12 +28,27 @@ pub struct StrategyColumns {
     /// stored before the column existed.
     #[serde(default)]
     pub server: Option<String>,
+    /// Sharded data parallelism's ZeRO stage (1, 2, 3), when given; null for other
+    /// strategies and for runs stored before the column existed.
+    #[serde(default)]
+    pub zero_stage: Option<i64>,
+    /// What ZeRO stage 3 gathers at once (`stage`, `network`), when given.
+    #[serde(default)]
+    pub shard_unit: Option<String>,
 }
 
 impl From<&Strategy> for StrategyColumns {
     fn from(strategy: &Strategy) -> StrategyColumns {
-        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
-            strategy.parameters();
+        let Parameters {
+            micro_batches,
+            balance,
+            checkpoint,
+            fusion_threshold_mib,
+            server,
+            pipeline_stages,
+            stage,
+            shard_unit,
+        } = strategy.parameters();
         StrategyColumns {
             strategy: strategy.name().to_owned(),
             micro_batches: micro_batches.map(|m| m as i64),
@@ -40,6 +57,8 @@ impl From<&Strategy> for StrategyColumns {
             pipeline_stages: pipeline_stages.map(|pp| pp as i64),
             fusion_threshold_bytes: fusion_threshold_mib.map(|mib| (mib << 20) as i64),
             server: server.map(|server| server.to_string()),
+            zero_stage: stage.map(|stage| i64::from(stage.number())),
+            shard_unit: shard_unit.map(|unit| unit.to_string()),
         }
     }
 }
@@ -80,6 +99,18 @@ impl StrategyColumns {
                 .map(str::parse::<ServerPlacement>)
                 .transpose()
                 .map_err(|e| error(e.to_string()))?,
+            stage: self
+                .zero_stage
+                .map(|number| u8::try_from(number).map_err(|_| format!("unknown ZeRO stage {number}")))
+                .transpose()
+                .and_then(|number| number.map(ZeroStage::try_from).transpose())
+                .map_err(error)?,
+            shard_unit: self
+                .shard_unit
+                .as_deref()
+                .map(str::parse::<ShardUnit>)
+                .transpose()
+                .map_err(|e| error(e.to_string()))?,
             pipeline_stages: match count(self.pipeline_stages, "pipeline_stages")? {
                 Some(stages) => Some(stages),
                 None if kind == StrategyKind::Hybrid => pipeline_stages_in_id(trial_id),
@@ -108,7 +139,9 @@ mod tests {
             checkpoint: Some(Checkpoint::ExceptLast),
         };
         let data_parallel = Strategy::DataParallel { fusion_threshold_mib: Some(16) };
-        for strategy in [hybrid, data_parallel, Strategy::Single] {
+        let sharded =
+            Strategy::ShardedDataParallel { stage: Some(ZeroStage::Three), shard_unit: Some(ShardUnit::Network) };
+        for strategy in [hybrid, data_parallel, sharded, Strategy::Single] {
             let columns = StrategyColumns::from(&strategy);
             assert_eq!(columns.strategy("any").unwrap(), strategy);
         }

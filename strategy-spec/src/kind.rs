@@ -36,6 +36,10 @@ pub enum StrategyKind {
     /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
     /// all-reduced among its replicas.
     Hybrid,
+    /// Data parallelism whose ranks each keep a 1/N shard of the optimizer state, and from
+    /// ZeRO stage 2 of the gradients, from stage 3 of the weights (ZeRO; PyTorch FSDP):
+    /// gradients reduce-scattered, weights all-gathered.
+    ShardedDataParallel,
 }
 
 impl StrategyKind {
@@ -67,6 +71,7 @@ impl StrategyKind {
             StrategyKind::Single => fail(format!("single trains on exactly 1 worker, not {workers}")),
             StrategyKind::DataParallel if workers >= 1 => Ok(()),
             StrategyKind::DataParallel => fail("data-parallel needs at least 1 worker".into()),
+            StrategyKind::ShardedDataParallel if workers >= 1 => Ok(()),
             StrategyKind::ParameterServer if workers >= 2 => Ok(()),
             StrategyKind::ParameterServer => {
                 fail(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
@@ -85,7 +90,7 @@ impl StrategyKind {
     /// Whether every worker trains on its own shard of the batch, so a step consumes
     /// `batch × workers` samples; pipeline stages share one batch (hybrid: one per replica).
     pub fn shards_batch(self) -> bool {
-        matches!(self, StrategyKind::DataParallel | StrategyKind::ParameterServer)
+        matches!(self, StrategyKind::DataParallel | StrategyKind::ParameterServer | StrategyKind::ShardedDataParallel)
     }
 
     /// Whether the strategy's workers form a process group (and record timelines).
@@ -129,7 +134,17 @@ mod tests {
         let names: Vec<&str> = StrategyKind::ALL.iter().map(|kind| kind.name()).collect();
         assert_eq!(
             names,
-            ["single", "data-parallel", "parameter-server", "model-parallel", "gpipe", "1f1b", "pipedream", "hybrid"]
+            [
+                "single",
+                "data-parallel",
+                "parameter-server",
+                "model-parallel",
+                "gpipe",
+                "1f1b",
+                "pipedream",
+                "hybrid",
+                "sharded-data-parallel"
+            ]
         );
         for &kind in StrategyKind::ALL {
             assert_eq!(kind.to_string(), kind.name());
@@ -140,7 +155,7 @@ mod tests {
         assert_eq!(
             "ring".parse::<StrategyKind>().unwrap_err().to_string(),
             "unknown strategy `ring`; valid: single, data-parallel, parameter-server, model-parallel, gpipe, 1f1b, \
-             pipedream, hybrid"
+             pipedream, hybrid, sharded-data-parallel"
         );
     }
 }

@@ -13,6 +13,7 @@ mod parameters;
 mod precision;
 pub mod schedule;
 mod search;
+mod sharding;
 mod strategy;
 mod sweep;
 
@@ -24,5 +25,6 @@ pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
 pub use precision::{compute_label, compute_label_chosen, stored_compute, AutoOr, MemoryFormat, Precision};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
+pub use sharding::{ShardUnit, ZeroStage};
 pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -59,7 +59,10 @@ impl Schedule {
             StrategyKind::Gpipe => Some(Schedule::GPipe),
             StrategyKind::OneFOneB | StrategyKind::Hybrid => Some(Schedule::OneFOneB),
             StrategyKind::PipeDream => Some(Schedule::PipeDream),
-            StrategyKind::Single | StrategyKind::DataParallel | StrategyKind::ParameterServer => None,
+            StrategyKind::Single
+            | StrategyKind::DataParallel
+            | StrategyKind::ParameterServer
+            | StrategyKind::ShardedDataParallel => None,
         }
     }
 

@@ -3,10 +3,10 @@
 //! per sample compare like for like): the per-worker batch that gives that global batch,
 //! the micro-batch counts up to 32 (powers of two) within a pipeline's batch, the
 //! checkpoint modes, the balances that need no explicit list, the fusion thresholds Horovod
-//! users try, both server placements, and every hybrid split into pipelines of at least
-//! two stages.
+//! users try, both server placements, every hybrid split into pipelines of at least two
+//! stages, and every ZeRO stage (stage 3 with either gathering unit).
 
-use crate::{Balance, Checkpoint, Parameters, ServerPlacement, Strategy, StrategyKind};
+use crate::{Balance, Checkpoint, Parameters, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage};
 
 /// Fusion thresholds tried for data parallelism, MiB.
 const FUSION_THRESHOLDS_MIB: [u64; 4] = [1, 4, 16, 64];
@@ -78,6 +78,18 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
             StrategyKind::PipeDream => {
                 for (&m, balance, _) in cartesian(&micro_batches, &balances, &[()]) {
                     add(kind, Parameters { micro_batches: Some(m), balance: Some(balance), ..none() });
+                }
+            }
+            StrategyKind::ShardedDataParallel => {
+                for stage in ZeroStage::ALL {
+                    let units: &[Option<ShardUnit>] = if stage.shards_weights() {
+                        &[Some(ShardUnit::Stage), Some(ShardUnit::Network)]
+                    } else {
+                        &[None]
+                    };
+                    for &shard_unit in units {
+                        add(kind, Parameters { stage: Some(stage), shard_unit, ..none() });
+                    }
                 }
             }
             StrategyKind::Hybrid => {

@@ -5,7 +5,10 @@ use serde::{Deserialize, Serialize};
 
 mod names;
 
-use crate::{check_balance, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, StrategyKind, SweepError};
+use crate::{
+    check_balance, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, ShardUnit, StrategyKind, SweepError,
+    ZeroStage,
+};
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
 pub const DEFAULT_FUSION_THRESHOLD_MIB: u64 = 64;
@@ -89,6 +92,15 @@ pub enum Strategy {
         #[serde(default)]
         checkpoint: Option<Checkpoint>,
     },
+    /// ZeRO: data parallelism with the optimizer state, gradients or weights sharded.
+    ShardedDataParallel {
+        /// What is sharded (default 3, FSDP's `FULL_SHARD`).
+        #[serde(default)]
+        stage: Option<ZeroStage>,
+        /// At stage 3, the weights gathered at once (default each network stage).
+        #[serde(default)]
+        shard_unit: Option<ShardUnit>,
+    },
 }
 
 /// Every parameter a strategy may take, each optional: what a suite entry, an `include`
@@ -107,24 +119,38 @@ pub struct Parameters {
     pub server: Option<ServerPlacement>,
     /// Hybrid's stages per pipeline.
     pub pipeline_stages: Option<usize>,
+    /// Sharded data parallelism's ZeRO stage.
+    pub stage: Option<ZeroStage>,
+    /// Sharded data parallelism's gathering unit at stage 3.
+    pub shard_unit: Option<ShardUnit>,
 }
 
 /// Which strategies take each parameter, by the name suites give it.
-const APPLIES_TO: [(&str, &[StrategyKind]); 6] = [
+const APPLIES_TO: [(&str, &[StrategyKind]); 8] = [
     ("micro_batches", &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid]),
     ("balance", StrategyKind::PIPELINES),
     ("checkpoint", &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid]),
     ("fusion_threshold_mib", &[StrategyKind::DataParallel]),
     ("server", &[StrategyKind::ParameterServer]),
     ("pipeline_stages", &[StrategyKind::Hybrid]),
+    ("stage", &[StrategyKind::ShardedDataParallel]),
+    ("shard_unit", &[StrategyKind::ShardedDataParallel]),
 ];
 
 impl Strategy {
     /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
     /// does not take (it would be silently ignored), a value out of range, one it needs.
     pub fn new(kind: StrategyKind, parameters: Parameters) -> Result<Strategy, SweepError> {
-        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
-            parameters;
+        let Parameters {
+            micro_batches,
+            balance,
+            checkpoint,
+            fusion_threshold_mib,
+            server,
+            pipeline_stages,
+            stage,
+            shard_unit,
+        } = parameters;
         let given = [
             micro_batches.is_some(),
             balance.is_some(),
@@ -132,6 +158,8 @@ impl Strategy {
             fusion_threshold_mib.is_some(),
             server.is_some(),
             pipeline_stages.is_some(),
+            stage.is_some(),
+            shard_unit.is_some(),
         ];
         for ((field, applies_to), given) in APPLIES_TO.iter().zip(given) {
             if given && !applies_to.contains(&kind) {
@@ -147,6 +175,9 @@ impl Strategy {
         if fusion_threshold_mib == Some(0) {
             return error("fusion_threshold_mib", "must be at least 1 (MiB)");
         }
+        if shard_unit.is_some() && stage.is_some_and(|stage| !stage.shards_weights()) {
+            return error("shard_unit", "gathers sharded weights: it applies to stage 3 only");
+        }
         if let Some(Balance::Explicit(counts)) = &balance {
             if counts.is_empty() || counts.contains(&0) {
                 return error("balance", "an explicit balance lists one positive stage count per worker");
@@ -160,6 +191,7 @@ impl Strategy {
             StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
             StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
             StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance },
+            StrategyKind::ShardedDataParallel => Strategy::ShardedDataParallel { stage, shard_unit },
             StrategyKind::Hybrid => match pipeline_stages {
                 None => return error("pipeline_stages", "hybrid needs pipeline_stages (pp); workers = dp × pp"),
                 Some(0) => return error("pipeline_stages", "must be at least 1"),
@@ -186,6 +218,9 @@ impl Strategy {
             Strategy::PipeDream { micro_batches, balance } => {
                 (parameters.micro_batches, parameters.balance) = (*micro_batches, balance.clone())
             }
+            Strategy::ShardedDataParallel { stage, shard_unit } => {
+                (parameters.stage, parameters.shard_unit) = (*stage, *shard_unit)
+            }
             Strategy::Hybrid { pipeline_stages, micro_batches, balance, checkpoint } => {
                 parameters = Parameters {
                     micro_batches: *micro_batches,
@@ -210,6 +245,7 @@ impl Strategy {
             Strategy::OneFOneB { .. } => StrategyKind::OneFOneB,
             Strategy::PipeDream { .. } => StrategyKind::PipeDream,
             Strategy::Hybrid { .. } => StrategyKind::Hybrid,
+            Strategy::ShardedDataParallel { .. } => StrategyKind::ShardedDataParallel,
         }
     }
 
@@ -230,6 +266,20 @@ impl Strategy {
     /// Where the parameter server runs (colocated when not given).
     pub fn server_placement(&self) -> ServerPlacement {
         self.parameters().server.unwrap_or_default()
+    }
+
+    /// The ZeRO stage of sharded data parallelism (3 when not given), `None` for other
+    /// strategies.
+    pub fn zero_stage(&self) -> Option<ZeroStage> {
+        match self {
+            Strategy::ShardedDataParallel { stage, .. } => Some(stage.unwrap_or_default()),
+            _ => None,
+        }
+    }
+
+    /// What ZeRO stage 3 gathers at once (each network stage when not given).
+    pub fn shard_unit(&self) -> ShardUnit {
+        self.parameters().shard_unit.unwrap_or_default()
     }
 
     /// The pipeline schedule, for the strategies that cut the network into stages.

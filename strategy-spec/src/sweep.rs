@@ -7,8 +7,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, Strategy, StrategyKind,
-    SweepError,
+    AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, ShardUnit, Strategy,
+    StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.
@@ -39,6 +39,12 @@ pub struct StrategySweep {
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
+    /// ZeRO stages to try (sharded data parallelism: 1, 2, 3; an axis).
+    #[serde(default)]
+    pub stage: Option<Vec<ZeroStage>>,
+    /// What ZeRO stage 3 gathers at once (`stage`, the default, or `network`).
+    #[serde(default)]
+    pub shard_unit: Option<ShardUnit>,
     /// The precisions of the suite's `precision` axis this strategy runs (all when absent).
     #[serde(default)]
     pub precision: Option<Vec<AutoOr<Precision>>>,
@@ -64,6 +70,8 @@ impl StrategySweep {
             fusion_threshold_mib: None,
             server: None,
             pipeline_stages: None,
+            stage: None,
+            shard_unit: None,
             precision: None,
             memory_format: None,
         }
@@ -76,6 +84,13 @@ impl StrategySweep {
         let error = |field, message: String| Err(SweepError { field, message });
         if self.workers.is_empty() || self.workers.contains(&0) {
             return error("workers", "give one or more worker counts, each at least 1".into());
+        }
+        if self.stage.as_ref().is_some_and(Vec::is_empty) {
+            return error("stage", "give one or more ZeRO stages (1, 2, 3)".into());
+        }
+        let gathers = self.stage.as_ref().is_none_or(|stages| stages.iter().any(|stage| stage.shards_weights()));
+        if self.shard_unit.is_some() && self.name == StrategyKind::ShardedDataParallel && !gathers {
+            return error("shard_unit", "gathers sharded weights: it applies to stage 3 only".into());
         }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {
@@ -94,15 +109,22 @@ impl StrategySweep {
     }
 
     /// Every `(workers, strategy)` of the entry, in order: worker counts, then micro-batch
-    /// counts.
+    /// counts or ZeRO stages.
     pub fn expand(&self) -> Result<Vec<(usize, Strategy)>, SweepError> {
         let micro_batches: Vec<Option<usize>> = match &self.micro_batches {
             Some(counts) => counts.iter().copied().map(Some).collect(),
             None => vec![None],
         };
+        let stages: Vec<Option<ZeroStage>> = match &self.stage {
+            Some(stages) => stages.iter().copied().map(Some).collect(),
+            None => vec![None],
+        };
         let mut cells = Vec::new();
         for &workers in &self.workers {
-            for &micro_batches in &micro_batches {
+            for (&micro_batches, &stage) in micro_batches.iter().flat_map(|m| stages.iter().map(move |s| (m, s))) {
+                // At stages 1 and 2 nothing is gathered: an entry sweeping stages gives its
+                // unit to stage 3 only.
+                let shard_unit = self.shard_unit.filter(|_| stage.is_none_or(ZeroStage::shards_weights));
                 let parameters = Parameters {
                     micro_batches,
                     balance: self.balance.clone(),
@@ -110,6 +132,8 @@ impl StrategySweep {
                     fusion_threshold_mib: self.fusion_threshold_mib,
                     server: self.server,
                     pipeline_stages: self.pipeline_stages,
+                    stage,
+                    shard_unit,
                 };
                 cells.push((workers, Strategy::new(self.name, parameters)?));
             }
@@ -161,6 +185,12 @@ mod tests {
         let cells = entry.expand().unwrap();
         let ids: Vec<String> = cells.iter().map(|(w, s)| format!("w{w}{}", s.id_parameters())).collect();
         assert_eq!(ids, ["w2__m1__bal-time", "w2__m8__bal-time", "w4__m1__bal-time", "w4__m8__bal-time"]);
+        let entry = sweep("{name: sharded-data-parallel, workers: [2], stage: [1, 3], shard_unit: network}");
+        let cells = entry.expand().unwrap();
+        let ids: Vec<String> = cells.iter().map(|(w, s)| format!("w{w}{}", s.id_parameters())).collect();
+        assert_eq!(ids, ["w2__zero1", "w2__zero3__unit-network"], "the unit goes to stage 3 only");
+        assert_eq!(cells[1].1.label_with_workers(2), "sharded-data-parallel ×2 ZeRO-3 gathers each network");
+        assert_eq!(cells[1].1.global_batch(32, 2), 64, "every rank trains its own batch");
     }
 
     #[test]
@@ -174,6 +204,14 @@ mod tests {
         assert_eq!(error.to_string(), "micro_batches: 64 micro-batches exceed the batch of 32 samples for mnist");
         let error = sweep("{name: hybrid, workers: [4]}").validate(&[]).unwrap_err();
         assert_eq!(error.field, "pipeline_stages");
+        let error =
+            sweep("{name: sharded-data-parallel, stage: [1, 2], shard_unit: network}").validate(&[]).unwrap_err();
+        assert_eq!(error.to_string(), "shard_unit: gathers sharded weights: it applies to stage 3 only");
+        let error = sweep("{name: data-parallel, stage: [1]}").validate(&[]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "stage: does not apply to strategy data-parallel; it applies to sharded-data-parallel"
+        );
         let unknown = serde_saphyr::from_str::<StrategySweep>("zero-bubble").unwrap_err().to_string();
         assert!(unknown.contains("unknown strategy `zero-bubble`; valid: single, data-parallel"), "{unknown}");
     }

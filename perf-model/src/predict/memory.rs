@@ -50,6 +50,9 @@ impl StepQuestion<'_> {
         let network = 0..self.profile.stages.len();
         let parameter_bytes = self.gradient_bytes(network.clone()) as f64;
         let (kept_bytes, pass_peak_bytes) = self.activations(network, self.batch)?;
+        if self.strategy.kind() == StrategyKind::ShardedDataParallel {
+            return Ok(self.sharded_memory(parameter_bytes, pass_peak_bytes));
+        }
         // Whole-model message buffers. Data parallelism: every bucket's flat copy stays
         // until the last all-reduce is waited for. A parameter server's ranks keep theirs
         // from round to round: one each for its gradients out and weights in, and the
@@ -83,6 +86,27 @@ impl StepQuestion<'_> {
         }
         .peak();
         Ok(if dedicated.total_bytes() > worker.total_bytes() { dedicated } else { worker })
+    }
+
+    /// A sharded worker's peak. Each keeps its 1/N chunk of the weights (a copy beside the
+    /// whole weights at ZeRO-1 and 2), their gradient chunk and the optimizer state of the
+    /// chunk. ZeRO-1 keeps every whole gradient to the step's end; from ZeRO-2 only the unit
+    /// in its backward has whole gradients. ZeRO-3 holds one unit's gathered weights at a
+    /// time. Up to two units' packed gradients wait in reduce-scatters.
+    fn sharded_memory(&self, parameter_bytes: f64, pass_peak_bytes: f64) -> WorkerMemory {
+        let stage = self.strategy.zero_stage().unwrap_or_default();
+        let chunk = parameter_bytes / self.workers.max(1) as f64;
+        let largest_unit =
+            self.shard_units().into_iter().map(|unit| self.gradient_bytes(unit) as f64).fold(0.0, f64::max);
+        let basics = self.worker_basics();
+        WorkerMemory {
+            weights_bytes: chunk + if stage.shards_weights() { largest_unit } else { parameter_bytes },
+            gradients_bytes: chunk + if stage.shards_gradients() { largest_unit } else { parameter_bytes },
+            optimizer_bytes: basics.optimizer_states as f64 * chunk,
+            activations_bytes: 0.0,
+            transient_bytes: pass_peak_bytes,
+            buffers_bytes: basics.loader_bytes + 2.0 * largest_unit.min(parameter_bytes),
+        }
     }
 
     /// One worker's peak as its training steps measured it: what the weights, gradients,

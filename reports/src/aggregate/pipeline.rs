@@ -165,9 +165,11 @@ fn figure_kind(event: &EventRow) -> Option<EventKind> {
         StoredKind::Backward => EventKind::Backward,
         StoredKind::Recompute => EventKind::Recompute,
         StoredKind::Send | StoredKind::Recv => EventKind::SendRecv,
-        StoredKind::AllReduce | StoredKind::Broadcast | StoredKind::Reduce | StoredKind::AllGather => {
-            EventKind::AllReduce
-        }
+        StoredKind::AllReduce
+        | StoredKind::Broadcast
+        | StoredKind::Reduce
+        | StoredKind::AllGather
+        | StoredKind::ReduceScatter => EventKind::AllReduce,
         StoredKind::Optimizer => EventKind::Optimizer,
         StoredKind::DataWait => EventKind::DataWait,
         StoredKind::H2d => EventKind::HostToDevice,

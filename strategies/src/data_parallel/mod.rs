@@ -3,26 +3,26 @@
 //! fused into buckets and all-reduced (averaged) asynchronously while the backward pass
 //! still runs, stage by stage from the last; then every rank takes the same optimizer step.
 //!
-//! The backward pass runs one stage at a time: each stage's input is a detached leaf, so
-//! when stage *i* finishes, its parameters' gradients are final and its input's gradient
-//! seeds stage *i − 1*. That is the point where a bucket's all-reduce starts, overlapping
-//! the remaining backward (see `stratlab_strategy_spec::buckets`).
+//! The backward pass runs one stage at a time (`crate::staged_pass`): when stage *i*
+//! finishes, its parameters' gradients are final, and that is where its buckets'
+//! all-reduces start, overlapping the remaining backward (see
+//! `stratlab_strategy_spec::buckets`).
 
 use stratlab_comm::{ProcessGroup, ReduceOp, Work};
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
-use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::flat::{buffer_for, pack, unpack};
 use crate::loss_scale::{self, LossScaler};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
+use crate::{Precision, TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
 
 use crate::staged_model::StagedModel;
+use crate::staged_pass::{StageHooks, StagedPass};
 
 /// Trains with data parallelism over `group` (every rank calls this with its own group).
 pub fn train(
@@ -110,6 +110,29 @@ struct InFlight<'b> {
     work: Work,
 }
 
+/// Starts each stage's buckets' all-reduces as soon as its backward ends, overlapping the
+/// backward of the stages below.
+struct BucketLauncher<'s, 'b> {
+    group: &'s ProcessGroup,
+    params: &'s [Tensor],
+    buckets: &'b [Vec<Bucket>],
+    fused: &'s [Vec<Tensor>],
+    in_flight: Vec<InFlight<'b>>,
+}
+
+impl StageHooks for BucketLauncher<'_, '_> {
+    fn after_backward(&mut self, stage: usize, _timeline: &mut Timeline) -> Result<(), TrainError> {
+        for (bucket, fused) in self.buckets[stage].iter().zip(&self.fused[stage]) {
+            let mut flat = fused.shallow_clone();
+            pack(bucket.params.iter().map(|&p| self.params[p].grad()), &flat);
+            let work = self.group.all_reduce_async(&mut flat, ReduceOp::Average)?;
+            let label = format!("bucket {}", self.in_flight.len());
+            self.in_flight.push(InFlight { bucket, label, flat, work });
+        }
+        Ok(())
+    }
+}
+
 impl StepRunner for DataParallelStep<'_> {
     fn model(&self) -> &dyn ModuleT {
         &self.model
@@ -128,59 +151,21 @@ impl StepRunner for DataParallelStep<'_> {
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         self.optimizer.zero_grad();
-        let stage_count = self.model.stages.len();
-        // Forward, keeping each stage's input as a leaf so backward can stop between stages.
-        let (inputs, outputs, loss) = self.precision.autocast(self.device, || {
-            let (inputs, outputs) = timeline.span(EventKind::Forward, "network", || {
-                let mut inputs = Vec::with_capacity(stage_count);
-                let mut outputs: Vec<Tensor> = Vec::with_capacity(stage_count);
-                for stage in &self.model.stages {
-                    let input = match outputs.last() {
-                        None => images.shallow_clone(),
-                        Some(previous) => previous.detach().set_requires_grad(true),
-                    };
-                    outputs.push(stage.forward_t(&input, true));
-                    inputs.push(input);
-                }
-                (inputs, outputs)
-            });
-            let loss = outputs.last().expect("a network has stages").cross_entropy_for_logits(labels);
-            (inputs, outputs, loss)
-        })?;
-        let logits = outputs.last().expect("a network has stages").shallow_clone();
-        let (mut inputs, mut outputs) = (inputs, outputs);
-
-        let mut in_flight: Vec<InFlight> = Vec::new();
-        let mut bucket_index = 0;
-        // The gradient of the stage above's input, the one this stage's backward starts from.
-        let mut upstream: Option<Tensor> = None;
-        for stage in (0..stage_count).rev() {
-            let name = self.model.stages[stage].stage_names().join("+");
-            let start = timeline.now();
-            let pass = crate::memory::in_pass(EventKind::Backward, None);
-            // Each stage's output and input go as soon as its backward is done, and with the
-            // input its gradient once the stage below has used it: kept to the step's end,
-            // every stage boundary's activation gradient stayed alive at once, a third more
-            // memory per sample than one whole backward (as `single` runs it) holds.
-            let output = outputs.pop().expect("a stage's output");
-            match upstream.take() {
-                None => loss_scale::backward(self.loss_scaler.as_ref(), &loss)?,
-                Some(gradient) => backward_with_grad(&output, &gradient)?,
-            }
-            drop(output);
-            let input = inputs.pop().expect("a stage's input");
-            upstream = (stage > 0).then(|| input.grad());
-            drop(input);
-            drop(pass);
-            timeline.record(EventKind::Backward, name, start, timeline.now(), None);
-            for (bucket, fused) in self.buckets[stage].iter().zip(&self.fused[stage]) {
-                let mut flat = fused.shallow_clone();
-                pack(bucket.params.iter().map(|&p| self.params[p].grad()), &flat);
-                let work = self.group.all_reduce_async(&mut flat, ReduceOp::Average)?;
-                in_flight.push(InFlight { bucket, label: format!("bucket {bucket_index}"), flat, work });
-                bucket_index += 1;
-            }
-        }
+        let pass = StagedPass {
+            model: &self.model,
+            precision: self.precision,
+            device: self.device,
+            loss_scaler: self.loss_scaler.as_ref(),
+        };
+        let mut launcher = BucketLauncher {
+            group: self.group,
+            params: &self.params,
+            buckets: &self.buckets,
+            fused: &self.fused,
+            in_flight: Vec::new(),
+        };
+        let (logits, loss) = pass.run(images, labels, timeline, &mut launcher)?;
+        let in_flight = launcher.in_flight;
 
         let mut comm_bytes = 0;
         let mut comm_s = 0.0;

@@ -7,9 +7,23 @@ impl Strategy {
     /// The parameters given, as they appear in a trial id after `__w<W>__b<B>`:
     /// `__m4__bal-2-3__ckpt-except_last` (ids are file names: no brackets or commas).
     pub fn id_parameters(&self) -> String {
-        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
-            self.parameters();
+        let Parameters {
+            micro_batches,
+            balance,
+            checkpoint,
+            fusion_threshold_mib,
+            server,
+            pipeline_stages,
+            stage,
+            shard_unit,
+        } = self.parameters();
         let mut id = String::new();
+        if let Some(stage) = stage {
+            id += &format!("__zero{stage}");
+        }
+        if let Some(unit) = shard_unit {
+            id += &format!("__unit-{unit}");
+        }
         if let Some(m) = micro_batches {
             id += &format!("__m{m}");
         }
@@ -37,9 +51,19 @@ impl Strategy {
     /// `("server", "dedicated server")`. The one rendering every label uses; trial ids,
     /// which are file names and resume keys, keep their own spelling ([`Self::id_parameters`]).
     pub fn labelled_parameters(&self) -> Vec<(&'static str, String)> {
-        let Parameters { micro_batches, balance, checkpoint, fusion_threshold_mib, server, pipeline_stages } =
-            self.parameters();
+        let Parameters {
+            micro_batches,
+            balance,
+            checkpoint,
+            fusion_threshold_mib,
+            server,
+            pipeline_stages,
+            stage,
+            shard_unit,
+        } = self.parameters();
         [
+            ("stage", stage.map(|stage| format!("ZeRO-{stage}"))),
+            ("shard_unit", shard_unit.map(|unit| format!("gathers each {unit}"))),
             ("pp", pipeline_stages.map(|pp| format!("pp{pp}"))),
             ("m", micro_batches.map(|m| format!("m{m}"))),
             ("balance", balance.map(|balance| format!("bal {balance}"))),

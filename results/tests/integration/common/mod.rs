@@ -32,6 +32,8 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
             pipeline_stages: None,
             fusion_threshold_bytes: None,
             server: None,
+            zero_stage: None,
+            shard_unit: None,
         },
         workers: 2,
         batch_size: 32,
