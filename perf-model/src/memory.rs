@@ -8,6 +8,16 @@
 use serde::Serialize;
 use stratlab_strategy_spec::{pipedream_actions, Action, Schedule};
 
+/// What the optimizer holds beside the weights, per weight tensor it updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OptimizerFootprint {
+    /// State tensors of the weight's size kept from step to step (momentum SGD 1, Adam 2).
+    pub states: usize,
+    /// Temporaries of the weight's size one update allocates at once (Adam with weight
+    /// decay 3): the update's own high-water, on the largest tensor it updates.
+    pub temporaries: usize,
+}
+
 /// What one worker holds, as the model needs it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct WorkerShape {
@@ -32,6 +42,9 @@ pub struct WorkerShape {
     pub stashed_weight_copies: usize,
     /// Bytes of the data batches the loader holds at once (prefetched and in use).
     pub loader_bytes: f64,
+    /// Bytes the update allocates at once on the largest tensor it updates (its
+    /// temporaries); the passes' activations are gone by then.
+    pub update_peak_bytes: f64,
     /// Bytes of flattened communication buffers alive during the backward (data-parallel
     /// buckets, launched as it goes; a parameter server's messages, kept from round to
     /// round).
@@ -78,7 +91,7 @@ impl WorkerShape {
             gradients_bytes: self.parameter_bytes,
             optimizer_bytes: self.parameter_bytes * self.optimizer_states as f64,
             activations_bytes,
-            transient_bytes: self.pass_peak_bytes,
+            transient_bytes: self.pass_peak_bytes.max(self.update_peak_bytes),
             buffers_bytes: self.loader_bytes + self.comm_buffer_bytes,
         }
     }
@@ -131,6 +144,7 @@ mod tests {
             stashed_weight_copies: 3,
             loader_bytes: 7.0,
             comm_buffer_bytes: 1.0,
+            update_peak_bytes: 0.0,
         };
         let peak = shape.peak();
         // Two full micro-batches, one of them running at its high-water; five inputs kept.
@@ -139,6 +153,9 @@ mod tests {
         assert_eq!(peak.weights_bytes, 400.0);
         assert_eq!(peak.total_bytes(), 400.0 + 100.0 + 100.0 + 20.0 + 15.0 + 8.0);
         // All input-only: the running recompute is the high-water on top of the inputs.
+        // An update allocating more than the pass's high-water sets the transient instead.
+        let updating = WorkerShape { update_peak_bytes: 40.0, ..shape.clone() }.peak();
+        assert_eq!(updating.transient_bytes, 40.0);
         let recomputing = WorkerShape { input_only: 5, ..shape }.peak();
         assert_eq!(recomputing.activations_bytes, 10.0);
         assert_eq!(recomputing.transient_bytes, 15.0);

@@ -10,7 +10,7 @@ use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, ShardU
 
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
-use crate::memory::WorkerMemory;
+use crate::memory::{OptimizerFootprint, WorkerMemory};
 use crate::parameter_server::ParameterServerRound;
 use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
@@ -41,9 +41,9 @@ pub struct StepQuestion<'a> {
     /// All-reduce time against size over that link, where the probe measured it (with the
     /// cores busy, where the workers share them, as a step's buckets find them).
     pub all_reduce: Option<&'a AllReduceCurve>,
-    /// State tensors of the weights' size the optimizer keeps (SGD with momentum 1, without
-    /// 0; Adam 2).
-    pub optimizer_states: usize,
+    /// What the optimizer keeps per weight (SGD with momentum 1 state, without 0; Adam 2)
+    /// and allocates while it updates one.
+    pub optimizer: OptimizerFootprint,
     /// Batches the data loader prefetches.
     pub prefetch: usize,
     /// libtorch threads of each worker.
@@ -255,6 +255,11 @@ impl StepQuestion<'_> {
     /// Bytes of all the network's gradients.
     fn gradient_bytes(&self, stages: Range<usize>) -> u64 {
         self.profile.stages[stages].iter().flat_map(|stage| &stage.parameter_bytes).sum()
+    }
+
+    /// Bytes of the largest weight tensor of network stages `stages`.
+    fn largest_parameter_bytes(&self, stages: Range<usize>) -> f64 {
+        self.profile.stages[stages].iter().flat_map(|stage| &stage.parameter_bytes).max().copied().unwrap_or(0) as f64
     }
 
     /// How much slower compute at `samples` samples runs while `concurrent` of the

@@ -135,8 +135,8 @@ mod tests {
         let names: Vec<&str> = EventKind::ALL.iter().map(|kind| kind.name()).collect();
         assert_eq!(
             names.join(" "),
-            "data_wait h2d forward backward recompute all_reduce broadcast reduce all_gather send recv barrier \
-             optimizer idle eval"
+            "data_wait h2d forward backward recompute all_reduce broadcast reduce all_gather reduce_scatter send recv \
+             barrier optimizer idle eval"
         );
         for &kind in EventKind::ALL {
             assert_eq!(kind.name().parse::<EventKind>(), Ok(kind));
@@ -152,7 +152,7 @@ mod tests {
     fn only_data_movement_between_ranks_is_communication() {
         let communication: Vec<&str> =
             EventKind::ALL.iter().copied().filter(|kind| kind.is_communication()).map(EventKind::name).collect();
-        assert_eq!(communication, ["all_reduce", "broadcast", "reduce", "all_gather", "send", "recv", "barrier"]);
+        assert_eq!(communication, ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "send", "recv", "barrier"]);
     }
 
     #[test]

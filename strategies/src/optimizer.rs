@@ -2,6 +2,7 @@
 //! the trial's [`OptimizerKind`] says, over a store's trainable variables.
 
 use serde::{Deserialize, Serialize};
+use stratlab_perf_model::memory::OptimizerFootprint;
 use stratlab_strategy_spec::OptimizerKind;
 use tch::nn::{self, OptimizerConfig, VarStore};
 
@@ -97,6 +98,14 @@ impl UpdateRule {
     /// [`OptimizerKind::state_tensors_per_weight`]).
     pub fn state_tensors_per_weight(&self) -> usize {
         self.kind.state_tensors_per_weight(self.momentum)
+    }
+
+    /// What the rule keeps and allocates per weight tensor, as the memory model counts it.
+    pub fn footprint(&self) -> OptimizerFootprint {
+        OptimizerFootprint {
+            states: self.state_tensors_per_weight(),
+            temporaries: self.kind.update_temporaries(self.weight_decay),
+        }
     }
 }
 

@@ -68,6 +68,18 @@ impl OptimizerKind {
         }
     }
 
+    /// Temporaries of a weight tensor's size that one update of it allocates at once, in
+    /// libtorch's C++ optimizers: the weight-decayed gradient (`grad + wd · w`, a new
+    /// tensor), and for Adam the second moment's square root and its quotient by the bias
+    /// correction, alive together before `eps` is added in place.
+    pub fn update_temporaries(self, weight_decay: f64) -> usize {
+        let decayed = usize::from(weight_decay != 0.0);
+        match self {
+            OptimizerKind::Sgd => decayed,
+            OptimizerKind::Adam => 2 + decayed,
+        }
+    }
+
     /// The optimizer a trial's stored column names, SGD where it is null (runs stored
     /// before the axis), or the error naming the trial.
     pub fn stored(trial_id: &str, column: Option<&str>) -> Result<OptimizerKind, ColumnsError> {
@@ -114,5 +126,7 @@ mod tests {
         assert_eq!(OptimizerKind::Sgd.state_tensors_per_weight(0.9), 1);
         assert_eq!(OptimizerKind::Sgd.state_tensors_per_weight(0.0), 0);
         assert_eq!(OptimizerKind::Adam.state_tensors_per_weight(0.9), 2);
+        assert_eq!(OptimizerKind::Adam.update_temporaries(5e-4), 3);
+        assert_eq!(OptimizerKind::Sgd.update_temporaries(0.0), 0);
     }
 }

@@ -230,7 +230,7 @@ pub fn predict_cells(
             sample_bytes: loader_sample_bytes(&spec),
             link: link.map(|measured| &measured.link),
             all_reduce: link.and_then(|measured| measured.all_reduce.as_ref()),
-            optimizer_states: UpdateRule::of(&trial.train).state_tensors_per_weight(),
+            optimizer: UpdateRule::of(&trial.train).footprint(),
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
             cores,

@@ -97,7 +97,7 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
             sample_bytes: loader_sample_bytes(&spec),
             link: Some(&link),
             all_reduce: None,
-            optimizer_states: costed_update().state_tensors_per_weight(),
+            optimizer: costed_update().footprint(),
             prefetch: 0,
             threads: 1,
             // A device per worker: nothing shares compute, and transfers use no host core.

@@ -16,7 +16,7 @@ impl StepQuestion<'_> {
     /// pipeline's stage (its loader reads the batch before cutting micro-batches).
     fn worker_basics(&self) -> WorkerShape {
         WorkerShape {
-            optimizer_states: self.optimizer_states,
+            optimizer_states: self.optimizer.states,
             loader_bytes: (self.prefetch + 2) as f64 * self.batch as f64 * self.sample_bytes,
             in_flight: 1,
             ..WorkerShape::default()
@@ -49,7 +49,7 @@ impl StepQuestion<'_> {
         }
         let network = 0..self.profile.stages.len();
         let parameter_bytes = self.gradient_bytes(network.clone()) as f64;
-        let (kept_bytes, pass_peak_bytes) = self.activations(network, self.batch)?;
+        let (kept_bytes, pass_peak_bytes) = self.activations(network.clone(), self.batch)?;
         if self.strategy.kind() == StrategyKind::ShardedDataParallel {
             return Ok(self.sharded_memory(parameter_bytes, pass_peak_bytes));
         }
@@ -69,6 +69,7 @@ impl StepQuestion<'_> {
             parameter_bytes,
             kept_bytes,
             pass_peak_bytes,
+            update_peak_bytes: self.update_peak_bytes(network.clone()),
             comm_buffer_bytes: comm_buffers as f64 * parameter_bytes,
             ..self.worker_basics()
         }
@@ -80,7 +81,8 @@ impl StepQuestion<'_> {
         // own); it is the fullest rank where they outweigh a worker's passes and batches.
         let dedicated = WorkerShape {
             parameter_bytes,
-            optimizer_states: self.optimizer_states,
+            optimizer_states: self.optimizer.states,
+            update_peak_bytes: self.update_peak_bytes(0..self.profile.stages.len()),
             comm_buffer_bytes: self.workers.max(1) as f64 * parameter_bytes,
             ..WorkerShape::default()
         }
@@ -88,24 +90,51 @@ impl StepQuestion<'_> {
         Ok(if dedicated.total_bytes() > worker.total_bytes() { dedicated } else { worker })
     }
 
-    /// A sharded worker's peak. Each keeps its 1/N chunk of the weights (a copy beside the
-    /// whole weights at ZeRO-1 and 2), their gradient chunk and the optimizer state of the
-    /// chunk. ZeRO-1 keeps every whole gradient to the step's end; from ZeRO-2 only the unit
-    /// in its backward has whole gradients. ZeRO-3 holds one unit's gathered weights at a
-    /// time. Up to two units' packed gradients wait in reduce-scatters.
+    /// What the update of network stages `stages` allocates at once: its temporaries on
+    /// their largest weight tensor.
+    fn update_peak_bytes(&self, stages: Range<usize>) -> f64 {
+        self.optimizer.temporaries as f64 * self.largest_parameter_bytes(stages)
+    }
+
+    /// A sharded worker's peak, the larger of two moments. In a pass: its 1/N chunk of the
+    /// weights (beside the whole weights at ZeRO-1 and 2; beside one gathered unit at
+    /// ZeRO-3), the gradient chunk and whole gradients (all of them at ZeRO-1, kept to the
+    /// step's end; from ZeRO-2 the unit in its backward), the optimizer state of the chunk,
+    /// the pass's activations, and the two largest units' gradients packed for
+    /// reduce-scatters in flight. In the update: the same without activations, gathered
+    /// units or packed gradients, and with the update's temporaries on its largest chunk.
     fn sharded_memory(&self, parameter_bytes: f64, pass_peak_bytes: f64) -> WorkerMemory {
         let stage = self.strategy.zero_stage().unwrap_or_default();
-        let chunk = parameter_bytes / self.workers.max(1) as f64;
-        let largest_unit =
-            self.shard_units().into_iter().map(|unit| self.gradient_bytes(unit) as f64).fold(0.0, f64::max);
+        let workers = self.workers.max(1) as f64;
+        let chunk = parameter_bytes / workers;
+        let mut units: Vec<f64> = self.shard_units().into_iter().map(|unit| self.gradient_bytes(unit) as f64).collect();
+        units.sort_by(|a, b| b.total_cmp(a));
+        let largest_unit = units.first().copied().unwrap_or(0.0);
+        let in_flight: f64 = units.iter().take(2).sum();
         let basics = self.worker_basics();
-        WorkerMemory {
-            weights_bytes: chunk + if stage.shards_weights() { largest_unit } else { parameter_bytes },
-            gradients_bytes: chunk + if stage.shards_gradients() { largest_unit } else { parameter_bytes },
-            optimizer_bytes: basics.optimizer_states as f64 * chunk,
+        let optimizer_bytes = basics.optimizer_states as f64 * chunk;
+        let kept_weights = chunk + if stage.shards_weights() { 0.0 } else { parameter_bytes };
+        let kept_gradients = chunk + if stage.shards_gradients() { 0.0 } else { parameter_bytes };
+        let pass = WorkerMemory {
+            weights_bytes: kept_weights + if stage.shards_weights() { largest_unit } else { 0.0 },
+            gradients_bytes: kept_gradients + if stage.shards_gradients() { largest_unit } else { 0.0 },
+            optimizer_bytes,
             activations_bytes: 0.0,
             transient_bytes: pass_peak_bytes,
-            buffers_bytes: basics.loader_bytes + 2.0 * largest_unit.min(parameter_bytes),
+            buffers_bytes: basics.loader_bytes + in_flight,
+        };
+        let update = WorkerMemory {
+            weights_bytes: kept_weights,
+            gradients_bytes: kept_gradients,
+            optimizer_bytes,
+            activations_bytes: 0.0,
+            transient_bytes: self.optimizer.temporaries as f64 * largest_unit / workers,
+            buffers_bytes: basics.loader_bytes,
+        };
+        if update.total_bytes() > pass.total_bytes() {
+            update
+        } else {
+            pass
         }
     }
 
@@ -151,6 +180,7 @@ impl StepQuestion<'_> {
             let parameter_bytes = self.gradient_bytes(range.clone()) as f64;
             let shape = WorkerShape {
                 parameter_bytes,
+                update_peak_bytes: self.update_peak_bytes(range.clone()),
                 // Replicas all-reduce the stage's gradients flattened.
                 comm_buffer_bytes: if replicas > 1 { parameter_bytes } else { 0.0 },
                 kept_bytes,

@@ -51,7 +51,7 @@ fn question<'a>(
         sample_bytes: SAMPLE_BYTES,
         link: Some(link),
         all_reduce: None,
-        optimizer_states: 0,
+        optimizer: Default::default(),
         prefetch: 0,
         threads: 1,
         cores: 2,

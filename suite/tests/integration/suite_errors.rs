@@ -202,6 +202,8 @@ fn the_shipped_suites_parse_and_plan() {
         // 144 on loopback, single at 2 threads again in a second round, 56 over the two links.
         ("predictor-validation.yaml", 144 + 16 + 56),
         ("scaling-predicted.yaml", 3 * (1 + 4 + 4 + 3 * 4 + 4)),
+        // Data parallelism and three ZeRO stages.
+        ("zero-memory.yaml", 1 + 3),
     ];
     for (file, trials) in shipped {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(root.join(file)).output().unwrap();
