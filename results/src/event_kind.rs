@@ -152,7 +152,10 @@ mod tests {
     fn only_data_movement_between_ranks_is_communication() {
         let communication: Vec<&str> =
             EventKind::ALL.iter().copied().filter(|kind| kind.is_communication()).map(EventKind::name).collect();
-        assert_eq!(communication, ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "send", "recv", "barrier"]);
+        assert_eq!(
+            communication,
+            ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "send", "recv", "barrier"]
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod stored_profile;
 /// the tables (regression comparisons) compute them the same way.
 pub use stratlab_results::stats;
 pub mod timeline;
+mod traffic;
 pub mod train_config;
 pub mod train_error;
 pub mod train_loop;

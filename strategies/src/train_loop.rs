@@ -42,6 +42,14 @@ pub struct TrainContext<'a> {
     pub config: &'a TrainConfig,
 }
 
+/// `sums`, one rank's evaluation shard, added up across the ranks that evaluate.
+pub(crate) fn sum_evaluation<R: StepRunner + ?Sized>(runner: &mut R, sums: EvalSums) -> Result<EvalSums, TrainError> {
+    let mut values = [sums.loss_sum, sums.correct, sums.samples];
+    runner.sum_across_ranks(&mut values)?;
+    let [loss_sum, correct, samples] = values;
+    Ok(EvalSums { loss_sum, correct, samples })
+}
+
 /// One batch's work for a strategy: everything between "the batch is on the device" and
 /// "the weights are updated".
 pub trait StepRunner {
@@ -86,10 +94,7 @@ pub trait StepRunner {
         device: Device,
     ) -> Result<EvalSums, TrainError> {
         let sums = evaluate_shard(self.model(), test, config, device, self.eval_shard())?;
-        let mut values = [sums.loss_sum, sums.correct, sums.samples];
-        self.sum_across_ranks(&mut values)?;
-        let [loss_sum, correct, samples] = values;
-        Ok(EvalSums { loss_sum, correct, samples })
+        sum_evaluation(self, sums)
     }
 
     /// Called once when training ends, before the report: work a schedule still has in

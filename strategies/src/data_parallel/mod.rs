@@ -17,6 +17,7 @@ use crate::flat::{buffer_for, pack, unpack};
 use crate::loss_scale::{self, LossScaler};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
+use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{Precision, TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
@@ -167,14 +168,12 @@ impl StepRunner for DataParallelStep<'_> {
         let (logits, loss) = pass.run(images, labels, timeline, &mut launcher)?;
         let in_flight = launcher.in_flight;
 
-        let mut comm_bytes = 0;
-        let mut comm_s = 0.0;
+        let mut traffic = Traffic::default();
         let wait_start = timeline.now();
         for InFlight { bucket, label, flat, work } in in_flight {
             let done = work.wait()?;
             timeline.communication(EventKind::AllReduce, label, &done);
-            comm_bytes += done.bytes;
-            comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
+            traffic.add(&done);
             unpack(&flat, bucket.params.iter().map(|&p| self.params[p].grad()));
         }
         timeline.record(EventKind::Idle, "waiting for all-reduce", wait_start, timeline.now(), None);
@@ -183,6 +182,7 @@ impl StepRunner for DataParallelStep<'_> {
         let scaling = timeline.span(EventKind::Optimizer, "optimizer step", || {
             loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())
         })?;
+        let (comm_bytes, comm_s) = (traffic.bytes, traffic.seconds);
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
     }
 

@@ -27,6 +27,7 @@ use crate::flat::{buffer_for, pack, unpack};
 use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
+use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
 
@@ -345,10 +346,10 @@ impl StepRunner for ParameterServerStep<'_> {
             let mut reply = party.buffers.flat.shallow_clone();
             let received = party.group.recv_async(&mut reply, party.server, TAG_PARAMETERS)?.wait()?;
             timeline.communication(EventKind::Recv, "parameters", &received);
-            for done in [&sent, &received] {
-                comm_bytes += done.bytes;
-                comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
-            }
+            let mut traffic = Traffic::default();
+            traffic.add(&sent);
+            traffic.add(&received);
+            (comm_bytes, comm_s) = (comm_bytes + traffic.bytes, comm_s + traffic.seconds);
             unpack(&party.buffers.values().to_device(party.device), party.params.iter().map(Tensor::shallow_clone));
             self.server_says_stop = party.buffers.flag().double_value(&[0]) != 0.0;
             let overflowed = party.buffers.overflow().double_value(&[0]) != 0.0;

@@ -4,12 +4,13 @@
 
 use std::collections::VecDeque;
 
-use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
+use stratlab_comm::{ProcessGroup, ReduceOp, Work};
 use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
 use crate::flat;
 use crate::timeline::{EventKind, Timeline};
+use crate::traffic::Traffic;
 use crate::TrainError;
 
 // Tags keep a pipeline's messages apart: activations and gradients per micro-batch, the
@@ -28,20 +29,6 @@ pub(super) const EVAL_TAG: u32 = 1 << 21;
 pub(super) struct PendingRecv {
     buffer: Tensor,
     work: Work,
-}
-
-/// Communication totals of a step.
-#[derive(Default)]
-pub(super) struct Traffic {
-    pub(super) bytes: u64,
-    pub(super) seconds: f64,
-}
-
-impl Traffic {
-    pub(super) fn add(&mut self, done: &Completed) {
-        self.bytes += done.bytes;
-        self.seconds += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
-    }
 }
 
 /// A send in flight with its buffer (which must live until it completes).

@@ -21,9 +21,10 @@ use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use super::layout::Layout;
-use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends, Traffic};
+use super::links::{activation_tag, gradient_tag, Endpoint, PendingRecv, Sends};
 use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
+use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
 use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
 

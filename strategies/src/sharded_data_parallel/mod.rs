@@ -26,7 +26,7 @@ use std::ops::Range;
 
 use std::sync::Arc;
 
-use stratlab_comm::{Completed, ProcessGroup, ReduceOp, Work};
+use stratlab_comm::{ProcessGroup, ReduceOp, Work};
 use stratlab_datasets::Dataset;
 use stratlab_strategy_spec::{ShardUnit, ZeroStage};
 use tch::nn::{self, ModuleT, VarStore};
@@ -41,6 +41,7 @@ use crate::setup::{self, Replica};
 use crate::staged_model::StagedModel;
 use crate::staged_pass::{StageHooks, StagedPass};
 use crate::timeline::{EventKind, Timeline};
+use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{Precision, PrecisionOps, TrainConfig, TrainError, TrainObserver, TrainReport};
 use shard::Unit;
@@ -139,8 +140,7 @@ struct ShardHooks<'s> {
     /// The unit of each network stage.
     unit_of: Vec<usize>,
     in_flight: Vec<(usize, Work, Tensor)>,
-    comm_bytes: u64,
-    comm_s: f64,
+    traffic: Traffic,
 }
 
 /// Reduce-scatters in flight at most, each holding its unit's packed gradients: two let
@@ -156,14 +156,9 @@ impl ShardHooks<'_> {
             let done = work.wait()?;
             drop(packed);
             timeline.communication(EventKind::ReduceScatter, format!("unit {index} gradients"), &done);
-            self.count(&done);
+            self.traffic.add(&done);
         }
         Ok(())
-    }
-
-    fn count(&mut self, done: &Completed) {
-        self.comm_bytes += done.bytes;
-        self.comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
     }
 }
 
@@ -241,14 +236,13 @@ impl StepRunner for ShardedStep<'_> {
             units: &mut self.units,
             unit_of,
             in_flight: Vec::new(),
-            comm_bytes: 0,
-            comm_s: 0.0,
+            traffic: Traffic::default(),
         };
         let (logits, loss) = pass.run(images, labels, timeline, &mut hooks)?;
         let wait_start = timeline.now();
         hooks.settle(0, timeline)?;
         timeline.record(EventKind::Idle, "waiting for reduce-scatter", wait_start, timeline.now(), None);
-        let (mut comm_bytes, mut comm_s) = (hooks.comm_bytes, hooks.comm_s);
+        let mut traffic = hooks.traffic;
         // Each rank holds its own chunk's verdict: every rank skips if any chunk overflowed.
         let chunks: Vec<Tensor> = self.units.iter().map(|unit| unit.chunk.shallow_clone()).collect();
         let group = self.group;
@@ -265,14 +259,14 @@ impl StepRunner for ShardedStep<'_> {
             // The updated chunks, gathered into every rank's whole weights.
             for unit in &mut self.units {
                 let Some(done) = unit.gather_updated(self.group)? else { continue };
-                comm_bytes += done.bytes;
-                comm_s += (done.completed_ns - done.launched_ns).max(0) as f64 * 1e-9;
+                traffic.add(&done);
                 timeline.communication(EventKind::AllGather, format!("unit {} weights", unit.index), &done);
             }
             for unit in &self.units {
                 unit.clear_gradients()?;
             }
         }
+        let (comm_bytes, comm_s) = (traffic.bytes, traffic.seconds);
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
     }
 
@@ -293,11 +287,7 @@ impl StepRunner for ShardedStep<'_> {
         if self.stage.shards_weights() {
             self.release_all();
         }
-        let sums = sums?;
-        let mut values = [sums.loss_sum, sums.correct, sums.samples];
-        self.sum_across_ranks(&mut values)?;
-        let [loss_sum, correct, samples] = values;
-        Ok(EvalSums { loss_sum, correct, samples })
+        train_loop::sum_evaluation(self, sums?)
     }
 
     fn sum_across_ranks(&mut self, values: &mut [f64]) -> Result<(), TrainError> {
