@@ -6,7 +6,7 @@ use stratlab_perf_model::memory::OptimizerFootprint;
 use stratlab_strategy_spec::OptimizerKind;
 use tch::nn::{self, OptimizerConfig, VarStore};
 
-use crate::{TrainConfig, TrainError};
+use crate::TrainError;
 
 /// Adam's own settings: `torch.optim.Adam`'s arguments beside the learning rate, with its
 /// defaults.
@@ -53,16 +53,6 @@ pub struct UpdateRule {
 }
 
 impl UpdateRule {
-    /// The trial's rule.
-    pub fn of(config: &TrainConfig) -> UpdateRule {
-        UpdateRule {
-            kind: config.optimizer,
-            momentum: config.momentum,
-            weight_decay: config.weight_decay,
-            adam: config.adam,
-        }
-    }
-
     /// SGD without momentum or weight decay: the cheapest update, where a measurement
     /// needs one but does not time it.
     pub fn plain_sgd() -> UpdateRule {

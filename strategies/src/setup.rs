@@ -6,7 +6,6 @@ use tch::nn::{self, VarStore};
 use tch::Device;
 
 use crate::loss_scale::LossScaler;
-use crate::optimizer::UpdateRule;
 use crate::{memory, PrecisionOps, TrainConfig, TrainError};
 
 /// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
@@ -16,7 +15,7 @@ pub struct Replica<M> {
     pub store: VarStore,
     /// What the strategy built on the store.
     pub model: M,
-    /// The trial's optimizer over the store's trainable variables ([`UpdateRule`]).
+    /// The trial's optimizer over the store's trainable variables ([`crate::optimizer::UpdateRule`]).
     pub optimizer: nn::Optimizer,
     /// The dynamic loss scale, where the precision needs one (float16).
     pub loss_scaler: Option<LossScaler>,
@@ -33,7 +32,7 @@ pub fn replica<M>(
     let mut store = VarStore::new(device);
     let model = build(&mut store)?;
     config.precision.apply_to(&mut store, config.memory_format)?;
-    let optimizer = UpdateRule::of(config).build(&store, config.lr)?;
+    let optimizer = config.update_rule().build(&store, config.lr)?;
     let loss_scaler = LossScaler::for_precision(config.precision, config.loss_scale);
     Ok(Replica { store, model, optimizer, loss_scaler })
 }

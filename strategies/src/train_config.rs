@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::loss_scale::LossScaleSettings;
-use crate::optimizer::AdamSettings;
+use crate::optimizer::{AdamSettings, UpdateRule};
 use crate::precision::Compute;
 use crate::{DeviceChoice, LrSchedule, MemoryFormat, Numerics, OptimizerKind, Precision, TrainError};
 
@@ -144,6 +144,11 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The trial's optimizer, everything about its update but the learning rate.
+    pub fn update_rule(&self) -> UpdateRule {
+        UpdateRule { kind: self.optimizer, momentum: self.momentum, weight_decay: self.weight_decay, adam: self.adam }
+    }
+
     /// The precision and memory format the trial computes in.
     pub fn compute(&self) -> Compute {
         Compute { precision: self.precision, memory_format: self.memory_format }

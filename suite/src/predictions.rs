@@ -13,7 +13,6 @@ use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_perf_model::{AllReduceCurve, Link};
 use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
-use stratlab_strategies::optimizer::UpdateRule;
 use stratlab_strategies::profile::analytical_profile;
 use tch::Device;
 
@@ -190,13 +189,7 @@ pub fn predict_cells(
                     let sizes = sizes_for(trials, &key, &[]);
                     analytical_profiles.insert(
                         key.clone(),
-                        analytical_profile(
-                            &spec,
-                            &sizes,
-                            UpdateRule::of(&trial.train),
-                            trial.train.precision,
-                            &seconds,
-                        )?,
+                        analytical_profile(&spec, &sizes, trial.train.update_rule(), trial.train.precision, &seconds)?,
                     );
                 }
                 &analytical_profiles[&key]
@@ -230,7 +223,7 @@ pub fn predict_cells(
             sample_bytes: loader_sample_bytes(&spec),
             link: link.map(|measured| &measured.link),
             all_reduce: link.and_then(|measured| measured.all_reduce.as_ref()),
-            optimizer: UpdateRule::of(&trial.train).footprint(),
+            optimizer: trial.train.update_rule().footprint(),
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
             cores,

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_strategies::contention::measure_contention;
-use stratlab_strategies::optimizer::UpdateRule;
 use stratlab_strategies::profile::profile_network;
 use stratlab_strategies::stored_profile::ProfileNeeds;
 use stratlab_strategies::training_steps::{measure_training_steps, measure_training_steps_briefly};
@@ -229,7 +228,7 @@ fn measure(
         sizes.sort_unstable();
         sizes.dedup();
     }
-    let update = UpdateRule::of(&trial.train);
+    let update = trial.train.update_rule();
     let mut profile = profile_network(spec, Device::Cpu, &sizes, update, trial.train.compute())?;
     let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();

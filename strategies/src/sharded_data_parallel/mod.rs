@@ -36,7 +36,6 @@ use crate::data_parallel::{agree_any, broadcast_variables, sum_over_group};
 use crate::evaluate::correct_on_device;
 use crate::evaluate::{evaluate_shard, EvalSums};
 use crate::loss_scale::{self, LossScaler};
-use crate::optimizer::UpdateRule;
 use crate::setup::{self, Replica};
 use crate::staged_model::StagedModel;
 use crate::staged_pass::{StageHooks, StagedPass};
@@ -76,7 +75,7 @@ pub fn train(
         units.push(Unit::new(index, stages, &params[owned], group, &chunks)?);
     }
     chunks.set_kind(config.precision.kind());
-    let optimizer = UpdateRule::of(config).build(&chunks, config.lr)?;
+    let optimizer = config.update_rule().build(&chunks, config.lr)?;
     let mut runner = ShardedStep {
         group,
         model,
