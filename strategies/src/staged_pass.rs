@@ -36,15 +36,16 @@ pub(crate) trait StageHooks {
     }
 }
 
-/// A staged step's model and what it computes in.
-pub(crate) struct StagedPass<'a> {
-    pub(crate) model: &'a StagedModel,
+/// A staged step's model, what it computes in, and its loss scaler (fp16), held by the
+/// strategies whose steps run stage by stage.
+pub(crate) struct StagedPass {
+    pub(crate) model: StagedModel,
     pub(crate) precision: Precision,
     pub(crate) device: Device,
-    pub(crate) loss_scaler: Option<&'a LossScaler>,
+    pub(crate) loss_scaler: Option<LossScaler>,
 }
 
-impl StagedPass<'_> {
+impl StagedPass {
     /// The forward (under the precision's autocast) and the backward of `images` against
     /// `labels`, stage by stage with `hooks` between; returns the logits and the loss.
     pub(crate) fn run(
@@ -87,7 +88,7 @@ impl StagedPass<'_> {
             // memory per sample than one whole backward (as `single` runs it) holds.
             let output = outputs.pop().expect("a stage's output");
             match upstream.take() {
-                None => loss_scale::backward(self.loss_scaler, &loss)?,
+                None => loss_scale::backward(self.loss_scaler.as_ref(), &loss)?,
                 Some(gradient) => backward_with_grad(&output, &gradient)?,
             }
             drop(output);

@@ -125,22 +125,66 @@ pub struct Parameters {
     pub shard_unit: Option<ShardUnit>,
 }
 
-/// Which strategies take each parameter, by the name suites give it.
-const APPLIES_TO: [(&str, &[StrategyKind]); 8] = [
-    ("micro_batches", &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid]),
-    ("balance", StrategyKind::PIPELINES),
-    ("checkpoint", &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid]),
-    ("fusion_threshold_mib", &[StrategyKind::DataParallel]),
-    ("server", &[StrategyKind::ParameterServer]),
-    ("pipeline_stages", &[StrategyKind::Hybrid]),
-    ("stage", &[StrategyKind::ShardedDataParallel]),
-    ("shard_unit", &[StrategyKind::ShardedDataParallel]),
+/// A parameter's rule: the name suites give it, the strategies that take it, and whether
+/// [`Parameters`] holds a value for it. One line per parameter, so the name and the field
+/// it reads cannot drift apart.
+struct AppliesTo {
+    field: &'static str,
+    kinds: &'static [StrategyKind],
+    given: fn(&Parameters) -> bool,
+}
+
+/// Which strategies take each parameter.
+const APPLIES_TO: [AppliesTo; 8] = [
+    AppliesTo {
+        field: "micro_batches",
+        kinds: &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid],
+        given: |parameters| parameters.micro_batches.is_some(),
+    },
+    AppliesTo { field: "balance", kinds: StrategyKind::PIPELINES, given: |parameters| parameters.balance.is_some() },
+    AppliesTo {
+        field: "checkpoint",
+        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
+        given: |parameters| parameters.checkpoint.is_some(),
+    },
+    AppliesTo {
+        field: "fusion_threshold_mib",
+        kinds: &[StrategyKind::DataParallel],
+        given: |parameters| parameters.fusion_threshold_mib.is_some(),
+    },
+    AppliesTo {
+        field: "server",
+        kinds: &[StrategyKind::ParameterServer],
+        given: |parameters| parameters.server.is_some(),
+    },
+    AppliesTo {
+        field: "pipeline_stages",
+        kinds: &[StrategyKind::Hybrid],
+        given: |parameters| parameters.pipeline_stages.is_some(),
+    },
+    AppliesTo {
+        field: "stage",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        given: |parameters| parameters.stage.is_some(),
+    },
+    AppliesTo {
+        field: "shard_unit",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        given: |parameters| parameters.shard_unit.is_some(),
+    },
 ];
 
 impl Strategy {
     /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
     /// does not take (it would be silently ignored), a value out of range, one it needs.
     pub fn new(kind: StrategyKind, parameters: Parameters) -> Result<Strategy, SweepError> {
+        for rule in &APPLIES_TO {
+            if (rule.given)(&parameters) && !rule.kinds.contains(&kind) {
+                let names: Vec<&str> = rule.kinds.iter().map(|kind| kind.name()).collect();
+                let message = format!("does not apply to strategy {kind}; it applies to {}", names.join(", "));
+                return Err(SweepError { field: rule.field, message });
+            }
+        }
         let Parameters {
             micro_batches,
             balance,
@@ -151,23 +195,6 @@ impl Strategy {
             stage,
             shard_unit,
         } = parameters;
-        let given = [
-            micro_batches.is_some(),
-            balance.is_some(),
-            checkpoint.is_some(),
-            fusion_threshold_mib.is_some(),
-            server.is_some(),
-            pipeline_stages.is_some(),
-            stage.is_some(),
-            shard_unit.is_some(),
-        ];
-        for ((field, applies_to), given) in APPLIES_TO.iter().zip(given) {
-            if given && !applies_to.contains(&kind) {
-                let names: Vec<&str> = applies_to.iter().map(|kind| kind.name()).collect();
-                let message = format!("does not apply to strategy {kind}; it applies to {}", names.join(", "));
-                return Err(SweepError { field, message });
-            }
-        }
         let error = |field, message: &str| Err(SweepError { field, message: message.to_owned() });
         if micro_batches == Some(0) {
             return error("micro_batches", "give one or more micro-batch counts, each at least 1");
@@ -394,6 +421,32 @@ mod tests {
         assert!(error.message.contains("model-parallel, gpipe, 1f1b, hybrid"), "{error}");
         let error = Strategy::new(StrategyKind::Hybrid, Parameters::default()).unwrap_err();
         assert_eq!(error.field, "pipeline_stages");
+    }
+
+    #[test]
+    fn each_rule_reads_the_field_it_names() {
+        // Every parameter given alone: exactly the rule of its name sees it.
+        let alone = |field: &str| -> Parameters {
+            let mut parameters = Parameters::default();
+            match field {
+                "micro_batches" => parameters.micro_batches = Some(2),
+                "balance" => parameters.balance = Some(Balance::Time),
+                "checkpoint" => parameters.checkpoint = Some(Checkpoint::Always),
+                "fusion_threshold_mib" => parameters.fusion_threshold_mib = Some(8),
+                "server" => parameters.server = Some(ServerPlacement::Dedicated),
+                "pipeline_stages" => parameters.pipeline_stages = Some(2),
+                "stage" => parameters.stage = Some(ZeroStage::Two),
+                "shard_unit" => parameters.shard_unit = Some(ShardUnit::Network),
+                other => panic!("a rule names {other}, which this test does not set"),
+            }
+            parameters
+        };
+        for rule in &APPLIES_TO {
+            let parameters = alone(rule.field);
+            let seen: Vec<&str> =
+                APPLIES_TO.iter().filter(|other| (other.given)(&parameters)).map(|other| other.field).collect();
+            assert_eq!(seen, [rule.field]);
+        }
     }
 
     #[test]

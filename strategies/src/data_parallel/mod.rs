@@ -14,12 +14,12 @@ use tch::{Device, Kind, Tensor};
 
 use crate::evaluate::correct_on_device;
 use crate::flat::{buffer_for, pack, unpack};
-use crate::loss_scale::{self, LossScaler};
+use crate::loss_scale;
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{Precision, TrainError, TrainObserver, TrainReport};
+use crate::{TrainError, TrainObserver, TrainReport};
 use stratlab_strategy_spec::buckets::{plan_buckets, Bucket};
 
 use crate::staged_model::StagedModel;
@@ -49,14 +49,11 @@ pub fn train(
         .collect();
     let mut runner = DataParallelStep {
         group,
-        model,
+        pass: StagedPass { model, precision: config.precision, device, loss_scaler },
         optimizer,
         params,
         buckets,
         fused,
-        device,
-        precision: config.precision,
-        loss_scaler,
         wall_time_budget: config.budget.seconds.is_some(),
     };
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
@@ -91,15 +88,12 @@ pub(crate) fn broadcast_variables(
 
 struct DataParallelStep<'a> {
     group: &'a ProcessGroup,
-    model: StagedModel,
+    pass: StagedPass,
     optimizer: nn::Optimizer,
     params: Vec<Tensor>,
     buckets: Vec<Vec<Bucket>>,
     /// Each bucket's fused buffer, kept from step to step ([`crate::flat`]).
     fused: Vec<Vec<Tensor>>,
-    device: Device,
-    precision: Precision,
-    loss_scaler: Option<LossScaler>,
     wall_time_budget: bool,
 }
 
@@ -136,7 +130,7 @@ impl StageHooks for BucketLauncher<'_, '_> {
 
 impl StepRunner for DataParallelStep<'_> {
     fn model(&self) -> &dyn ModuleT {
-        &self.model
+        &self.pass.model
     }
 
     fn shard(&self) -> (usize, usize) {
@@ -152,12 +146,6 @@ impl StepRunner for DataParallelStep<'_> {
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         self.optimizer.zero_grad();
-        let pass = StagedPass {
-            model: &self.model,
-            precision: self.precision,
-            device: self.device,
-            loss_scaler: self.loss_scaler.as_ref(),
-        };
         let mut launcher = BucketLauncher {
             group: self.group,
             params: &self.params,
@@ -165,7 +153,7 @@ impl StepRunner for DataParallelStep<'_> {
             fused: &self.fused,
             in_flight: Vec::new(),
         };
-        let (logits, loss) = pass.run(images, labels, timeline, &mut launcher)?;
+        let (logits, loss) = self.pass.run(images, labels, timeline, &mut launcher)?;
         let in_flight = launcher.in_flight;
 
         let mut traffic = Traffic::default();
@@ -180,7 +168,7 @@ impl StepRunner for DataParallelStep<'_> {
         // The all-reduced gradients are alike on every rank, and so is the scaler's verdict.
         let optimizer = &mut self.optimizer;
         let scaling = timeline.span(EventKind::Optimizer, "optimizer step", || {
-            loss_scale::step(self.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())
+            loss_scale::step(self.pass.loss_scaler.as_mut(), &self.params, Ok, || optimizer.step())
         })?;
         let (comm_bytes, comm_s) = (traffic.bytes, traffic.seconds);
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
@@ -191,11 +179,11 @@ impl StepRunner for DataParallelStep<'_> {
     }
 
     fn sum_across_ranks(&mut self, values: &mut [f64]) -> Result<(), TrainError> {
-        sum_over_group(self.group, self.device, values)
+        sum_over_group(self.group, self.pass.device, values)
     }
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
-        agree_any(self.group, self.device, local_stop, self.wall_time_budget)
+        agree_any(self.group, self.pass.device, local_stop, self.wall_time_budget)
     }
 }
 

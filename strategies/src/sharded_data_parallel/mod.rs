@@ -35,14 +35,14 @@ use tch::{Device, Tensor};
 use crate::data_parallel::{agree_any, broadcast_variables, sum_over_group};
 use crate::evaluate::correct_on_device;
 use crate::evaluate::{evaluate_shard, EvalSums};
-use crate::loss_scale::{self, LossScaler};
+use crate::loss_scale;
 use crate::setup::{self, Replica};
 use crate::staged_model::StagedModel;
 use crate::staged_pass::{StageHooks, StagedPass};
 use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{Precision, PrecisionOps, TrainConfig, TrainError, TrainObserver, TrainReport};
+use crate::{PrecisionOps, TrainConfig, TrainError, TrainObserver, TrainReport};
 use shard::Unit;
 
 /// Trains with ZeRO stage `stage` over `group`, gathering `unit` at a time at stage 3
@@ -78,13 +78,10 @@ pub fn train(
     let optimizer = config.update_rule().build(&chunks, config.lr)?;
     let mut runner = ShardedStep {
         group,
-        model,
+        pass: StagedPass { model, precision: config.precision, device, loss_scaler },
         stage,
         units,
         optimizer,
-        device,
-        precision: config.precision,
-        loss_scaler,
         wall_time_budget: config.budget.seconds.is_some(),
     };
     if stage.shards_weights() {
@@ -99,14 +96,11 @@ pub fn train(
 
 struct ShardedStep<'a> {
     group: &'a ProcessGroup,
-    model: StagedModel,
+    pass: StagedPass,
     stage: ZeroStage,
     units: Vec<Unit>,
     /// Over every unit's chunk of the weights, and nothing else.
     optimizer: nn::Optimizer,
-    device: Device,
-    precision: Precision,
-    loss_scaler: Option<LossScaler>,
     wall_time_budget: bool,
 }
 
@@ -205,7 +199,7 @@ impl StageHooks for ShardHooks<'_> {
 
 impl StepRunner for ShardedStep<'_> {
     fn model(&self) -> &dyn ModuleT {
-        &self.model
+        &self.pass.model
     }
 
     fn shard(&self) -> (usize, usize) {
@@ -221,12 +215,6 @@ impl StepRunner for ShardedStep<'_> {
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         self.optimizer.zero_grad();
-        let pass = StagedPass {
-            model: &self.model,
-            precision: self.precision,
-            device: self.device,
-            loss_scaler: self.loss_scaler.as_ref(),
-        };
         let unit_of: Vec<usize> =
             self.units.iter().enumerate().flat_map(|(index, unit)| unit.stages.clone().map(move |_| index)).collect();
         let mut hooks = ShardHooks {
@@ -237,7 +225,7 @@ impl StepRunner for ShardedStep<'_> {
             in_flight: Vec::new(),
             traffic: Traffic::default(),
         };
-        let (logits, loss) = pass.run(images, labels, timeline, &mut hooks)?;
+        let (logits, loss) = self.pass.run(images, labels, timeline, &mut hooks)?;
         let wait_start = timeline.now();
         hooks.settle(0, timeline)?;
         timeline.record(EventKind::Idle, "waiting for reduce-scatter", wait_start, timeline.now(), None);
@@ -252,7 +240,7 @@ impl StepRunner for ShardedStep<'_> {
         };
         let optimizer = &mut self.optimizer;
         let scaling = timeline.span(EventKind::Optimizer, "optimizer step (own chunks)", || {
-            loss_scale::step(self.loss_scaler.as_mut(), &chunks, agree, || optimizer.step())
+            loss_scale::step(self.pass.loss_scaler.as_mut(), &chunks, agree, || optimizer.step())
         })?;
         if !self.stage.shards_weights() {
             // The updated chunks, gathered into every rank's whole weights.
@@ -282,7 +270,7 @@ impl StepRunner for ShardedStep<'_> {
         device: Device,
     ) -> Result<EvalSums, TrainError> {
         self.gather_all(&mut Timeline::new(device, false))?;
-        let sums = evaluate_shard(&self.model, test, config, device, self.eval_shard());
+        let sums = evaluate_shard(&self.pass.model, test, config, device, self.eval_shard());
         if self.stage.shards_weights() {
             self.release_all();
         }
@@ -290,10 +278,10 @@ impl StepRunner for ShardedStep<'_> {
     }
 
     fn sum_across_ranks(&mut self, values: &mut [f64]) -> Result<(), TrainError> {
-        sum_over_group(self.group, self.device, values)
+        sum_over_group(self.group, self.pass.device, values)
     }
 
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
-        agree_any(self.group, self.device, local_stop, self.wall_time_budget)
+        agree_any(self.group, self.pass.device, local_stop, self.wall_time_budget)
     }
 }
