@@ -93,7 +93,7 @@ pub fn data_parallel_step(
 mod tests {
     use super::*;
     use crate::closed_forms::thesis_data_parallel_s;
-    use crate::{AllReduceCurve, Link};
+    use crate::{CollectiveCurve, Link};
 
     fn ring(link: &Link) -> AllReduce<'_> {
         AllReduce { link, measured: None }
@@ -146,7 +146,7 @@ mod tests {
     fn a_measured_all_reduce_sets_the_exposed_tail_where_the_ring_formula_would_not() {
         // The link says a 4 KB bucket costs microseconds; the probe, under load, measured 3 ms.
         let link = Link::new(1e9, 20e-6);
-        let loaded = AllReduceCurve::new(2, vec![(4, 3e-3), (1 << 20, 5e-3)]).unwrap();
+        let loaded = CollectiveCurve::new(2, vec![(4, 3e-3), (1 << 20, 5e-3)]).unwrap();
         let stages = [stage(0.01, 0.02, vec![4_000]), stage(0.01, 0.02, vec![4_000])];
         let measured = data_parallel_step(&stages, 2, &AllReduce { link: &link, measured: Some(&loaded) }, 1_000, 0.0);
         let formula = data_parallel_step(&stages, 2, &ring(&link), 1_000, 0.0);

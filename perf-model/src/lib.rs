@@ -1,7 +1,7 @@
 //! Predicts a training step and its memory for every strategy, libtorch-free, from what a
 //! profile ([`profile::NetworkProfile`]) and a probe measure ([`predict::StepQuestion`]): per-stage forward and backward seconds against the samples
-//! ([`CostCurve`]), and the links between workers ([`Link`]) with the all-reduce time the
-//! probe measured over them ([`AllReduceCurve`]).
+//! ([`CostCurve`]), and the links between workers ([`Link`]) with the collectives' times the
+//! probe measured over them ([`MeasuredCollectives`]).
 //!
 //! The model follows what stratlab's implementation does rather than a textbook formula:
 //! pipelines are simulated on the very action lists the stage workers execute
@@ -30,7 +30,7 @@ mod yaml;
 
 pub use breakdown::StepBreakdown;
 pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
-pub use collective::{AllReduce, AllReduceCurve};
+pub use collective::{AllReduce, CollectiveCurve, MeasuredCollectives};
 pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
 pub use link::{Bandwidth, Latency, Link};

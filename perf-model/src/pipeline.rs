@@ -10,7 +10,7 @@
 use serde::Serialize;
 use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Schedule};
 
-use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
+use crate::{AllReduce, CollectiveCurve, Link, StepBreakdown};
 
 /// What one pipeline stage costs, per micro-batch of the size the step runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,7 +57,7 @@ pub struct Pipeline<'a> {
     /// stage's gradients over the same link.
     pub replicas: usize,
     /// The probe's all-reduce against size on that link, where measured.
-    pub measured_all_reduce: Option<&'a AllReduceCurve>,
+    pub measured_all_reduce: Option<&'a CollectiveCurve>,
 }
 
 /// One simulated pass.

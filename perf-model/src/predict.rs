@@ -15,7 +15,7 @@ use crate::parameter_server::ParameterServerRound;
 use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
 use crate::sharded_data_parallel::{sharded_step, ShardCollectives};
-use crate::{AllReduce, AllReduceCurve, Link, StepBreakdown};
+use crate::{AllReduce, CollectiveCurve, Link, MeasuredCollectives, StepBreakdown};
 
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network's
 /// profile (holding every stage at [`Strategy::stage_samples`] of the batch) and, for a
@@ -38,9 +38,9 @@ pub struct StepQuestion<'a> {
     pub sample_bytes: f64,
     /// The link between workers, where known.
     pub link: Option<&'a Link>,
-    /// All-reduce time against size over that link, where the probe measured it (with the
-    /// cores busy, where the workers share them, as a step's buckets find them).
-    pub all_reduce: Option<&'a AllReduceCurve>,
+    /// The collectives' times against size over that link, where the probe measured them
+    /// (with the cores busy, where the workers share them, as a step's buckets find them).
+    pub collectives: Option<&'a MeasuredCollectives>,
     /// What the optimizer keeps per weight (SGD with momentum 1 state, without 0; Adam 2)
     /// and allocates while it updates one.
     pub optimizer: OptimizerFootprint,
@@ -107,7 +107,7 @@ impl StepPrediction {
     }
 }
 
-impl StepQuestion<'_> {
+impl<'a> StepQuestion<'a> {
     /// The model's and the thesis's step, and the memory. A pipeline is partitioned once,
     /// as the strategy partitions it (a `time` balance profiles the network again, as the
     /// strategy does). Where the workers' threads outnumber the cores, they share them in
@@ -290,7 +290,7 @@ impl StepQuestion<'_> {
         let fusion = self.strategy.fusion_threshold_bytes();
         let optimizer_s = self.profile.optimizer_s * slowdown;
         let link = self.link()?;
-        let all_reduce = AllReduce { link: &link, measured: self.all_reduce };
+        let all_reduce = AllReduce { link: &link, measured: self.measured_all_reduce() };
         Ok(data_parallel_step(&stages, self.workers, &all_reduce, fusion, optimizer_s).breakdown())
     }
 
@@ -299,8 +299,11 @@ impl StepQuestion<'_> {
         let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
         let stages = self.stage_works(slowdown);
         let link = self.link()?;
+        let measured = self.collectives.cloned().unwrap_or_default();
         let collectives = ShardCollectives {
-            all_reduce: AllReduce { link: &link, measured: self.all_reduce },
+            all_reduce: AllReduce { link: &link, measured: measured.all_reduce.as_ref() },
+            all_gather: measured.all_gather.as_ref(),
+            reduce_scatter: measured.reduce_scatter.as_ref(),
             link: &link,
             reduce_scatter_is_all_reduce: self.shares_a_host(),
         };
@@ -323,7 +326,12 @@ impl StepQuestion<'_> {
     /// Whether the workers share one host (its cores copy their transfers): there the
     /// collectives are Gloo's.
     fn shares_a_host(&self) -> bool {
-        self.host_copy_bandwidth.is_some() || self.all_reduce.is_some()
+        self.host_copy_bandwidth.is_some() || self.measured_all_reduce().is_some()
+    }
+
+    /// The all-reduce the probe measured, where it did.
+    fn measured_all_reduce(&self) -> Option<&'a CollectiveCurve> {
+        self.collectives.and_then(|measured| measured.all_reduce.as_ref())
     }
 
     /// The server's round: the training ranks but itself push to it, it updates, they pull.
@@ -387,7 +395,7 @@ impl StepQuestion<'_> {
                 stages: &slowed,
                 link: self.link()?,
                 replicas,
-                measured_all_reduce: self.all_reduce,
+                measured_all_reduce: self.measured_all_reduce(),
             };
             Ok(simulate(&pipeline)?)
         };

@@ -11,17 +11,22 @@ use std::ops::Range;
 use stratlab_strategy_spec::ZeroStage;
 
 use crate::data_parallel::{DataParallelStep, StageWork};
-use crate::{AllReduce, Link};
+use crate::{AllReduce, CollectiveCurve, Link};
 
 /// Reduce-scatters the strategy waits on before starting another (`IN_FLIGHT` in the
 /// strategy).
 const IN_FLIGHT: usize = 2;
 
-/// What a unit's collectives cost over the workers' link.
+/// What a unit's collectives cost over the workers' link: as the probe measured them where
+/// it did (over as many ranks), else from the link.
 #[derive(Debug, Clone, Copy)]
 pub struct ShardCollectives<'a> {
     /// The all-reduce, measured or a ring over the link.
     pub all_reduce: AllReduce<'a>,
+    /// The all-gather as measured, against the gathered bytes.
+    pub all_gather: Option<&'a CollectiveCurve>,
+    /// The reduce-scatter as measured, against the reduced bytes.
+    pub reduce_scatter: Option<&'a CollectiveCurve>,
     /// The link, for the all-gather's ring.
     pub link: &'a Link,
     /// Where the workers' collectives are Gloo's (they share a host's kernel): its
@@ -32,20 +37,33 @@ pub struct ShardCollectives<'a> {
 
 impl ShardCollectives<'_> {
     /// Seconds to gather `bytes` of weights (every rank's 1/N chunk) over `workers` ranks:
-    /// a ring, N − 1 rounds of a chunk.
+    /// as measured, else a ring, N − 1 rounds of a chunk.
     pub fn all_gather_s(&self, bytes: f64, workers: usize) -> f64 {
         if workers < 2 {
             return 0.0;
         }
-        (workers - 1) as f64 * self.link.transfer_s(bytes / workers as f64)
+        match CollectiveCurve::over(self.all_gather, workers) {
+            Some(curve) => curve.seconds(bytes),
+            None => self.ring_pass_s(bytes, workers),
+        }
     }
 
-    /// Seconds to reduce-scatter `bytes` of gradients over `workers` ranks.
+    /// Seconds to reduce-scatter `bytes` of gradients over `workers` ranks: as measured,
+    /// else on Gloo its all-reduce, elsewhere a ring's N − 1 rounds of a chunk.
     pub fn reduce_scatter_s(&self, bytes: f64, workers: usize) -> f64 {
-        match self.reduce_scatter_is_all_reduce {
-            true => self.all_reduce.seconds(bytes, workers),
-            false => self.all_gather_s(bytes, workers),
+        if workers < 2 {
+            return 0.0;
         }
+        match CollectiveCurve::over(self.reduce_scatter, workers) {
+            Some(curve) => curve.seconds(bytes),
+            None if self.reduce_scatter_is_all_reduce => self.all_reduce.seconds(bytes, workers),
+            None => self.ring_pass_s(bytes, workers),
+        }
+    }
+
+    /// One pass of a ring over `bytes`: N − 1 rounds of a 1/N chunk.
+    fn ring_pass_s(&self, bytes: f64, workers: usize) -> f64 {
+        (workers - 1) as f64 * self.link.transfer_s(bytes / workers as f64)
     }
 }
 
@@ -125,6 +143,8 @@ mod tests {
         let link = Link::new(1e8, 0.0);
         let collectives = ShardCollectives {
             all_reduce: AllReduce { link: &link, measured: None },
+            all_gather: None,
+            reduce_scatter: None,
             link: &link,
             reduce_scatter_is_all_reduce: true,
         };
@@ -141,6 +161,12 @@ mod tests {
         // On NCCL the reduce-scatter is a ring's half of an all-reduce.
         let nccl = ShardCollectives { reduce_scatter_is_all_reduce: false, ..collectives };
         assert!(sharded_step(&stages, &units, 2, ZeroStage::One, &nccl, 0.4).step_s < zero1.step_s);
+        // Measured curves answer for the ranks they were measured over.
+        let gather = CollectiveCurve::new(2, vec![(4, 1e-3), (10_000_000, 0.3)]).unwrap();
+        let scatter = CollectiveCurve::new(2, vec![(4, 1e-3), (10_000_000, 0.2)]).unwrap();
+        let measured = ShardCollectives { all_gather: Some(&gather), reduce_scatter: Some(&scatter), ..collectives };
+        assert_eq!((measured.all_gather_s(1e7, 2), measured.reduce_scatter_s(1e7, 2)), (0.3, 0.2));
+        assert_eq!(measured.all_gather_s(1e7, 4), collectives.all_gather_s(1e7, 4), "4 ranks: the ring");
         // One worker moves nothing.
         assert_eq!(sharded_step(&stages, &units, 1, ZeroStage::Three, &collectives, 0.4).comm_s, 0.0);
     }

@@ -25,6 +25,16 @@ pub enum ProbeKind {
     /// step's buckets do: on a machine whose workers share the cores, the collective then
     /// waits for a core as well as for the wire.
     AllReduceLoaded,
+    /// All ranks gather every rank's equal chunk into one buffer (`bytes` is the gathered
+    /// buffer), as sharded data parallelism gathers a unit's weights.
+    AllGather,
+    /// [`ProbeKind::AllGather`] with every core busy, as [`ProbeKind::AllReduceLoaded`].
+    AllGatherLoaded,
+    /// All ranks reduce a buffer (`bytes`) and each keeps its chunk of the result, as
+    /// sharded data parallelism reduce-scatters a unit's gradients.
+    ReduceScatter,
+    /// [`ProbeKind::ReduceScatter`] with every core busy, as [`ProbeKind::AllReduceLoaded`].
+    ReduceScatterLoaded,
 }
 
 impl ProbeKind {
@@ -38,15 +48,24 @@ impl ProbeKind {
 
     /// Bus bandwidth ÷ algorithm bandwidth for `world_size` ranks, as nccl-tests defines it
     /// (doc/PERFORMANCE.md): a ring all-reduce moves `2(W−1)/W` times the buffer over each
-    /// link, so bus bandwidth compares with the link's peak whatever W is; 1 for p2p.
+    /// link, an all-gather or a reduce-scatter `(W−1)/W`, so bus bandwidth compares with the
+    /// link's peak whatever W is; 1 for p2p.
     pub fn bus_factor(self, world_size: u32) -> f64 {
+        let ranks = f64::from(world_size);
         match self {
             ProbeKind::P2p => 1.0,
-            ProbeKind::AllReduce | ProbeKind::AllReduceLoaded if world_size == 0 => 0.0,
-            ProbeKind::AllReduce | ProbeKind::AllReduceLoaded => {
-                2.0 * (f64::from(world_size) - 1.0) / f64::from(world_size)
-            }
+            _ if world_size == 0 => 0.0,
+            ProbeKind::AllReduce | ProbeKind::AllReduceLoaded => 2.0 * (ranks - 1.0) / ranks,
+            ProbeKind::AllGather
+            | ProbeKind::AllGatherLoaded
+            | ProbeKind::ReduceScatter
+            | ProbeKind::ReduceScatterLoaded => (ranks - 1.0) / ranks,
         }
+    }
+
+    /// Whether the ranks' cores were kept busy while it was timed.
+    pub fn loaded(self) -> bool {
+        matches!(self, ProbeKind::AllReduceLoaded | ProbeKind::AllGatherLoaded | ProbeKind::ReduceScatterLoaded)
     }
 }
 
@@ -252,6 +271,17 @@ mod tests {
     }
 
     #[test]
+    fn bus_bandwidth_follows_each_collective_s_ring() {
+        // Four ranks: an all-reduce's ring moves 2·3/4 of the buffer over each link, a
+        // gather's or a scatter's 3/4.
+        assert_eq!(ProbeKind::AllReduceLoaded.bus_factor(4), 1.5);
+        assert_eq!(ProbeKind::AllGather.bus_factor(4), 0.75);
+        assert_eq!(ProbeKind::ReduceScatterLoaded.bus_factor(4), 0.75);
+        assert_eq!(ProbeKind::AllGather.bus_factor(0), 0.0);
+        assert!(ProbeKind::AllGatherLoaded.loaded() && !ProbeKind::ReduceScatter.loaded());
+    }
+
+    #[test]
     fn times_that_give_no_bandwidth_are_rejected() {
         let all_reduce = || spec(ProbeKind::AllReduce, 2);
         assert!(matches!(ProbeRow::from_times(all_reduce(), &[]), Err(ProbeError::NoTimes { .. })));
@@ -267,7 +297,18 @@ mod tests {
     #[test]
     fn kind_names_round_trip_and_match_serde() {
         let names: Vec<&str> = ProbeKind::ALL.iter().map(|kind| kind.name()).collect();
-        assert_eq!(names, ["p2p", "all_reduce", "all_reduce_loaded"]);
+        assert_eq!(
+            names,
+            [
+                "p2p",
+                "all_reduce",
+                "all_reduce_loaded",
+                "all_gather",
+                "all_gather_loaded",
+                "reduce_scatter",
+                "reduce_scatter_loaded"
+            ]
+        );
         for &kind in ProbeKind::ALL {
             assert_eq!(kind.name().parse::<ProbeKind>(), Ok(kind));
             assert_eq!(kind.to_string(), kind.name());
@@ -275,7 +316,8 @@ mod tests {
         }
         assert_eq!(
             "broadcast".parse::<ProbeKind>().unwrap_err().to_string(),
-            "unknown probe kind `broadcast`; valid: p2p, all_reduce, all_reduce_loaded"
+            "unknown probe kind `broadcast`; valid: p2p, all_reduce, all_reduce_loaded, all_gather, \
+             all_gather_loaded, reduce_scatter, reduce_scatter_loaded"
         );
     }
 }

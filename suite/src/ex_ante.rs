@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use stratlab_perf_model::profile::stage_seconds;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
-use stratlab_strategy_spec::Balance;
+use stratlab_strategy_spec::{Balance, StrategyKind};
 use tch::Device;
 
 use crate::link_axis::TrialLink;
@@ -26,6 +26,12 @@ use crate::trial::TrialSpec;
 /// bandwidth (the size of a small network's gradients, and of a large one's bucket), and
 /// sizes between for the all-reduce curve the model interpolates.
 const PROBE_SIZES: &str = "4,65536,1048576,4194304,16777216";
+
+/// One more size where sharded cells are probed: their units are whole layers (VGG's
+/// classifier layers are 16 to 392 MiB), and on loopback Gloo's all-gather and
+/// reduce-scatter slow past 16 MiB (64 MiB took 2.4 times the 16 MiB line's extrapolation
+/// in one probe), so the line beyond is drawn from a larger size.
+const SHARDED_PROBE_SIZE: &str = "67108864";
 
 /// Predicts every cell of `trials` into `store`, unless it already holds predictions (a
 /// resumed run keeps the ones made before its first trial).
@@ -58,8 +64,11 @@ fn predict_into(
                 probed.push(trial.link);
             }
         }
+        // Sharded cells' all-gathers and reduce-scatters are timed only where a trial runs
+        // them: they would lengthen every other run's probe.
+        let gather_scatter = trials.iter().any(|trial| trial.strategy.kind() == StrategyKind::ShardedDataParallel);
         for link in probed {
-            match probe_link(store, &link) {
+            match probe_link(store, &link, gather_scatter) {
                 Ok(Some(measured)) => links.insert(&link, measured),
                 Ok(None) => {}
                 Err(error) => say(&format!(
@@ -122,15 +131,21 @@ pub fn cut_on_run_profiles(trials: &mut [TrialSpec], store: &RunStore, say: &mut
 const LARGEST_TRANSFER_S: f64 = 0.2;
 
 /// Runs `stratlab probe` with two local ranks over `link` into a scratch folder of the run,
-/// moves its rows into the run's `probes` table, and returns the link they measure.
-fn probe_link(store: &RunStore, link: &TrialLink) -> anyhow::Result<Option<MeasuredLink>> {
+/// moves its rows into the run's `probes` table, and returns the link they measure; with
+/// `gather_scatter` it times all-gather and reduce-scatter too.
+fn probe_link(store: &RunStore, link: &TrialLink, gather_scatter: bool) -> anyhow::Result<Option<MeasuredLink>> {
     let scratch = store.run_dir().join(".probe");
-    let result = probe_into(store, &scratch, link);
+    let result = probe_into(store, &scratch, link, gather_scatter);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn probe_into(store: &RunStore, scratch: &Path, link: &TrialLink) -> anyhow::Result<Option<MeasuredLink>> {
+fn probe_into(
+    store: &RunStore,
+    scratch: &Path,
+    link: &TrialLink,
+    gather_scatter: bool,
+) -> anyhow::Result<Option<MeasuredLink>> {
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     let mut command = Command::new(exe);
     // 20 repeats on loopback: an all-reduce with the cores busy either finds a core at once
@@ -139,6 +154,17 @@ fn probe_into(store: &RunStore, scratch: &Path, link: &TrialLink) -> anyhow::Res
     // spread 1.4-5.5 % in the median against loopback's 3.2 %): 5 do, which keeps a slow
     // link's probe short (its 1 MiB takes 0.84 s at 10 Mbit/s).
     match link.emulated() {
+        None if gather_scatter => command.args([
+            "probe",
+            "--workers",
+            "2",
+            "--repeats",
+            "20",
+            "--warmup",
+            "3",
+            "--sizes",
+            &format!("{PROBE_SIZES},{SHARDED_PROBE_SIZE}"),
+        ]),
         None => command.args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", PROBE_SIZES]),
         Some(emulated) => {
             let sizes: Vec<&str> = PROBE_SIZES
@@ -155,9 +181,15 @@ fn probe_into(store: &RunStore, scratch: &Path, link: &TrialLink) -> anyhow::Res
         }
     };
     // The model reads the all-reduce timed with the cores busy, as the trials' buckets
-    // find them; the idle one took a sixth of each probe (1.3 of 8.8 s at 1 Gbit/s).
+    // find them; the idle one took a sixth of each probe (1.3 of 8.8 s at 1 Gbit/s). A
+    // sharded cell's all-gathers are waited for with the cores idle, so its probe times
+    // both states.
+    let loads = if gather_scatter { "idle,loaded" } else { "loaded" };
+    if gather_scatter {
+        command.arg("--gather-scatter");
+    }
     let output = command
-        .args(["--all-reduce", "loaded"])
+        .args(["--all-reduce", loads])
         .arg("--time-limit")
         .arg("120")
         .arg("--store")

@@ -10,7 +10,7 @@ use std::path::Path;
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
 use stratlab_perf_model::predict::StepQuestion;
 use stratlab_perf_model::profile::NetworkProfile;
-use stratlab_perf_model::{AllReduceCurve, Link};
+use stratlab_perf_model::{CollectiveCurve, Link, MeasuredCollectives};
 use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::profile::analytical_profile;
@@ -25,8 +25,8 @@ use crate::trial::TrialSpec;
 pub struct MeasuredLink {
     /// Bandwidth and latency.
     pub link: Link,
-    /// All-reduce time against size, where a probe measured it.
-    pub all_reduce: Option<AllReduceCurve>,
+    /// The collectives' times against size, where a probe measured them.
+    pub collectives: MeasuredCollectives,
     /// Where it came from, as stored in `predictions.link_source`.
     pub source: String,
 }
@@ -81,7 +81,7 @@ impl LocalLinks {
 
 impl MeasuredLink {
     /// The link probe rows measure: the one-way latency of the smallest point-to-point
-    /// message and the bandwidth of the largest (medians over pairs), and the all-reduce's
+    /// message and the bandwidth of the largest (medians over pairs), and each collective's
     /// mean time against size (its expected cost: under load its times are bimodal),
     /// measured with the ranks' cores busy where the probe did so (runs before that kind
     /// existed give their idle all-reduce, and their median); `None` without
@@ -93,7 +93,7 @@ impl MeasuredLink {
                 .filter(|row| row.kind == kind.name() && row.bytes == bytes)
                 .map(|row| match kind {
                     ProbeKind::P2p => row.median_s,
-                    ProbeKind::AllReduce | ProbeKind::AllReduceLoaded => row.mean_s.unwrap_or(row.median_s),
+                    _ => row.mean_s.unwrap_or(row.median_s),
                 })
                 .collect();
             stratlab_results::stats::median(&times)
@@ -105,12 +105,24 @@ impl MeasuredLink {
         let (smallest, largest) = (*p2p.first()?, *p2p.last()?);
         let latency_s = time_of(ProbeKind::P2p, smallest).unwrap_or(0.0);
         let bandwidth = largest as f64 / (time_of(ProbeKind::P2p, largest).unwrap_or(0.0) - latency_s).max(1e-9);
-        let all_reduce = [ProbeKind::AllReduceLoaded, ProbeKind::AllReduce].into_iter().find_map(|kind| {
-            let ranks = rows.iter().find(|row| row.kind == kind.name())?.world_size as usize;
-            let points = sizes_of(kind).into_iter().filter_map(|bytes| Some((bytes, time_of(kind, bytes)?))).collect();
-            AllReduceCurve::new(ranks, points).ok()
-        });
-        Some(MeasuredLink { link: Link::new(bandwidth, latency_s), all_reduce, source: source.to_owned() })
+        let curve = |preferred: ProbeKind, otherwise: ProbeKind| {
+            [preferred, otherwise].into_iter().find_map(|kind| {
+                let ranks = rows.iter().find(|row| row.kind == kind.name())?.world_size as usize;
+                let points =
+                    sizes_of(kind).into_iter().filter_map(|bytes| Some((bytes, time_of(kind, bytes)?))).collect();
+                CollectiveCurve::new(ranks, points).ok()
+            })
+        };
+        // Each collective in the cores' state it meets in a step: all-reduces and
+        // reduce-scatters run behind the backward, with the cores computing; all-gathers
+        // are waited for by every rank at once (ZeRO-3's before a unit's pass, ZeRO-1 and
+        // 2's after the update), with the cores idle.
+        let collectives = MeasuredCollectives {
+            all_reduce: curve(ProbeKind::AllReduceLoaded, ProbeKind::AllReduce),
+            all_gather: curve(ProbeKind::AllGather, ProbeKind::AllGatherLoaded),
+            reduce_scatter: curve(ProbeKind::ReduceScatterLoaded, ProbeKind::ReduceScatter),
+        };
+        Some(MeasuredLink { link: Link::new(bandwidth, latency_s), collectives, source: source.to_owned() })
     }
 }
 
@@ -144,7 +156,7 @@ pub fn predict_cells(
             cores = usize::MAX / 2;
             cluster_link = Some(MeasuredLink {
                 link: cluster.intra_node,
-                all_reduce: None,
+                collectives: MeasuredCollectives::default(),
                 source: format!("cluster {}", cluster.name),
             });
         }
@@ -203,7 +215,7 @@ pub fn predict_cells(
         let ring_link = match placement {
             Placement::Cluster(cluster) if trial.workers > 1 => Some(MeasuredLink {
                 link: cluster.ring_link(trial.workers)?,
-                all_reduce: None,
+                collectives: MeasuredCollectives::default(),
                 source: format!("cluster {}", cluster.name),
             }),
             _ => None,
@@ -222,7 +234,7 @@ pub fn predict_cells(
             cuts: pipeline_cuts(&trial.strategy, trial.workers, trial.train.batch_size, &spec, profile),
             sample_bytes: loader_sample_bytes(&spec),
             link: link.map(|measured| &measured.link),
-            all_reduce: link.and_then(|measured| measured.all_reduce.as_ref()),
+            collectives: link.map(|measured| &measured.collectives),
             optimizer: trial.train.update_rule().footprint(),
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
@@ -318,17 +330,31 @@ mod tests {
         let idle = MeasuredLink::from_probes(&rows, "idle").unwrap();
         assert!((idle.link.latency.0 - 50e-6).abs() < 1e-15);
         assert!((idle.link.bandwidth.0 - (1 << 20) as f64 / 1e-3).abs() < 1e-3);
-        let curve = idle.all_reduce.unwrap();
+        let curve = idle.collectives.all_reduce.unwrap();
         assert_eq!(curve.ranks(), 2);
+        assert_eq!((idle.collectives.all_gather, idle.collectives.reduce_scatter), (None, None));
         assert!((curve.seconds(4.0) - 120e-6).abs() < 1e-15, "the mean, not the median");
         // Bimodal under load: the mean is the expected cost, and the loaded rows win.
         rows.push(row(ProbeKind::AllReduceLoaded, 4, 150e-6, Some(2e-3)));
         rows.push(row(ProbeKind::AllReduceLoaded, 1 << 20, 4e-3, Some(5e-3)));
-        let loaded = MeasuredLink::from_probes(&rows, "loaded").unwrap().all_reduce.unwrap();
+        let loaded = MeasuredLink::from_probes(&rows, "loaded").unwrap().collectives.all_reduce.unwrap();
         assert!((loaded.seconds(4.0) - 2e-3).abs() < 1e-15);
+        // Sharded data parallelism's collectives, each its own curve: the gather idle where
+        // measured so, the scatter loaded.
+        rows.push(row(ProbeKind::AllGatherLoaded, 8, 1e-3, Some(9e-3)));
+        rows.push(row(ProbeKind::AllGatherLoaded, 1 << 20, 3e-3, Some(9e-3)));
+        rows.push(row(ProbeKind::AllGather, 8, 1e-3, Some(1e-3)));
+        rows.push(row(ProbeKind::AllGather, 1 << 20, 3e-3, Some(3e-3)));
+        rows.push(row(ProbeKind::ReduceScatter, 8, 1e-3, Some(1e-3)));
+        rows.push(row(ProbeKind::ReduceScatter, 1 << 20, 3e-3, Some(3e-3)));
+        rows.push(row(ProbeKind::ReduceScatterLoaded, 8, 2e-3, Some(2e-3)));
+        rows.push(row(ProbeKind::ReduceScatterLoaded, 1 << 20, 6e-3, Some(7e-3)));
+        let sharded = MeasuredLink::from_probes(&rows, "sharded").unwrap().collectives;
+        assert!((sharded.all_gather.unwrap().seconds((1 << 20) as f64) - 3e-3).abs() < 1e-15);
+        assert!((sharded.reduce_scatter.unwrap().seconds((1 << 20) as f64) - 7e-3).abs() < 1e-15);
         // A run from before the mean was stored falls back to its median.
         rows.iter_mut().for_each(|row| row.mean_s = None);
-        let old = MeasuredLink::from_probes(&rows, "old").unwrap().all_reduce.unwrap();
+        let old = MeasuredLink::from_probes(&rows, "old").unwrap().collectives.all_reduce.unwrap();
         assert!((old.seconds((1 << 20) as f64) - 4e-3).abs() < 1e-15);
         assert!(MeasuredLink::from_probes(&rows[2..], "no p2p").is_none());
     }

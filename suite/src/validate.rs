@@ -96,7 +96,7 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
             cuts: pipeline_cuts(&row.strategy, row.workers, row.batch, &spec, &profile),
             sample_bytes: loader_sample_bytes(&spec),
             link: Some(&link),
-            all_reduce: None,
+            collectives: None,
             optimizer: costed_update().footprint(),
             prefetch: 0,
             threads: 1,

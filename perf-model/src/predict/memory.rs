@@ -101,8 +101,9 @@ impl StepQuestion<'_> {
     /// ZeRO-3), the gradient chunk and whole gradients (all of them at ZeRO-1, kept to the
     /// step's end; from ZeRO-2 the unit in its backward), the optimizer state of the chunk,
     /// the pass's activations, and the two largest units' gradients packed for
-    /// reduce-scatters in flight. In the update: the same without activations, gathered
-    /// units or packed gradients, and with the update's temporaries on its largest chunk.
+    /// reduce-scatters in flight, with, on Gloo at ZeRO-1, the copy of the running one that
+    /// Gloo all-reduces. In the update: the same without activations, gathered units or
+    /// packed gradients, and with the update's temporaries on its largest chunk.
     fn sharded_memory(&self, parameter_bytes: f64, pass_peak_bytes: f64) -> WorkerMemory {
         let stage = self.strategy.zero_stage().unwrap_or_default();
         let workers = self.workers.max(1) as f64;
@@ -115,13 +116,21 @@ impl StepQuestion<'_> {
         let optimizer_bytes = basics.optimizer_states as f64 * chunk;
         let kept_weights = chunk + if stage.shards_weights() { 0.0 } else { parameter_bytes };
         let kept_gradients = chunk + if stage.shards_gradients() { 0.0 } else { parameter_bytes };
+        // Gloo reduce-scatters by all-reducing a copy of the packed input and keeping this
+        // rank's chunk of it: a unit-sized buffer while the collective runs. From ZeRO-2 it
+        // takes the place of the unit's gradient, freed once packed (counted below); at
+        // ZeRO-1 the gradients stay, so it comes on top. NCCL reduce-scatters in place.
+        let gloo_copy = match self.shares_a_host() && !stage.shards_gradients() {
+            true => largest_unit,
+            false => 0.0,
+        };
         let pass = WorkerMemory {
             weights_bytes: kept_weights + if stage.shards_weights() { largest_unit } else { 0.0 },
             gradients_bytes: kept_gradients + if stage.shards_gradients() { largest_unit } else { 0.0 },
             optimizer_bytes,
             activations_bytes: 0.0,
             transient_bytes: pass_peak_bytes,
-            buffers_bytes: basics.loader_bytes + in_flight,
+            buffers_bytes: basics.loader_bytes + in_flight + gloo_copy,
         };
         let update = WorkerMemory {
             weights_bytes: kept_weights,

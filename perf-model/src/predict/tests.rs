@@ -1,6 +1,6 @@
 //! What the workers sharing one machine cost each other, on hand-made profiles.
 
-use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
+use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind, ZeroStage};
 
 use super::*;
 use crate::profile::StageProfile;
@@ -50,7 +50,7 @@ fn question<'a>(
         cuts: strategy.schedule().map(|_| Ok(vec![0..STAGES / 2, STAGES / 2..STAGES])),
         sample_bytes: SAMPLE_BYTES,
         link: Some(link),
-        all_reduce: None,
+        collectives: None,
         optimizer: Default::default(),
         prefetch: 0,
         threads: 1,
@@ -198,4 +198,31 @@ fn a_pipeline_is_predicted_on_the_cut_it_is_given_or_says_why_not() {
     assert_eq!(refused.model_s(), Err(Unpredictable::Partition(PartitionError("3 parts of 2 stages".into()))));
     assert!(refused.memory.is_err() && refused.thesis_s.is_err());
     assert_eq!(cut(None).model_s(), Err(Unpredictable::NoCuts));
+}
+
+/// ZeRO's peak per worker falls stage by stage, and on Gloo (the workers share a host)
+/// ZeRO-1 holds one unit more: the copy Gloo all-reduces to reduce-scatter, beside the
+/// gradients ZeRO-1 keeps. From ZeRO-2 that copy takes the freed gradient's place.
+#[test]
+fn zero_stages_shard_memory_and_gloo_s_reduce_scatter_copies_its_input_beside_zero1_s_gradients() {
+    let profile = profile(None);
+    let link = Link::new(1e9, 0.0);
+    let adam = crate::memory::OptimizerFootprint { states: 2, temporaries: 3 };
+    let peak = |stage: Option<ZeroStage>, host_copy_bandwidth: Option<f64>| {
+        let kind = if stage.is_some() { StrategyKind::ShardedDataParallel } else { StrategyKind::DataParallel };
+        let strategy = Strategy::new(kind, Parameters { stage, ..Parameters::default() }).unwrap();
+        let question = StepQuestion { optimizer: adam, ..question(&strategy, &profile, &link, host_copy_bandwidth) };
+        question.predict().memory.unwrap()
+    };
+    let gloo = Some(1e9);
+    let totals: Vec<f64> = [None, Some(ZeroStage::One), Some(ZeroStage::Two), Some(ZeroStage::Three)]
+        .into_iter()
+        .map(|stage| peak(stage, gloo).total_bytes())
+        .collect();
+    assert!(totals.windows(2).all(|pair| pair[0] > pair[1]), "{totals:?}");
+    let unit_bytes = 1e6;
+    let zero1 = peak(Some(ZeroStage::One), gloo).total_bytes() - peak(Some(ZeroStage::One), None).total_bytes();
+    assert!((zero1 - unit_bytes).abs() < 1e-6, "{zero1}");
+    let zero2 = peak(Some(ZeroStage::Two), gloo).total_bytes() - peak(Some(ZeroStage::Two), None).total_bytes();
+    assert_eq!(zero2, 0.0);
 }

@@ -208,9 +208,13 @@ pub struct ProbeArgs {
     /// libtorch thread's core kept busy as during a training step's backward.
     #[arg(long = "all-reduce", value_enum, value_delimiter = ',', default_value = "idle,loaded")]
     pub all_reduce: Vec<AllReduceLoad>,
+    /// Also time all-gather and reduce-scatter (sharded data parallelism's collectives) at
+    /// every size, in each of `--all-reduce`'s core states.
+    #[arg(long = "gather-scatter")]
+    pub gather_scatter: bool,
 }
 
-/// The cores' state an all-reduce is timed in.
+/// The cores' state a collective is timed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
 pub enum AllReduceLoad {
     /// Nothing else runs on the ranks.

@@ -76,6 +76,9 @@ pub(super) fn rank_args(args: &ProbeArgs, threads: usize) -> Vec<OsString> {
     .map(OsString::from)
     .collect();
     command.push(args.store.clone().into_os_string());
+    if args.gather_scatter {
+        command.push("--gather-scatter".into());
+    }
     // The rank only labels its rows with it.
     if let Some(link) = args.link.as_ref().and_then(TrialLink::probe_argument) {
         command.push(format!("--link={link}").into());

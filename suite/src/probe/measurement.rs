@@ -1,6 +1,7 @@
-//! The measurements: ping-pong between every pair, all-reduce per size, each iteration
-//! after a barrier, the all-reduce's time the slowest rank's; then the all-reduce again with
-//! every libtorch thread's core kept busy, as a training step's buckets find them.
+//! The measurements: ping-pong between every pair, then each collective (the all-reduce;
+//! all-gather and reduce-scatter where asked) per size, each iteration after a barrier, its
+//! time the slowest rank's; idle, and with every libtorch thread's core kept busy, as a
+//! training step's buckets find them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use stratlab_comm::{CommError, ProcessGroup, ReduceOp};
 use stratlab_results::ProbeKind;
 use tch::{Device, Kind, Tensor};
 
-use super::plan::{Measurement, ProbePlan, ELEMENT_BYTES};
+use super::plan::{Collective, Measurement, ProbePlan, ELEMENT_BYTES};
 use crate::cli::AllReduceLoad;
 use stratlab_perf_model::ByteSize;
 
@@ -47,20 +48,24 @@ pub(super) fn measure(
     }
     let busy_threads = tch::get_num_threads().max(1) as usize;
     for &load in &plan.all_reduce {
-        let (kind, load) = match load {
-            AllReduceLoad::Idle => (ProbeKind::AllReduce, 0),
-            AllReduceLoad::Loaded => (ProbeKind::AllReduceLoaded, busy_threads),
+        let busy = match load {
+            AllReduceLoad::Idle => 0,
+            AllReduceLoad::Loaded => busy_threads,
         };
-        if report_progress {
-            eprintln!(
-                "probe: all-reduce over {world_size} ranks, {} sizes in {} rounds, {load} busy thread(s) per rank",
-                plan.sizes.len(),
-                ALL_REDUCE_ROUNDS.min(plan.repeats)
-            );
-        }
-        let per_size = interleaved_all_reduce(group, plan, load).with_context(|| format!("{kind}"))?;
-        for (&bytes, times_s) in plan.sizes.iter().zip(per_size) {
-            measurements.push(Measurement { kind, src: None, dst: None, bytes, times_s });
+        for &collective in &plan.collectives {
+            let kind = collective.kind(load);
+            if report_progress {
+                eprintln!(
+                    "probe: {kind} over {world_size} ranks, {} sizes in {} rounds, {busy} busy thread(s) per rank",
+                    plan.sizes.len(),
+                    ALL_REDUCE_ROUNDS.min(plan.repeats)
+                );
+            }
+            let per_size = interleaved(group, plan, collective, busy).with_context(|| format!("{kind}"))?;
+            for (&bytes, times_s) in plan.sizes.iter().zip(per_size) {
+                let bytes = collective.message_bytes(bytes, world_size);
+                measurements.push(Measurement { kind, src: None, dst: None, bytes, times_s });
+            }
         }
     }
     Ok(measurements)
@@ -74,10 +79,15 @@ pub(super) fn measure(
 /// all sizes, each with its own busy threads, spread the regimes over every size.
 const ALL_REDUCE_ROUNDS: usize = 4;
 
-/// Every size's all-reduce times, `plan.repeats` per size, taken in
+/// Every size's times of `collective`, `plan.repeats` per size, taken in
 /// [`ALL_REDUCE_ROUNDS`] rounds over all sizes (the warm-up in the first), with `load`
 /// busy threads per rank started afresh each round.
-fn interleaved_all_reduce(group: &ProcessGroup, plan: &ProbePlan, load: usize) -> anyhow::Result<Vec<Vec<f64>>> {
+fn interleaved(
+    group: &ProcessGroup,
+    plan: &ProbePlan,
+    collective: Collective,
+    load: usize,
+) -> anyhow::Result<Vec<Vec<f64>>> {
     let rounds = ALL_REDUCE_ROUNDS.min(plan.repeats).max(1);
     let mut per_size: Vec<Vec<f64>> = vec![Vec::with_capacity(plan.repeats); plan.sizes.len()];
     for round in 0..rounds {
@@ -86,8 +96,9 @@ fn interleaved_all_reduce(group: &ProcessGroup, plan: &ProbePlan, load: usize) -
         let warmup = if round == 0 { plan.warmup } else { 0 };
         let busy = CoreLoad::start(load);
         for (&bytes, times_s) in plan.sizes.iter().zip(&mut per_size) {
-            let taken = all_reduce(group, bytes, warmup, repeats)
-                .with_context(|| format!("all-reduce of {} (round {})", ByteSize(bytes).approximate(), round + 1))?;
+            let bytes = collective.message_bytes(bytes, group.world_size());
+            let taken = time_collective(group, collective, bytes, warmup, repeats)
+                .with_context(|| format!("{} (round {})", ByteSize(bytes).approximate(), round + 1))?;
             times_s.extend(taken);
         }
         drop(busy);
@@ -174,16 +185,28 @@ pub(super) fn ping_pong(
     share_max(group, &times_s)
 }
 
-/// All ranks all-reduce (sum) `bytes` of float32, `warmup` untimed times and `repeats`
-/// timed; each iteration's time is the slowest rank's, the time of the collective.
-fn all_reduce(group: &ProcessGroup, bytes: u64, warmup: usize, repeats: usize) -> Result<Vec<f64>, CommError> {
+/// All ranks run `collective` (a sum) over `bytes` of float32 (the all-reduced, gathered or
+/// scattered buffer), `warmup` untimed times and `repeats` timed; each iteration's time is
+/// the slowest rank's, the time of the collective.
+fn time_collective(
+    group: &ProcessGroup,
+    collective: Collective,
+    bytes: u64,
+    warmup: usize,
+    repeats: usize,
+) -> Result<Vec<f64>, CommError> {
     // Zeros stay zeros under a sum, so repeated reductions never overflow.
-    let mut buffer = float_buffer(bytes);
+    let mut whole = float_buffer(bytes);
+    let mut chunk = float_buffer(bytes / group.world_size().max(1) as u64);
     let mut times_s = vec![0.0; repeats];
     for iteration in 0..warmup + repeats {
         group.barrier()?;
         let started = Instant::now();
-        group.all_reduce(&mut buffer, ReduceOp::Sum)?;
+        match collective {
+            Collective::AllReduce => group.all_reduce(&mut whole, ReduceOp::Sum)?,
+            Collective::AllGather => drop(group.all_gather_into_async(&mut whole, &chunk)?.wait()?),
+            Collective::ReduceScatter => drop(group.reduce_scatter_async(&mut chunk, &whole, ReduceOp::Sum)?.wait()?),
+        }
         let elapsed_s = started.elapsed().as_secs_f64();
         if let Some(slot) = iteration.checked_sub(warmup) {
             times_s[slot] = elapsed_s;

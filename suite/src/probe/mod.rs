@@ -96,7 +96,7 @@ mod tests {
     use stratlab_results::ProbeKind;
 
     use super::local::rank_args;
-    use super::plan::Measurement;
+    use super::plan::{Collective, Measurement};
     use super::*;
     use crate::cli::{AllReduceLoad, Cli, Command as CliCommand};
 
@@ -112,6 +112,7 @@ mod tests {
             threads: None,
             link: None,
             all_reduce: vec![AllReduceLoad::Loaded, AllReduceLoad::Idle],
+            gather_scatter: false,
         }
     }
 
@@ -127,6 +128,15 @@ mod tests {
         assert!(ProbePlan::from_args(&no_all_reduce).unwrap_err().0.contains("--all-reduce"));
         let plan = ProbePlan::from_args(&args(vec![4])).unwrap();
         assert_eq!(plan.all_reduce, [AllReduceLoad::Idle, AllReduceLoad::Loaded], "idle first, each once");
+        assert_eq!(plan.collectives, [Collective::AllReduce]);
+        let sharded = ProbePlan::from_args(&ProbeArgs { gather_scatter: true, ..args(vec![4]) }).unwrap();
+        assert_eq!(sharded.collectives, [Collective::AllReduce, Collective::AllGather, Collective::ReduceScatter]);
+        // A gather's buffer splits into one float32 chunk per rank: 4 bytes over 3 ranks
+        // is timed as 12; an all-reduce takes any multiple of 4.
+        assert_eq!(Collective::AllGather.message_bytes(4, 3), 12);
+        assert_eq!(Collective::ReduceScatter.message_bytes(1 << 20, 2), 1 << 20);
+        assert_eq!(Collective::AllReduce.message_bytes(4, 3), 4);
+        assert_eq!(Collective::ReduceScatter.kind(AllReduceLoad::Loaded), ProbeKind::ReduceScatterLoaded);
     }
 
     #[test]
@@ -136,6 +146,7 @@ mod tests {
             repeats: 7,
             timeout_s: 30,
             all_reduce: vec![AllReduceLoad::Loaded],
+            gather_scatter: true,
             ..args(vec![4, 1 << 20])
         };
         let mut argv = vec![OsString::from("stratlab")];

@@ -4,7 +4,7 @@ use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
 
-use super::plan::{Measurement, ProbePlan, BACKEND};
+use super::plan::{Collective, Measurement, ProbePlan, BACKEND};
 use crate::cli::AllReduceLoad;
 use stratlab_perf_model::ByteSize;
 
@@ -42,18 +42,23 @@ pub(super) fn print_tables(rows: &[ProbeRow], world_size: usize, plan: &ProbePla
         BACKEND.name()
     );
     println!("{}", kind_table(rows, ProbeKind::P2p));
-    println!(
-        "all-reduce (sum, float32), {} over {world_size} ranks: each repeat's time is the slowest rank's; \
-         busbw = algbw × 2(W−1)/W; {repeats}",
-        BACKEND.name()
-    );
-    for load in &plan.all_reduce {
-        match load {
-            AllReduceLoad::Idle => println!("{}", kind_table(rows, ProbeKind::AllReduce)),
-            AllReduceLoad::Loaded => {
-                println!("every libtorch thread's core kept busy (as during a training step's backward):");
-                println!("{}", kind_table(rows, ProbeKind::AllReduceLoaded));
+    for &collective in &plan.collectives {
+        let (name, bus) = match collective {
+            Collective::AllReduce => ("all-reduce (sum, float32)", "busbw = algbw × 2(W−1)/W"),
+            Collective::AllGather => ("all-gather (float32; size = the gathered buffer)", "busbw = algbw × (W−1)/W"),
+            Collective::ReduceScatter => {
+                ("reduce-scatter (sum, float32; size = the reduced buffer)", "busbw = algbw × (W−1)/W")
             }
+        };
+        println!(
+            "{name}, {} over {world_size} ranks: each repeat's time is the slowest rank's; {bus}; {repeats}",
+            BACKEND.name()
+        );
+        for &load in &plan.all_reduce {
+            if load == AllReduceLoad::Loaded {
+                println!("every libtorch thread's core kept busy (as during a training step's backward):");
+            }
+            println!("{}", kind_table(rows, collective.kind(load)));
         }
     }
 }

@@ -37,8 +37,46 @@ pub(super) struct ProbePlan {
     pub(super) repeats: usize,
     /// How long a rank waits for its peers (rendezvous, each operation).
     pub(super) timeout: Duration,
-    /// The all-reduces timed, each once, idle before loaded.
+    /// The cores' states the collectives are timed in, each once, idle before loaded.
     pub(super) all_reduce: Vec<AllReduceLoad>,
+    /// The collectives timed in each of those states.
+    pub(super) collectives: Vec<Collective>,
+}
+
+/// A collective the probe times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+}
+
+impl Collective {
+    /// The kind of its rows in `load`.
+    pub(super) fn kind(self, load: AllReduceLoad) -> ProbeKind {
+        let loaded = load == AllReduceLoad::Loaded;
+        match self {
+            Collective::AllReduce if loaded => ProbeKind::AllReduceLoaded,
+            Collective::AllReduce => ProbeKind::AllReduce,
+            Collective::AllGather if loaded => ProbeKind::AllGatherLoaded,
+            Collective::AllGather => ProbeKind::AllGather,
+            Collective::ReduceScatter if loaded => ProbeKind::ReduceScatterLoaded,
+            Collective::ReduceScatter => ProbeKind::ReduceScatter,
+        }
+    }
+
+    /// The message of `bytes` it can time over `world_size` ranks: a gather's or a
+    /// scatter's buffer splits into equal float32 chunks, so it is rounded up to a multiple
+    /// of `world_size` elements.
+    pub(super) fn message_bytes(self, bytes: u64, world_size: usize) -> u64 {
+        match self {
+            Collective::AllReduce => bytes,
+            Collective::AllGather | Collective::ReduceScatter => {
+                let whole = ELEMENT_BYTES * world_size.max(1) as u64;
+                bytes.div_ceil(whole) * whole
+            }
+        }
+    }
 }
 
 impl ProbePlan {
@@ -66,17 +104,22 @@ impl ProbePlan {
         if all_reduce.is_empty() {
             return Err(InputError("--all-reduce is empty; give idle, loaded or idle,loaded".into()));
         }
+        let mut collectives = vec![Collective::AllReduce];
+        if args.gather_scatter {
+            collectives.extend([Collective::AllGather, Collective::ReduceScatter]);
+        }
         Ok(ProbePlan {
             sizes: args.sizes.clone(),
             warmup: args.warmup,
             repeats: args.repeats,
             timeout: Duration::from_secs(args.timeout_s),
             all_reduce,
+            collectives,
         })
     }
 }
 
-/// The timed repeats of one probe: a p2p pair (`src` → `dst`) or the all-reduce, one size.
+/// The timed repeats of one probe: a p2p pair (`src` → `dst`) or a collective, one size.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Measurement {
     pub(super) kind: ProbeKind,
@@ -84,6 +127,6 @@ pub(super) struct Measurement {
     pub(super) dst: Option<usize>,
     pub(super) bytes: u64,
     /// One entry per timed repeat: one-way time of a p2p transfer, or the slowest rank's
-    /// time of an all-reduce.
+    /// time of a collective.
     pub(super) times_s: Vec<f64>,
 }
