@@ -116,8 +116,12 @@ impl TrialSpec {
             BatchRequest::LargestFound => format!("b{} (max)", self.train.batch_size),
             BatchRequest::Largest | BatchRequest::NoneFits(_) => "bmax".to_owned(),
         };
+        // The strategy's parameters too: cells of one strategy that differ only in them
+        // (ZeRO stages, micro-batch counts) must not read alike.
+        let parameters: String =
+            self.strategy.labelled_parameters().into_iter().map(|(_, text)| format!(" {text}")).collect();
         format!(
-            "{} · {} · {}×{} · {batch}{}{threads}{link}",
+            "{} · {} · {}×{}{parameters} · {batch}{}{threads}{link}",
             self.network,
             self.dataset,
             self.strategy.name(),

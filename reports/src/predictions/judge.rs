@@ -18,6 +18,9 @@ pub(crate) struct JudgedCell {
     pub(crate) network: String,
     pub(crate) dataset: String,
     pub(crate) strategy: String,
+    /// The strategy with the parameters it was given, and what it computes in where that is
+    /// not float32 with SGD: `sharded-data-parallel (ZeRO-1) · adam`, `gpipe (m4)`.
+    pub(crate) label: String,
     pub(crate) workers: i64,
     pub(crate) batch: i64,
     /// The question the cell answers with the others of its group: network, data set,
@@ -108,10 +111,13 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) ->
             let compute = compute_label(key.precision, key.memory_format) + &key.optimizer.label();
             let linkless_group =
                 format!("{} · {} · b{}{threads}{compute}", first.network, first.dataset, first.batch_size);
+            let named = first.strategy.strategy(&first.trial_id).map(|strategy| strategy.report_label(|_| true));
+            let label = named.unwrap_or_else(|_| first.strategy.strategy.clone()) + &compute;
             Some(JudgedCell {
                 network: first.network.clone(),
                 dataset: first.dataset.clone(),
                 strategy: first.strategy.strategy.clone(),
+                label,
                 workers: first.workers,
                 batch: first.batch_size,
                 group: match &first.link {
@@ -233,7 +239,7 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             // both measurements: a cell whose repeats spread by 14 % cannot be said to lose
             // by 6 % to one measured once.
             let noise = members[best].noise().max(members[pick].noise());
-            let name = |cell: &JudgedCell| format!("{}×{}", cell.strategy, cell.workers);
+            let name = |cell: &JudgedCell| format!("{}×{}", cell.label, cell.workers);
             Recommendation {
                 group,
                 link,
@@ -263,6 +269,7 @@ mod tests {
             network: "small-cnn".into(),
             dataset: "mnist".into(),
             strategy: strategy.into(),
+            label: strategy.into(),
             workers,
             batch: 16,
             group: "small-cnn · mnist · b16".into(),

@@ -128,7 +128,7 @@ fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
     let columns = vec![
         Column::new("network".into(), text(&|c| c.network.clone())),
         Column::new("dataset".into(), text(&|c| c.dataset.clone())),
-        Column::new("strategy".into(), text(&|c| c.strategy.clone())),
+        Column::new("strategy".into(), text(&|c| c.label.clone())),
         Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
         Column::new("batch/worker".into(), cells.iter().map(|c| c.batch).collect::<Vec<i64>>()),
         Column::new("link".into(), text(&|c| c.link.clone().unwrap_or_else(|| LOOPBACK.to_owned()))),

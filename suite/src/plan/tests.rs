@@ -189,7 +189,7 @@ exclude: [{batch_size: 64, strategy: gpipe}]
     let waiting: Vec<(usize, &BatchRequest)> =
         trials[1..].iter().map(|t| (t.train.batch_size, &t.batch_request)).collect();
     assert_eq!(waiting, [(1, &BatchRequest::Largest), (4, &BatchRequest::Largest)]);
-    assert_eq!(trials[2].label(), "small-cnn · mnist:synthetic · gpipe×2 · bmax");
+    assert_eq!(trials[2].label(), "small-cnn · mnist:synthetic · gpipe×2 m4 · bmax");
     assert!(trials[2].infeasibility().is_none());
     // A cell where nothing fits is infeasible, with the search's reason.
     let mut none = trials[1].clone();
