@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use stratlab_strategy_spec::OptimizerKind;
 
 mod args;
 
@@ -109,8 +110,10 @@ pub enum Command {
         out: Option<PathBuf>,
     },
     /// Measure the links between ranks: point-to-point latency and bandwidth for every
-    /// pair, all-reduce time against message size, idle and again with every rank's cores
-    /// kept busy (as a training step's buckets find them); stored as a probe run.
+    /// pair, all-reduce time against message size (and with `--gather-scatter` all-gather
+    /// and reduce-scatter time, sharded data parallelism's), idle and again with every
+    /// rank's cores kept busy (as a training step's buckets find them); stored as a probe
+    /// run.
     /// Starts `--workers` ranks on this machine, or is one rank when RANK and WORLD_SIZE are
     /// set (torchrun, srun).
     Probe(ProbeArgs),
@@ -158,9 +161,9 @@ pub enum Command {
     },
     /// Which strategy to use: every strategy, with the parameters searched for it
     /// (micro-batches, balance, checkpointing, pipeline stages, fusion threshold, server
-    /// placement), predicted for one network, data set and worker count; what does not fit
-    /// the device's memory is set aside, the rest ranked by time per sample, each with why
-    /// it loses to the first. Nothing is trained.
+    /// placement, ZeRO stage), predicted for one network, data set, optimizer and worker
+    /// count; what does not fit the device's memory is set aside, the rest ranked by time
+    /// per sample, each with why it loses to the first. Nothing is trained.
     Recommend {
         /// Network name (see `stratlab networks`).
         #[arg(long)]
@@ -180,9 +183,18 @@ pub enum Command {
         #[arg(long, value_name = "FILE|local")]
         cluster: Option<PathBuf>,
         /// A `stratlab probe` run giving this machine's link (multi-worker strategies
-        /// need one unless a cluster file gives the links).
+        /// need one unless a cluster file gives the links; one taken with
+        /// `--gather-scatter` times ZeRO's collectives as measured).
         #[arg(long)]
         probe: Option<PathBuf>,
+        /// The optimizer the candidates train with: `sgd` (with momentum) or `adam`, whose
+        /// two moments per weight decide what fits.
+        #[arg(long, default_value_t = OptimizerKind::Sgd)]
+        optimizer: OptimizerKind,
+        /// Memory per worker, MiB: a smaller device than this machine's share of its
+        /// memory or the cluster file's device (as a run's `memory_limit_mib`).
+        #[arg(long = "memory-limit-mib", value_name = "MIB")]
+        memory_limit_mib: Option<u64>,
         /// Which stored profiles to reuse.
         #[command(flatten)]
         profiles: ProfileArgs,

@@ -60,7 +60,17 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Export { run, format, out } => export(&run, format, out),
         Command::Probe(args) => crate::probe::probe(&args),
         Command::Validate(args) => crate::validate::validate(&args),
-        Command::Recommend { network, dataset, workers, batch, cluster, probe, profiles } => {
+        Command::Recommend {
+            network,
+            dataset,
+            workers,
+            batch,
+            cluster,
+            probe,
+            optimizer,
+            memory_limit_mib,
+            profiles,
+        } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
             crate::recommend::recommend(
                 &mut cache,
@@ -71,6 +81,8 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     batch,
                     cluster: cluster.as_deref(),
                     probe: probe.as_deref(),
+                    optimizer,
+                    memory_limit_bytes: memory_limit_mib.map(|mib| mib as f64 * 1024.0 * 1024.0),
                 },
             )
         }

@@ -18,7 +18,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::recommend::{rank, Candidate};
 use stratlab_perf_model::{Cluster, StepBreakdown};
 use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::{search_space, SearchedStrategy};
+use stratlab_strategy_spec::{search_space, OptimizerKind, SearchedStrategy};
 
 use crate::exit::InputError;
 use crate::largest_batch::predicted_largest;
@@ -42,6 +42,10 @@ pub struct Question<'a> {
     pub cluster: Option<&'a Path>,
     /// A probe run for the local link.
     pub probe: Option<&'a Path>,
+    /// The optimizer every candidate trains with.
+    pub optimizer: OptimizerKind,
+    /// Memory per worker in place of the device's, where given.
+    pub memory_limit_bytes: Option<f64>,
 }
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -76,6 +80,8 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
             (Placement::Local(&links), memory / question.workers as f64, cores)
         }
     };
+    // What a worker may use: the limit where one was given, else its device's.
+    let usable_memory = question.memory_limit_bytes.unwrap_or(device_memory);
     let threads = (cores / question.workers).max(1);
     let trials: Vec<TrialSpec> = search_space(question.workers, batch, spec.stages.len())
         .into_iter()
@@ -97,6 +103,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 train: TrainConfig {
                     batch_size: batch_per_worker,
                     threads: if workers == 1 { cores } else { threads },
+                    optimizer: question.optimizer,
                     ..TrainConfig::default()
                 },
                 timeout_s: 0.0,
@@ -146,12 +153,12 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         "largest global batch",
         "why",
     ]);
-    for (place, ranked) in rank(&candidates, device_memory).iter().enumerate() {
+    for (place, ranked) in rank(&candidates, usable_memory).iter().enumerate() {
         let candidate = &ranked.candidate;
         // The largest batch this strategy, with these parameters, fits on the devices: the
         // same line through two predicted peaks `batch_size: max` starts its search from.
         let trial = trials.iter().find(|trial| trial.trial_id == candidate.label).expect("a candidate is a trial");
-        let largest = predicted_largest(trial, device_memory, &placement, cache, &mut |line| eprintln!("{line}"))
+        let largest = predicted_largest(trial, usable_memory, &placement, cache, &mut |line| eprintln!("{line}"))
             .map(|per_worker| trial.strategy.global_batch(per_worker, trial.workers));
         let why = match (ranked.fits, largest) {
             (false, Some(largest)) => format!("{} (fits up to a global batch of {largest})", ranked.why),
@@ -162,7 +169,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
             candidate.label.clone(),
             ranked.searched.to_string(),
             format!("{:.1} ms", candidate.step.step_s * 1e3),
-            format!("{:.0}", 1.0 / candidate.seconds_per_sample()),
+            stratlab_reports::tables::three_significant(1.0 / candidate.seconds_per_sample()),
             format!("{:.2} GiB", candidate.peak_memory_bytes / GIB),
             largest.map_or("—".into(), |largest| largest.to_string()),
             why,
@@ -185,9 +192,13 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
             format!("on this machine ({cores} cores shared, {:.1} GiB of memory per worker)", device_memory / GIB)
         }
     };
+    let place = match question.memory_limit_bytes {
+        Some(limit) => format!("{place}, limited to {:.1} GiB per worker", limit / GIB),
+        None => place,
+    };
     println!(
-        "{} on {} with {} worker(s), {batch} samples per step (b: each worker's batch), {place}:\n{table}",
-        question.network, dataset, question.workers
+        "{} on {} with {} worker(s) and {}, {batch} samples per step (b: each worker's batch), {place}:\n{table}",
+        question.network, dataset, question.workers, question.optimizer
     );
     if !missing.is_empty() {
         println!("not predicted: {}", missing.join("; "));
