@@ -299,11 +299,10 @@ impl<'a> StepQuestion<'a> {
         let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
         let stages = self.stage_works(slowdown);
         let link = self.link()?;
-        let measured = self.collectives.cloned().unwrap_or_default();
         let collectives = ShardCollectives {
-            all_reduce: AllReduce { link: &link, measured: measured.all_reduce.as_ref() },
-            all_gather: measured.all_gather.as_ref(),
-            reduce_scatter: measured.reduce_scatter.as_ref(),
+            all_reduce: AllReduce { link: &link, measured: self.measured_all_reduce() },
+            all_gather: self.collectives.and_then(|measured| measured.all_gather.as_ref()),
+            reduce_scatter: self.collectives.and_then(|measured| measured.reduce_scatter.as_ref()),
             link: &link,
             reduce_scatter_is_all_reduce: self.shares_a_host(),
         };

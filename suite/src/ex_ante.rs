@@ -154,18 +154,13 @@ fn probe_into(
     // spread 1.4-5.5 % in the median against loopback's 3.2 %): 5 do, which keeps a slow
     // link's probe short (its 1 MiB takes 0.84 s at 10 Mbit/s).
     match link.emulated() {
-        None if gather_scatter => command.args([
-            "probe",
-            "--workers",
-            "2",
-            "--repeats",
-            "20",
-            "--warmup",
-            "3",
-            "--sizes",
-            &format!("{PROBE_SIZES},{SHARDED_PROBE_SIZE}"),
-        ]),
-        None => command.args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", PROBE_SIZES]),
+        None => {
+            let sizes = match gather_scatter {
+                true => format!("{PROBE_SIZES},{SHARDED_PROBE_SIZE}"),
+                false => PROBE_SIZES.to_owned(),
+            };
+            command.args(["probe", "--workers", "2", "--repeats", "20", "--warmup", "3", "--sizes", &sizes])
+        }
         Some(emulated) => {
             let sizes: Vec<&str> = PROBE_SIZES
                 .split(',')

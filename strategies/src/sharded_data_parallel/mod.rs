@@ -76,8 +76,10 @@ pub fn train(
     }
     chunks.set_kind(config.precision.kind());
     let optimizer = config.update_rule().build(&chunks, config.lr)?;
+    let unit_of = units.iter().enumerate().flat_map(|(index, unit)| unit.stages.clone().map(move |_| index)).collect();
     let mut runner = ShardedStep {
         group,
+        unit_of,
         pass: StagedPass { model, precision: config.precision, device, loss_scaler },
         stage,
         units,
@@ -99,6 +101,8 @@ struct ShardedStep<'a> {
     pass: StagedPass,
     stage: ZeroStage,
     units: Vec<Unit>,
+    /// The unit of each network stage.
+    unit_of: Vec<usize>,
     /// Over every unit's chunk of the weights, and nothing else.
     optimizer: nn::Optimizer,
     wall_time_budget: bool,
@@ -131,7 +135,7 @@ struct ShardHooks<'s> {
     stage: ZeroStage,
     units: &'s mut [Unit],
     /// The unit of each network stage.
-    unit_of: Vec<usize>,
+    unit_of: &'s [usize],
     in_flight: Vec<(usize, Work, Tensor)>,
     traffic: Traffic,
 }
@@ -215,13 +219,11 @@ impl StepRunner for ShardedStep<'_> {
     ) -> Result<StepOutput, TrainError> {
         self.optimizer.set_lr(lr);
         self.optimizer.zero_grad();
-        let unit_of: Vec<usize> =
-            self.units.iter().enumerate().flat_map(|(index, unit)| unit.stages.clone().map(move |_| index)).collect();
         let mut hooks = ShardHooks {
             group: self.group,
             stage: self.stage,
             units: &mut self.units,
-            unit_of,
+            unit_of: &self.unit_of,
             in_flight: Vec::new(),
             traffic: Traffic::default(),
         };
