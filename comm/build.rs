@@ -29,9 +29,9 @@ fn main() {
         // PyPI's torch wheels are built with the C++11 string ABI.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .warnings(false);
-    if libtorch.join("lib/libtorch_cuda.so").exists() {
+    if let Some(cuda_includes) = stratlab_build::cuda_include_dirs(&libtorch) {
         build.define("STRATLAB_NCCL", None).define("USE_C10D_NCCL", None).define("USE_CUDA", None);
-        for include in nvidia_include_dirs(&libtorch) {
+        for include in cuda_includes {
             build.include(include);
         }
         println!("cargo:rustc-cfg=stratlab_nccl");
@@ -43,22 +43,4 @@ fn main() {
     for lib in ["torch_cpu", "c10"] {
         println!("cargo:rustc-link-lib=dylib={lib}");
     }
-}
-
-/// `include/` folders of the nvidia wheels installed next to a CUDA torch
-/// (`site-packages/nvidia/<package>/include`, or `nvidia/cu13/include`). `tools/libtorch.py`
-/// links the install's `lib/` into the venv's `site-packages/torch/lib`.
-fn nvidia_include_dirs(libtorch: &Path) -> Vec<PathBuf> {
-    let torch_lib = libtorch.join("lib").canonicalize().unwrap_or_else(|_| libtorch.join("lib"));
-    let Some(nvidia) = torch_lib.parent().and_then(Path::parent).map(|site| site.join("nvidia")) else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(&nvidia) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path().join("include"))
-        .filter(|include| include.is_dir())
-        .collect()
 }

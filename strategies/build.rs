@@ -3,7 +3,11 @@
 //! regions, memory formats, the loss scaler's unscale: `cpp/autograd.cpp`, `cpp/autocast.cpp`,
 //! `cpp/memory_format.cpp`, `cpp/loss_scale.cpp`, with one error channel in
 //! `cpp/shim_call.h`)
-//! and the counting CPU allocator (`cpp/cpu_memory.cpp`) against the same libtorch's headers.
+//! the counting CPU allocator (`cpp/cpu_memory.cpp`) and the CUDA caching allocator's
+//! statistics and cap (`cpp/cuda_memory.cpp`) against the same libtorch's headers. With a
+//! CUDA libtorch (its `libtorch_cuda.so` present) the cap and the out-of-memory observer are
+//! compiled in (`STRATLAB_CUDA`), against the CUDA headers of the nvidia wheels beside torch,
+//! and `libc10_cuda` is linked.
 
 use std::path::PathBuf;
 
@@ -17,11 +21,14 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/loss_scale.cpp");
     println!("cargo:rerun-if-changed=cpp/shim_call.h");
     println!("cargo:rerun-if-changed=cpp/shim_call.cpp");
+    println!("cargo:rerun-if-changed=cpp/cuda_memory.cpp");
+    println!("cargo:rerun-if-changed=cpp/pass_name.h");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
     // sit beside it.
     let libtorch = PathBuf::from(std::env::var_os("LIBTORCH").expect("LIBTORCH is set by .cargo/config.toml"));
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
         .file("cpp/torch_context.cpp")
         .file("cpp/autograd.cpp")
@@ -30,11 +37,24 @@ fn main() {
         .file("cpp/cpu_memory.cpp")
         .file("cpp/loss_scale.cpp")
         .file("cpp/shim_call.cpp")
+        .file("cpp/cuda_memory.cpp")
         .include(libtorch.join("include"))
         .include(libtorch.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")
         // PyPI's torch wheels are built with the C++11 string ABI.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        .warnings(false)
-        .compile("stratlab_torch_context");
+        .warnings(false);
+    if let Some(cuda_includes) = stratlab_build::cuda_include_dirs(&libtorch) {
+        build.define("STRATLAB_CUDA", None).define("USE_CUDA", None);
+        for include in cuda_includes {
+            build.include(include);
+        }
+        println!("cargo:rustc-cfg=stratlab_cuda");
+    }
+    println!("cargo:rustc-check-cfg=cfg(stratlab_cuda)");
+    build.compile("stratlab_torch_context");
+    if libtorch.join("lib/libtorch_cuda.so").exists() {
+        // After the static archive on the link line: the cap and the observer live there.
+        println!("cargo:rustc-link-lib=dylib=c10_cuda");
+    }
 }

@@ -5,7 +5,7 @@
 //! symbol of ours references it, after which CUDA silently reports unavailable
 //! (tch-rs issues #907 and #980). Each crate's `build.rs` calls [`link_libtorch`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Emits the linker arguments for this package's binaries, tests, benches and examples.
 ///
@@ -23,6 +23,24 @@ pub fn link_libtorch() {
             println!("cargo:rustc-link-arg={arg}");
         }
     }
+}
+
+/// Where `libtorch` is a CUDA build (its `libtorch_cuda.so` present): the `include/` folders
+/// of the nvidia wheels installed beside it (`site-packages/nvidia/<package>/include`, or
+/// `nvidia/cu13/include`; `tools/libtorch.py` links the install's `lib/` into the venv's
+/// `site-packages/torch/lib`), which c10's CUDA headers need. `None` for a CPU libtorch.
+pub fn cuda_include_dirs(libtorch: &Path) -> Option<Vec<PathBuf>> {
+    if !libtorch.join("lib/libtorch_cuda.so").exists() {
+        return None;
+    }
+    let torch_lib = libtorch.join("lib").canonicalize().unwrap_or_else(|_| libtorch.join("lib"));
+    let Some(nvidia) = torch_lib.parent().and_then(Path::parent).map(|site| site.join("nvidia")) else {
+        return Some(Vec::new());
+    };
+    let Ok(entries) = std::fs::read_dir(&nvidia) else {
+        return Some(Vec::new());
+    };
+    Some(entries.filter_map(Result::ok).map(|entry| entry.path().join("include")).filter(|dir| dir.is_dir()).collect())
 }
 
 /// Captures at build time what identifies this build, as `env!` variables of the package:

@@ -7,7 +7,12 @@
 //! precision's type around each forward (thread-local state in `libtorch_cpu`, opened beside
 //! the CPU region that does the arithmetic), the pinned, non-blocking batch copy, and the
 //! device synchronisation before each clock read. float16's loss scale runs as it would
-//! (its unscale kernel is libtorch's fused op on either device).
+//! (its unscale kernel is libtorch's fused op on either device). Its memory is a device of
+//! [`SCRIPTED_DEVICE_BYTES`] whose allocator is the counting CPU allocator: a
+//! `device_memory_limit_mib` cap is recorded as the fraction `setMemoryFraction` would get
+//! and enforced at the same bytes, each peak reset is recorded as the allocator's
+//! `resetPeakStats`, and a refused allocation is reported as the CUDA allocator's would be
+//! (`crate::device_memory`).
 
 use std::sync::{Mutex, OnceLock};
 
@@ -26,7 +31,14 @@ pub enum DeviceCall {
     BatchCopy,
     /// The device synchronised (before a clock read, or at the end of a pass).
     Synchronize,
+    /// The allocator capped at this fraction of the device's memory (`setMemoryFraction`).
+    MemoryFraction(f64),
+    /// The allocator's peak started again from what is allocated (`resetPeakStats`).
+    ResetPeakStats,
 }
+
+/// The scripted device's memory: 16 GiB, a V100's.
+pub const SCRIPTED_DEVICE_BYTES: u64 = 16 << 30;
 
 static CALLS: OnceLock<Mutex<Vec<DeviceCall>>> = OnceLock::new();
 

@@ -12,6 +12,7 @@ pub mod contention;
 pub mod data_parallel;
 pub mod device;
 pub mod device_double;
+pub mod device_memory;
 mod dispatch;
 pub mod evaluate;
 mod flat;

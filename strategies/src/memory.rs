@@ -8,14 +8,18 @@
 //!   so nothing allocated and freed between two reads is missed. Storage allocated before
 //!   it was installed is not counted. Before installation the CPU reports `None`.
 //!   [`limit_cpu_storage`] makes the same count a limit: a trial's `memory_limit_mib`.
-//! - CUDA: `None` for now. The numbers to read are c10's `CUDACachingAllocator` statistics
-//!   (`allocated_bytes` current and peak, as `torch.cuda.memory_allocated` reports them).
+//! - CUDA: the caching allocator's statistics (`cpp/cuda_memory.cpp`): `allocated_bytes`
+//!   current and peak, as `torch.cuda.memory_allocated` and `max_memory_allocated` report
+//!   them, the peak started again by `resetPeakStats`. `None` where the process has no CUDA
+//!   allocator.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use stratlab_results::EventKind;
 use tch::Device;
+
+use crate::device_double::{self, DeviceCall};
 
 extern "C" {
     fn stratlab_cpu_memory_install() -> c_int;
@@ -24,6 +28,8 @@ extern "C" {
     fn stratlab_cpu_memory_reset_peak();
     fn stratlab_cpu_memory_set_limit(bytes: i64);
     fn stratlab_cpu_memory_set_pass(pass: *const u8, len: usize, stage: c_int);
+    fn stratlab_cuda_memory_stats(device: c_int, current: *mut i64, peak: *mut i64) -> c_int;
+    fn stratlab_cuda_memory_reset_peak(device: c_int) -> c_int;
 }
 
 std::thread_local! {
@@ -93,6 +99,7 @@ pub fn allocated_bytes(device: Device) -> Option<u64> {
     match device {
         // SAFETY: reads an atomic counter.
         Device::Cpu if COUNTING.load(Ordering::Acquire) => Some(unsafe { stratlab_cpu_memory_current() }.max(0) as u64),
+        Device::Cuda(index) => cuda_stats(index).map(|(current, _)| current),
         _ => None,
     }
 }
@@ -103,6 +110,7 @@ pub fn peak_bytes(device: Device) -> Option<u64> {
     match device {
         // SAFETY: reads an atomic counter.
         Device::Cpu if COUNTING.load(Ordering::Acquire) => Some(unsafe { stratlab_cpu_memory_peak() }.max(0) as u64),
+        Device::Cuda(index) => cuda_stats(index).map(|(_, peak)| peak),
         _ => None,
     }
 }
@@ -121,11 +129,35 @@ pub fn limit_cpu_storage(limit: Option<u64>) -> bool {
     true
 }
 
+/// A CUDA device's index as the shim takes it.
+pub(crate) fn device_index(index: usize) -> c_int {
+    c_int::try_from(index).unwrap_or(c_int::MAX)
+}
+
+/// CUDA device `index`'s allocator statistics: c10's `DeviceAllocator::getDeviceStats`, the
+/// aggregate `allocated_bytes` now and their peak (`cpp/cuda_memory.cpp`); `None` where this
+/// process has no CUDA allocator (a CPU libtorch, or no GPU).
+fn cuda_stats(index: usize) -> Option<(u64, u64)> {
+    let (mut current, mut peak) = (0_i64, 0_i64);
+    // SAFETY: two out-parameters the call writes; exceptions stay in the shim.
+    let status = unsafe { stratlab_cuda_memory_stats(device_index(index), &mut current, &mut peak) };
+    (status == 0).then(|| (current.max(0) as u64, peak.max(0) as u64))
+}
+
 /// Starts a new peak on `device` from what is in use now.
 pub fn reset_peak(device: Device) {
-    if device == Device::Cpu && COUNTING.load(Ordering::Acquire) {
-        // SAFETY: stores an atomic counter.
-        unsafe { stratlab_cpu_memory_reset_peak() }
+    match device {
+        Device::Cpu if COUNTING.load(Ordering::Acquire) => {
+            // SAFETY: stores an atomic counter.
+            unsafe { stratlab_cpu_memory_reset_peak() };
+            device_double::record(DeviceCall::ResetPeakStats);
+        }
+        Device::Cuda(index) => {
+            // SAFETY: no pointers; exceptions stay in the shim. A process without a CUDA
+            // allocator has no peak to reset, so the status is not needed.
+            let _ = unsafe { stratlab_cuda_memory_reset_peak(device_index(index)) };
+        }
+        _ => {}
     }
 }
 
@@ -188,9 +220,11 @@ mod tests {
         });
     }
 
+    #[cfg(not(stratlab_cuda))]
     #[test]
-    fn cuda_is_not_wired_and_says_so() {
+    fn without_a_cuda_allocator_cuda_memory_reads_none() {
         assert_eq!(allocated_bytes(Device::Cuda(0)), None);
         assert_eq!(peak_bytes(Device::Cuda(0)), None);
+        reset_peak(Device::Cuda(0));
     }
 }

@@ -6,7 +6,7 @@ use tch::nn::{self, VarStore};
 use tch::Device;
 
 use crate::loss_scale::LossScaler;
-use crate::{memory, PrecisionOps, TrainConfig, TrainError};
+use crate::{device_memory, memory, PrecisionOps, TrainConfig, TrainError};
 
 /// A worker's copy of the weights it trains (the whole network, or a pipeline stage's
 /// part), ready for its first step.
@@ -44,6 +44,8 @@ pub fn prepare(config: &TrainConfig) -> Result<Device, TrainError> {
     let device = config.device.resolve().map_err(|error| TrainError::Device(error.0))?;
     // Count CPU tensor memory from here on: the weights, optimizer state and every step.
     memory::count_cpu_allocations();
+    // Before the first tensor on the device, so the cap holds for every one.
+    device_memory::cap_device(device, config.device_memory_limit_bytes)?;
     tch::set_num_threads(config.threads as i32);
     config.numerics.apply().map_err(|error| TrainError::Device(error.0))?;
     tch::manual_seed(config.seed as i64);

@@ -107,6 +107,11 @@ pub struct TrainConfig {
     /// defaults); other precisions scale no loss.
     #[serde(default)]
     pub loss_scale: LossScaleSettings,
+    /// A cap on the device allocator's bytes (a suite's `device_memory_limit_mib`): on CUDA
+    /// the caching allocator's `setMemoryFraction`, so a large GPU stands in for a smaller
+    /// one (`crate::device_memory`). CPU workers are limited by the runner instead.
+    #[serde(default)]
+    pub device_memory_limit_bytes: Option<u64>,
 }
 
 /// Default of [`TrainConfig::metrics_every_steps`]: one read per 5 steps costs a fifth of
@@ -139,6 +144,7 @@ impl Default for TrainConfig {
             memory_format: MemoryFormat::Contiguous,
             stage_seconds: None,
             loss_scale: LossScaleSettings::default(),
+            device_memory_limit_bytes: None,
         }
     }
 }

@@ -334,15 +334,24 @@ fn env(check_cuda: bool) -> anyhow::Result<ExitCode> {
                 "libtorch sees CUDA but the c10d shim was built without NCCL: rebuild after \
                  `STRATLAB_LIBTORCH_VARIANT=cuda just setup` so comm/build.rs finds libtorch_cuda"
             ),
+            (true, true) if !stratlab_strategies::device_memory::cuda_cap_built() => bail!(
+                "libtorch sees CUDA but the strategies shim was built without the CUDA allocator's cap: rebuild \
+                 after `STRATLAB_LIBTORCH_VARIANT=cuda just setup` so strategies/build.rs finds libtorch_cuda"
+            ),
             (true, true) => eprintln!(
-                "check-cuda: libtorch sees {} CUDA device(s); c10d NCCL compiled in",
+                "check-cuda: libtorch sees {} CUDA device(s); c10d NCCL and the caching allocator's cap compiled in",
                 tch::Cuda::device_count()
             ),
             (false, _) => {
                 eprintln!(
                     "check-cuda: no GPU listed by nvidia-smi; CUDA paths compiled, CPU fall-back in use; \
-                     c10d NCCL {}",
-                    if nccl { "compiled in" } else { "not built (CPU-only libtorch): Gloo only" }
+                     c10d NCCL {}; the caching allocator's cap (device_memory_limit_mib) {}",
+                    if nccl { "compiled in" } else { "not built (CPU-only libtorch): Gloo only" },
+                    if stratlab_strategies::device_memory::cuda_cap_built() {
+                        "compiled in"
+                    } else {
+                        "not built (CPU-only libtorch)"
+                    }
                 )
             }
         }

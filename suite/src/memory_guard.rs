@@ -15,7 +15,8 @@
 //!   instead watches the resident memory of each worker's process tree (the same `/proc`
 //!   reading as CPU telemetry) and kills the trial when the sum exceeds the limit, recording
 //!   `oom` with the numbers. GPU memory needs no guard of ours: the CUDA caching allocator
-//!   reports its own out-of-memory, which the worker records as `oom`.
+//!   reports its own out-of-memory, which the worker records as `oom` with what it refused,
+//!   and `device_memory_limit_mib` caps that allocator (`stratlab_strategies::device_memory`).
 
 use stratlab_telemetry::{ProcSampler, Sampler};
 

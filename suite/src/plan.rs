@@ -260,6 +260,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         // Given by the run from its profiles once they are taken (`ex_ante`).
         stage_seconds: None,
         loss_scale: suite.loss_scale,
+        device_memory_limit_bytes: suite.device_memory_limit_mib.map(|mib| mib << 20),
         ..TrainConfig::default()
     };
     suite.optimizer.apply(cell.optimizer, &mut train);

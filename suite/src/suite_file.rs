@@ -110,6 +110,12 @@ pub struct SuiteFile {
     /// resident memory of the workers (`memory_guard.rs`).
     #[serde(default)]
     pub memory_limit_mib: Option<u64>,
+    /// Each CUDA worker's cap on its device's caching allocator in MiB
+    /// (`setMemoryFraction` of the device's memory), so a large GPU stands in for a smaller
+    /// one; allocator peaks are read per step either way. Ignored, with a warning, by CPU
+    /// workers, which `memory_limit_mib` limits.
+    #[serde(default)]
+    pub device_memory_limit_mib: Option<u64>,
     /// Telemetry sampling interval.
     #[serde(default = "default_interval")]
     pub telemetry_interval_ms: u64,

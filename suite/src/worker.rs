@@ -11,10 +11,10 @@ use std::sync::Arc;
 use stratlab_datasets::{Batch, DataError, Dataset, DatasetInfo, Source};
 use stratlab_results::Outcome;
 use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
-use stratlab_strategies::{TrainError, TrainObserver, TrainReport};
+use stratlab_strategies::{device_memory, TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
-use crate::protocol::{failure_outcome, failure_reason, panic_message, WorkerEvent};
+use crate::protocol::{failure_outcome, failure_reason, is_out_of_memory_message, panic_message, WorkerEvent};
 use crate::training::{open_data, train, TrainingData};
 use crate::trial::TrialSpec;
 
@@ -35,7 +35,7 @@ pub fn run_worker() -> i32 {
         Ok(Ok(report)) => WorkerEvent::Finished(Box::new(report)),
         Ok(Err(error)) => {
             let message = error.to_string();
-            let reason = failure_reason(&message);
+            let reason = failure_reason_on(&message, &spec);
             WorkerEvent::Failed {
                 // A data set or loader that ran out reports it in its own error type.
                 outcome: if error.is_out_of_memory() { Outcome::Oom } else { failure_outcome(&message) },
@@ -45,7 +45,7 @@ pub fn run_worker() -> i32 {
         }
         Err(panic) => {
             let message = panic_message(&*panic);
-            let reason = failure_reason(&message);
+            let reason = failure_reason_on(&message, &spec);
             WorkerEvent::Failed {
                 outcome: failure_outcome(&message),
                 detail: (reason != message).then(|| format!("panic: {message}")),
@@ -55,6 +55,16 @@ pub fn run_worker() -> i32 {
     };
     emit(&event);
     0
+}
+
+/// One line for a trial's `reason`: where a device's allocator ran out, what it refused (the
+/// bytes, the pass, the cap and where the cap came from), else the message's own line.
+fn failure_reason_on(message: &str, spec: &TrialSpec) -> String {
+    let refusal = || spec.train.device.resolve().ok().and_then(device_memory::last_refusal);
+    match is_out_of_memory_message(message).then(refusal).flatten() {
+        Some(refusal) => refusal.reason(),
+        None => failure_reason(message),
+    }
 }
 
 fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {

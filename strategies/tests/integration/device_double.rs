@@ -13,6 +13,7 @@ use crate::common::*;
 use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_strategies::autocast::AutocastType;
 use stratlab_strategies::device_double::{self, DeviceCall};
+use stratlab_strategies::device_memory;
 use stratlab_strategies::{
     data_parallel, single, DeviceChoice, MatmulPrecision, Numerics, Precision, TrainConfig, TrainContext, TrainReport,
 };
@@ -107,4 +108,100 @@ fn a_cuda_trial_on_the_scripted_device_takes_every_cuda_step() {
             assert_eq!(scaled, precision == Precision::Float16, "{role}: the loss scale runs in fp16 only");
         }
     }
+}
+
+const CAP_CHILD: &str = "device_double::scripted_cuda_cap_child";
+
+/// What a capped run on the scripted device wrote: its calls, and its report or its
+/// failure with the refusal's one-line reason.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CappedRun {
+    calls: Vec<DeviceCall>,
+    report: Option<TrainReport>,
+    failure: Option<String>,
+    refusal: Option<String>,
+}
+
+/// Single-device training on scripted `cuda:0` under the cap in bytes named in the
+/// environment; only the parent test starts it.
+#[test]
+#[ignore = "entry point of the child processes the scripted-device cap test starts"]
+fn scripted_cuda_cap_child() {
+    device_double::install();
+    let cap: u64 = std::env::var(ROLE).unwrap().parse().expect("the cap in bytes");
+    let config = TrainConfig {
+        device: DeviceChoice::Cuda(0),
+        device_memory_limit_bytes: Some(cap),
+        ..config_in(Precision::Float32, PER_RANK_BATCH)
+    };
+    let (train, test) = data();
+    let spec = network(&train);
+    let context = TrainContext { network: &spec, train, test, config: &config };
+    let mut weights = Weights::default();
+    // Out of memory is an error of a fallible call or a panic of tch's panicking ones.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| single::train(&context, &mut weights)));
+    let (report, failure) = match outcome {
+        Ok(Ok(report)) => (Some(report), None),
+        Ok(Err(error)) => (None, Some(error.to_string())),
+        Err(panic) => (None, Some(format!("{:?}", panic.downcast_ref::<String>()))),
+    };
+    let refusal = device_memory::last_refusal(tch::Device::Cpu).map(|refusal| refusal.reason());
+    let run = CappedRun { calls: device_double::calls(), report, failure, refusal };
+    let out = Path::new(&std::env::var(OUT).unwrap()).join("capped.json");
+    std::fs::write(out, serde_json::to_vec(&run).unwrap()).unwrap();
+}
+
+fn capped_run(cap: u64) -> CappedRun {
+    let dir = tempfile::tempdir().unwrap();
+    run_ranks(CAP_CHILD, &cap.to_string(), 1, dir.path());
+    serde_json::from_slice(&std::fs::read(dir.path().join("capped.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_device_memory_cap_on_the_scripted_device_is_its_fraction_and_its_refusal_reads_as_one_line() {
+    let fraction_of = |calls: &[DeviceCall]| {
+        calls.iter().find_map(|call| match call {
+            DeviceCall::MemoryFraction(fraction) => Some(*fraction),
+            _ => None,
+        })
+    };
+    // A cap far above the small CNN's needs: it trains, with the fraction set after the
+    // device resolved and before the first batch, and the allocator's peak read every step.
+    let roomy = device_double::SCRIPTED_DEVICE_BYTES / 64;
+    let run = capped_run(roomy);
+    let report = run.report.unwrap_or_else(|| panic!("trains under {roomy} bytes: {:?}", run.failure));
+    assert_eq!(fraction_of(&run.calls), Some(1.0 / 64.0));
+    let position = |wanted: &dyn Fn(&DeviceCall) -> bool| run.calls.iter().position(wanted).unwrap();
+    assert!(
+        position(&|call| matches!(call, DeviceCall::Resolved(0)))
+            < position(&|call| matches!(call, DeviceCall::MemoryFraction(_)))
+    );
+    assert!(
+        position(&|call| matches!(call, DeviceCall::MemoryFraction(_)))
+            < position(&|call| *call == DeviceCall::BatchCopy)
+    );
+    let resets = run.calls.iter().filter(|call| **call == DeviceCall::ResetPeakStats).count();
+    assert!(resets >= report.steps.len(), "{resets} peak resets for {} steps", report.steps.len());
+    let peaks: Vec<u64> = report.steps.iter().map(|step| step.peak_memory_bytes.expect("a peak per step")).collect();
+    assert!(peaks.iter().all(|&peak| peak > 0 && peak <= roomy), "{peaks:?}");
+
+    // Just under the largest step's peak: the weights fit, a step does not, and the refusal
+    // names the pass, the cap and where the cap came from, at the same bytes every run.
+    let tight = peaks.iter().max().unwrap() - (64 << 10);
+    let refused = || {
+        let run = capped_run(tight);
+        assert!(run.report.is_none(), "a step needs more than {tight} bytes");
+        let failure = run.failure.unwrap();
+        assert!(failure.contains("out of memory"), "{failure}");
+        // JSON's float parsing may move the last bit.
+        let fraction = fraction_of(&run.calls).expect("the cap's fraction is set");
+        assert!((fraction * device_double::SCRIPTED_DEVICE_BYTES as f64 - tight as f64).abs() < 1.0, "{fraction}");
+        run.refusal.expect("the refusal is kept")
+    };
+    let reason = refused();
+    assert!(reason.starts_with("out of memory on cuda:0: "), "{reason}");
+    assert!(reason.contains(" asked for in the "), "names the pass: {reason}");
+    assert!(reason.contains(&format!("device_memory_limit_mib {} of the device's 16 GiB", tight >> 20)), "{reason}");
+    assert!(!reason.contains('\n'), "{reason}");
+    assert_eq!(refused(), reason, "the same refusal every run");
 }

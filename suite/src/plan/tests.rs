@@ -211,6 +211,7 @@ targets: {mnist: 0.9}
 optimizer: {lr: 0.1, schedule: {kind: cosine}}
 timeout_s: 42
 memory_limit_mib: 512
+device_memory_limit_mib: 4096
 ",
     );
     let trial = &trials[0];
@@ -222,6 +223,7 @@ memory_limit_mib: 512
     assert_eq!(trial.train.schedule, stratlab_strategies::LrSchedule::Cosine);
     assert_eq!(trial.timeout_s, 42.0);
     assert_eq!(trial.memory_limit_bytes, Some(512 << 20));
+    assert_eq!(trial.train.device_memory_limit_bytes, Some(4096 << 20));
     assert!(trial.infeasibility().is_none());
 }
 
