@@ -81,7 +81,12 @@ fn search_cell(
     let per_batch = trial.strategy.global_batch(1, trial.workers).max(1);
     let info = trial.dataset.info()?;
     let most = info.train_len / per_batch;
-    let limit = trial.memory_limit_bytes;
+    // What a batch must fit under: a CUDA worker's device cap (its memory is the device's), a
+    // CPU worker's tensor-storage limit.
+    let limit = match trial.train.device.resolve() {
+        Ok(tch::Device::Cuda(_)) => trial.train.device_memory_limit_bytes,
+        _ => trial.memory_limit_bytes,
+    };
     // The first guess is the one a resumed run made before its first probe, so that its
     // search replays the same batches; else the model's, made now.
     let predicted = match held.first() {

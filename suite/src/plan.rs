@@ -375,7 +375,7 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
                 "batch_size",
                 "`max` is the largest batch under a memory limit, and this suite sets none: give \
                  memory_limit_mib (each worker's tensor storage on a CPU, in MiB), or train on a \
-                 `cuda:N` device, whose own memory is the limit"
+                 `cuda:N` device, whose own memory (or device_memory_limit_mib) is the limit"
                     .into(),
             );
         }
