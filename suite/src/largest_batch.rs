@@ -68,6 +68,15 @@ fn cell_of(trial: &TrialSpec) -> String {
     trial.trial_id.strip_suffix(&repeat).unwrap_or(&trial.trial_id).to_owned()
 }
 
+/// What a batch must fit under, per worker: a CUDA worker's device cap (its memory is the
+/// device's; `None`: the whole device), a CPU worker's tensor-storage limit.
+fn search_limit(trial: &TrialSpec) -> Option<u64> {
+    match trial.train.device.resolve() {
+        Ok(tch::Device::Cuda(_)) => trial.train.device_memory_limit_bytes,
+        _ => trial.memory_limit_bytes,
+    }
+}
+
 /// One cell's search: what its trials train at (the request resolved, and the batch).
 fn search_cell(
     trial: &TrialSpec,
@@ -81,12 +90,7 @@ fn search_cell(
     let per_batch = trial.strategy.global_batch(1, trial.workers).max(1);
     let info = trial.dataset.info()?;
     let most = info.train_len / per_batch;
-    // What a batch must fit under: a CUDA worker's device cap (its memory is the device's), a
-    // CPU worker's tensor-storage limit.
-    let limit = match trial.train.device.resolve() {
-        Ok(tch::Device::Cuda(_)) => trial.train.device_memory_limit_bytes,
-        _ => trial.memory_limit_bytes,
-    };
+    let limit = search_limit(trial);
     // The first guess is the one a resumed run made before its first probe, so that its
     // search replays the same batches; else the model's, made now.
     let predicted = match held.first() {
@@ -240,7 +244,7 @@ fn probe(
         fits,
         reason: recorded.trial.reason.clone(),
         peak_memory_bytes: recorded.trial.training.peak_memory_bytes,
-        memory_limit_bytes: trial.memory_limit_bytes,
+        memory_limit_bytes: search_limit(trial),
         predicted_batch_size: predicted.map(|batch| batch as i64),
         wall_time_s: started.elapsed().as_secs_f64(),
     })
