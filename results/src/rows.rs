@@ -109,6 +109,15 @@ pub struct TrialRow {
     /// for runs stored before the column existed.
     #[serde(default)]
     pub speed_reference_s: Option<f64>,
+    /// Each worker's `memory_limit_mib` in bytes (a CPU worker's tensor storage, a CUDA
+    /// worker's resident memory); null where none was set, and for runs stored before the
+    /// column existed.
+    #[serde(default)]
+    pub memory_limit_bytes: Option<u64>,
+    /// Each CUDA worker's cap on its device's caching allocator (`device_memory_limit_mib`)
+    /// in bytes; null where none was set, and for runs stored before the column existed.
+    #[serde(default)]
+    pub device_memory_limit_bytes: Option<u64>,
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
@@ -186,6 +195,8 @@ impl Table for TrialRow {
             ("optimizer", String),
             ("link_emulation_cpu_s", Float64),
             ("speed_reference_s", Float64),
+            ("memory_limit_bytes", UInt64),
+            ("device_memory_limit_bytes", UInt64),
             ("cudnn_benchmark", Boolean),
             ("matmul_precision", String),
             ("cudnn_tf32", Boolean),

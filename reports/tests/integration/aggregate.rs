@@ -72,6 +72,8 @@ pub(crate) fn trial(
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
+        memory_limit_bytes: None,
+        device_memory_limit_bytes: None,
         cudnn_benchmark: None,
         matmul_precision: None,
         cudnn_tf32: None,

@@ -200,6 +200,7 @@ eval: {samples: 64, batch_size: 64}
     let reasons: Vec<&str> = rows.iter().map(|row| row.reason.as_deref().unwrap_or_default()).collect();
     for (row, reason) in rows.iter().zip(&reasons) {
         assert_eq!(row.outcome, "oom", "{reason}");
+        assert_eq!((row.memory_limit_bytes, row.device_memory_limit_bytes), (Some(24 << 20), None));
         assert!(!reason.contains('\n') && !reason.contains("\\n") && !reason.contains("frame #"), "{reason}");
         assert!(reason.contains("stratlab memory limit: 44302336 bytes (42 MiB) asked for"), "{reason}");
         assert!(reason.contains("over the worker's limit of 25165824 bytes (24 MiB, memory_limit_mib)"), "{reason}");

@@ -58,6 +58,8 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
+        memory_limit_bytes: None,
+        device_memory_limit_bytes: None,
         cudnn_benchmark: Some(true),
         matmul_precision: Some("highest".into()),
         cudnn_tf32: Some(true),
