@@ -23,6 +23,8 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/shim_call.cpp");
     println!("cargo:rerun-if-changed=cpp/cuda_memory.cpp");
     println!("cargo:rerun-if-changed=cpp/pass_name.h");
+    println!("cargo:rerun-if-changed=cpp/refusal.h");
+    println!("cargo:rerun-if-changed=cpp/refusal.cpp");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
     // sit beside it.
@@ -38,6 +40,7 @@ fn main() {
         .file("cpp/loss_scale.cpp")
         .file("cpp/shim_call.cpp")
         .file("cpp/cuda_memory.cpp")
+        .file("cpp/refusal.cpp")
         .include(libtorch.join("include"))
         .include(libtorch.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")

@@ -13,14 +13,12 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-#include <mutex>
 #include <string>
 
 #include "pass_name.h"
+#include "refusal.h"
 
 namespace {
 
@@ -36,29 +34,6 @@ std::atomic<int64_t> g_limit{0};
 thread_local const char* t_pass = nullptr;
 thread_local std::size_t t_pass_len = 0;
 thread_local int t_stage = -1;
-
-// The last allocation the limit refused: bytes asked for, in use then, the limit, and the
-// refused thread's pass and stage (what a scripted device reports as its allocator's
-// out-of-memory observation).
-struct Refusal {
-  int64_t asked = 0;
-  int64_t in_use = 0;
-  int64_t limit = 0;
-  char pass[64] = {0};
-  int stage = -1;
-};
-std::mutex g_refusal_mutex;
-Refusal g_refusal;
-std::atomic<int> g_refused{0};
-
-void keep_refusal(int64_t asked, int64_t in_use, int64_t limit) {
-  std::lock_guard<std::mutex> lock(g_refusal_mutex);
-  g_refusal = Refusal{asked, in_use, limit, {0}, t_stage};
-  if (t_pass != nullptr) {
-    std::memcpy(g_refusal.pass, t_pass, std::min(t_pass_len, sizeof(g_refusal.pass) - 1));
-  }
-  g_refused.store(1);
-}
 
 std::string where_now() {
   if (t_pass == nullptr) {
@@ -95,7 +70,7 @@ struct CountingCpuAllocator final : c10::Allocator {
     const int64_t limit = g_limit.load(std::memory_order_relaxed);
     if (limit > 0 && now > limit) {
       g_current.fetch_sub(bytes, std::memory_order_relaxed);
-      keep_refusal(bytes, now - bytes, limit);
+      stratlab::keep_refusal(stratlab::RefusingAllocator::CountingCpu, 0, bytes, now - bytes, limit);
       const auto mib = [](int64_t b) { return (b + (1 << 19)) >> 20; };
       TORCH_CHECK_WITH(OutOfMemoryError, false, "out of memory: stratlab memory limit: ", bytes, " bytes (",
                        mib(bytes), " MiB) asked for", where_now(), " with ", now - bytes, " bytes (", mib(now - bytes),
@@ -184,26 +159,6 @@ void stratlab_cpu_memory_set_pass(const char* pass, std::size_t len, int stage) 
 // Starts a new peak from the bytes in use now.
 void stratlab_cpu_memory_reset_peak() {
   g_peak.store(g_current.load(std::memory_order_relaxed), std::memory_order_relaxed);
-}
-
-// The last allocation the limit refused: 1 with its bytes asked for, in use and allowed, and
-// the refused thread's pass (NUL-terminated in `pass_capacity` bytes) and stage; 0 where
-// nothing was refused since the process started.
-int stratlab_cpu_memory_last_refusal(int64_t* asked, int64_t* in_use, int64_t* limit, char* pass,
-                                     std::size_t pass_capacity, int* stage) {
-  if (g_refused.load() == 0) {
-    return 0;
-  }
-  std::lock_guard<std::mutex> lock(g_refusal_mutex);
-  *asked = g_refusal.asked;
-  *in_use = g_refusal.in_use;
-  *limit = g_refusal.limit;
-  std::strncpy(pass, g_refusal.pass, pass_capacity);
-  if (pass_capacity > 0) {
-    pass[pass_capacity - 1] = '\0';
-  }
-  *stage = g_refusal.stage;
-  return 1;
 }
 
 }  // extern "C"

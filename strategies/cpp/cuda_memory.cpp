@@ -2,7 +2,7 @@
 // now and their peak, the numbers torch.cuda.memory_allocated and max_memory_allocated
 // report), a cap on it (setMemoryFraction, so a large GPU stands in for a smaller one), and
 // what it was asked for when it ran out (its out-of-memory observer, called on the
-// allocating thread before it throws, so the pass that thread runs can be named).
+// allocating thread before it throws, so the pass that thread runs can be named: `refusal.h`).
 //
 // Statistics go through c10's DeviceAllocator interface (libc10), so they compile against
 // any libtorch and fail cleanly where no CUDA allocator is registered. The cap and the
@@ -16,13 +16,10 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 
-#include "pass_name.h"
+#include "refusal.h"
 #include "shim_call.h"
 
 namespace {
@@ -30,20 +27,6 @@ namespace {
 c10::DeviceAllocator* cuda_allocator() {
   return c10::getDeviceAllocator(c10::DeviceType::CUDA);
 }
-
-// The last allocation the CUDA allocator refused in this process.
-struct Refusal {
-  int64_t device = -1;
-  int64_t asked_bytes = 0;
-  int64_t in_use_bytes = 0;
-  int64_t allowed_bytes = 0;
-  char pass[64] = {0};
-  int stage = -1;
-};
-
-std::mutex g_refusal_mutex;
-Refusal g_refusal;
-std::atomic<int> g_refused{0};
 
 #ifdef STRATLAB_CUDA
 // Keeps what the CUDA allocator is asked for when it runs out (once per process).
@@ -56,16 +39,8 @@ void watch_refusals() {
         [](int64_t device, size_t asked, size_t allowed, size_t /*device_free*/) {
           const auto stats = cuda_allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
           const auto aggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-          std::lock_guard<std::mutex> lock(g_refusal_mutex);
-          g_refusal = Refusal{};
-          g_refusal.device = device;
-          g_refusal.asked_bytes = static_cast<int64_t>(asked);
-          g_refusal.in_use_bytes = stats.allocated_bytes[aggregate].current;
-          g_refusal.allowed_bytes = static_cast<int64_t>(allowed);
-          const auto [pass, len] = stratlab::pass_now();
-          std::memcpy(g_refusal.pass, pass, std::min(len, sizeof(g_refusal.pass) - 1));
-          g_refusal.stage = stratlab::stage_now();
-          g_refused.store(1);
+          stratlab::keep_refusal(stratlab::RefusingAllocator::Cuda, device, static_cast<int64_t>(asked),
+                                 stats.allocated_bytes[aggregate].current, static_cast<int64_t>(allowed));
         });
   });
 }
@@ -132,28 +107,6 @@ int stratlab_cuda_set_memory_fraction(int device, double fraction) {
                        "build with STRATLAB_LIBTORCH_VARIANT=cuda");
 #endif
   });
-}
-
-// The last allocation the CUDA allocator refused: 1 with its device, bytes asked for (as the
-// allocator rounds them), allocated then and allowed, and the refused thread's pass
-// (NUL-terminated in `pass_capacity` bytes) and stage; 0 where nothing was refused since the
-// process started (or the observer was never attached: no cap was set).
-int stratlab_cuda_last_refusal(int64_t* device, int64_t* asked, int64_t* in_use, int64_t* allowed, char* pass,
-                               std::size_t pass_capacity, int* stage) {
-  if (g_refused.load() == 0) {
-    return 0;
-  }
-  std::lock_guard<std::mutex> lock(g_refusal_mutex);
-  *device = g_refusal.device;
-  *asked = g_refusal.asked_bytes;
-  *in_use = g_refusal.in_use_bytes;
-  *allowed = g_refusal.allowed_bytes;
-  std::strncpy(pass, g_refusal.pass, pass_capacity);
-  if (pass_capacity > 0) {
-    pass[pass_capacity - 1] = '\0';
-  }
-  *stage = g_refusal.stage;
-  return 1;
 }
 
 }  // extern "C"

@@ -9,6 +9,7 @@
 //! - On the scripted device ([`crate::device_double`]) the cap is the counting CPU
 //!   allocator's limit at the same bytes, the device's total is
 //!   [`device_double::SCRIPTED_DEVICE_BYTES`], and a refusal is the counting allocator's.
+//! - Both allocators keep their last refusal in one record (`cpp/refusal.h`).
 
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::OnceLock;
@@ -26,19 +27,12 @@ extern "C" {
     fn stratlab_cuda_allocator_built() -> c_int;
     fn stratlab_cuda_watch_refusals();
     fn stratlab_cuda_set_memory_fraction(device: c_int, fraction: f64) -> c_int;
-    fn stratlab_cuda_last_refusal(
+    fn stratlab_last_refusal(
+        allocator: c_int,
         device: *mut i64,
         asked: *mut i64,
         in_use: *mut i64,
         allowed: *mut i64,
-        pass: *mut c_char,
-        pass_capacity: usize,
-        stage: *mut c_int,
-    ) -> c_int;
-    fn stratlab_cpu_memory_last_refusal(
-        asked: *mut i64,
-        in_use: *mut i64,
-        limit: *mut i64,
         pass: *mut c_char,
         pass_capacity: usize,
         stage: *mut c_int,
@@ -127,8 +121,8 @@ pub fn cap_device(device: Device, limit_bytes: Option<u64>) -> Result<Option<Dev
         Device::Cpu if device_double::installed() => {
             let cap = DeviceCap::new(DeviceLabel(0), limit_bytes, device_double::SCRIPTED_DEVICE_BYTES)?;
             device_double::record(DeviceCall::MemoryFraction(cap.fraction()));
-            // What the caching allocator would enforce: the fraction of the device's total.
-            memory::limit_cpu_storage(Some((cap.fraction() * cap.total_bytes as f64).round() as u64));
+            // What the caching allocator enforces: that fraction of the device's total.
+            memory::limit_cpu_storage(Some(cap.limit_bytes));
             cap
         }
         _ => {
@@ -191,41 +185,27 @@ impl Refusal {
 /// The last allocation the allocator of `device` refused in this process (the scripted
 /// device's: the counting allocator's), with the cap set; `None` where none was refused.
 pub fn last_refusal(device: Device) -> Option<Refusal> {
+    // `cpp/refusal.h`'s `RefusingAllocator`.
+    let allocator = match device {
+        Device::Cuda(_) => 1,
+        Device::Cpu if device_double::installed() => 0,
+        _ => return None,
+    };
     let mut pass = [0 as c_char; 64];
     let mut stage: c_int = -1;
-    let (mut asked, mut in_use, mut allowed) = (0_i64, 0_i64, 0_i64);
-    let (device, found) = match device {
-        Device::Cuda(_) => {
-            let mut index = 0_i64;
-            // SAFETY: out-parameters the call writes, `pass` with its capacity.
-            let found = unsafe {
-                stratlab_cuda_last_refusal(
-                    &mut index,
-                    &mut asked,
-                    &mut in_use,
-                    &mut allowed,
-                    pass.as_mut_ptr(),
-                    pass.len(),
-                    &mut stage,
-                )
-            };
-            (DeviceLabel(index.max(0) as usize), found)
-        }
-        Device::Cpu if device_double::installed() => {
-            // SAFETY: out-parameters the call writes, `pass` with its capacity.
-            let found = unsafe {
-                stratlab_cpu_memory_last_refusal(
-                    &mut asked,
-                    &mut in_use,
-                    &mut allowed,
-                    pass.as_mut_ptr(),
-                    pass.len(),
-                    &mut stage,
-                )
-            };
-            (DeviceLabel(0), found)
-        }
-        _ => return None,
+    let (mut index, mut asked, mut in_use, mut allowed) = (0_i64, 0_i64, 0_i64, 0_i64);
+    // SAFETY: out-parameters the call writes, `pass` with its capacity.
+    let found = unsafe {
+        stratlab_last_refusal(
+            allocator,
+            &mut index,
+            &mut asked,
+            &mut in_use,
+            &mut allowed,
+            pass.as_mut_ptr(),
+            pass.len(),
+            &mut stage,
+        )
     };
     if found != 1 {
         return None;
@@ -233,7 +213,7 @@ pub fn last_refusal(device: Device) -> Option<Refusal> {
     // SAFETY: the shim NUL-terminates within the buffer.
     let pass = unsafe { CStr::from_ptr(pass.as_ptr()) }.to_string_lossy().into_owned();
     Some(Refusal {
-        device,
+        device: DeviceLabel(index.max(0) as usize),
         asked_bytes: asked.max(0) as u64,
         in_use_bytes: in_use.max(0) as u64,
         allowed_bytes: allowed.max(0) as u64,
