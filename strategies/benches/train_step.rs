@@ -22,6 +22,7 @@ fn devices() -> Vec<Device> {
 }
 
 fn train_step(c: &mut Criterion) {
+    stratlab_strategies::heap::keep_freed_memory();
     tch::set_num_threads(std::thread::available_parallelism().map(|n| n.get() as i32).unwrap_or(1));
     let cases = [
         ("small-cnn", InputShape { channels: 1, height: 28, width: 28, classes: 10 }, 64),
@@ -59,6 +60,8 @@ fn train_step(c: &mut Criterion) {
 /// One step as the single strategy takes it: weights and batch in the memory format, forward
 /// and loss in the precision's autocast region, backward and update outside.
 fn train_step_precision(c: &mut Criterion) {
+    // The malloc settings every stratlab process runs under (its `main` sets them first).
+    stratlab_strategies::heap::keep_freed_memory();
     tch::set_num_threads(2);
     let cifar = InputShape { channels: 3, height: 32, width: 32, classes: 10 };
     let batch = 64;

@@ -17,7 +17,7 @@
 //! 1.215, 6) with glibc told never to map memory for a block, and in processes ×1.24 to
 //! ×1.39 (median 1.33, 4, interleaved with 4 in threads at median 1.45), its 2-worker
 //! trials about ×1.2. Most likely the threads' own malloc arenas, which cannot keep what
-//! the runner's tuning (`heap.rs` in the suite) keeps on the main thread: their large
+//! the tuning of every stratlab process (`heap.rs`) keeps on the main thread: their large
 //! buffers were mapped afresh every pass, and each unmapping of a shared address space
 //! stalls the other copy's core.
 

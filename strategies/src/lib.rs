@@ -16,6 +16,7 @@ pub mod device_memory;
 mod dispatch;
 pub mod evaluate;
 mod flat;
+pub mod heap;
 pub mod loss_scale;
 pub mod memory;
 pub mod memory_format;

@@ -8,7 +8,6 @@ pub mod ex_ante;
 pub mod exit;
 pub mod fault;
 pub mod fingerprint;
-pub mod heap;
 pub mod largest_batch;
 pub mod link_axis;
 pub mod memory_guard;

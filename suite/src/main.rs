@@ -7,7 +7,7 @@ use stratlab::cli::Cli;
 use stratlab::{commands, exit};
 
 fn main() -> ExitCode {
-    stratlab::heap::keep_freed_memory();
+    stratlab_strategies::heap::keep_freed_memory();
     let cli = Cli::parse();
     match commands::execute(cli.command) {
         Ok(code) => code,
