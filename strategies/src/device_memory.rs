@@ -39,6 +39,10 @@ extern "C" {
     ) -> c_int;
 }
 
+/// `cpp/refusal.h`'s `RefusingAllocator`: which allocator's last refusal to read.
+const REFUSING_COUNTING_CPU: c_int = 0;
+const REFUSING_CUDA: c_int = 1;
+
 const MIB: u64 = 1 << 20;
 
 /// Whether this build can cap the CUDA allocator (it was built against the CUDA libtorch).
@@ -185,10 +189,9 @@ impl Refusal {
 /// The last allocation the allocator of `device` refused in this process (the scripted
 /// device's: the counting allocator's), with the cap set; `None` where none was refused.
 pub fn last_refusal(device: Device) -> Option<Refusal> {
-    // `cpp/refusal.h`'s `RefusingAllocator`.
     let allocator = match device {
-        Device::Cuda(_) => 1,
-        Device::Cpu if device_double::installed() => 0,
+        Device::Cuda(_) => REFUSING_CUDA,
+        Device::Cpu if device_double::installed() => REFUSING_COUNTING_CPU,
         _ => return None,
     };
     let mut pass = [0 as c_char; 64];
