@@ -45,6 +45,7 @@ pub use memory_dataset::MemoryDataset;
 pub use open::{open, OpenOptions};
 pub use pool::build_batch;
 pub use registry::{dataset_names, info, DatasetInfo};
+pub use rng::SplitMix64;
 pub use selector::{DatasetSelector, Source};
 pub use split::Split;
 pub use synthetic::SyntheticDataset;

@@ -4,19 +4,19 @@
 /// splitmix64 (Steele, Lea & Flood 2014): one add and a 64-bit finaliser per draw; plenty
 /// for noise and permutations, and any seed (even 0) gives a good stream.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
     /// A generator for `seed`.
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         SplitMix64 { state: seed }
     }
 
     /// A generator seeded from several values (seed, split, index, …) hashed together, so
     /// that nearby inputs give unrelated streams.
-    pub(crate) fn derived(parts: &[u64]) -> Self {
+    pub fn derived(parts: &[u64]) -> Self {
         let mut h = 0x6a09_e667_f3bc_c909u64;
         for &p in parts {
             h = SplitMix64::new(h ^ SplitMix64::new(p).next_u64()).next_u64();
@@ -25,7 +25,7 @@ impl SplitMix64 {
     }
 
     /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -34,17 +34,17 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (multiply-shift; the bias, below 2⁻³², is irrelevant here).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// Uniform in `[0, 1)`.
-    pub(crate) fn unit(&mut self) -> f32 {
+    pub fn unit(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
     }
 
     /// Fisher–Yates shuffle.
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             items.swap(i, j);

@@ -26,9 +26,10 @@ use std::time::Instant;
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::Contention;
 use tch::nn::{ModuleT, VarStore};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::autograd::backward_with_grad;
+use crate::profile::inputs_at;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
 use stratlab_perf_model::profile::NetworkProfile;
@@ -76,7 +77,6 @@ pub fn measure_contention<E: From<TrainError>>(
 pub struct ContentionCopy {
     _store: VarStore,
     model: StagedModel,
-    sample_dims: Vec<i64>,
     input: Option<Tensor>,
 }
 
@@ -85,13 +85,13 @@ impl ContentionCopy {
     pub fn new(spec: &NetworkSpec) -> ContentionCopy {
         let store = VarStore::new(Device::Cpu);
         let model = StagedModel::build(spec, &store);
-        ContentionCopy { _store: store, model, sample_dims: spec.input.sample_dims(), input: None }
+        ContentionCopy { _store: store, model, input: None }
     }
 
-    /// Passes from now on take `samples` samples.
-    pub fn resize(&mut self, samples: usize) {
-        let dims: Vec<i64> = std::iter::once(samples.max(1) as i64).chain(self.sample_dims.iter().copied()).collect();
-        self.input = Some(Tensor::ones(dims, (Kind::Float, Device::Cpu)));
+    /// Passes from now on take `size` of `samples` (float32 `N×C×H×W`,
+    /// [`inputs_at`]), the samples the profile's stages were timed on.
+    pub fn resize(&mut self, samples: &Tensor, size: usize) {
+        self.input = Some(inputs_at(samples, size));
     }
 
     /// One forward and backward at the last size asked for; its seconds.
@@ -124,6 +124,7 @@ mod tests {
             &[2, 8],
             UpdateRule::momentum_sgd(),
             Default::default(),
+            &crate::profile::noise_samples(&spec, 8),
         )
         .unwrap();
         let mut asked = Vec::new();
@@ -153,6 +154,7 @@ mod tests {
             &[2],
             UpdateRule::momentum_sgd(),
             Default::default(),
+            &crate::profile::noise_samples(&spec, 8),
         )
         .unwrap();
         let mut together = |_: usize, _: usize| -> Result<Vec<f64>, TrainError> { Ok(vec![1.0]) };
@@ -165,7 +167,9 @@ mod tests {
         let spec = spec("small-cnn", &InputShape::MNIST).unwrap();
         let mut copy = ContentionCopy::new(&spec);
         assert!(copy.pass().is_err(), "no size yet");
-        copy.resize(4);
+        // Fewer samples than the size: they repeat.
+        copy.resize(&crate::profile::noise_samples(&spec, 3), 4);
+        assert_eq!(copy.input.as_ref().unwrap().size()[0], 4);
         assert!(copy.pass().unwrap() > 0.0);
     }
 }

@@ -1,14 +1,21 @@
 //! A network's profile on a device: every stage's forward and backward seconds at a few
-//! sample counts, timed one stage at a time on synthetic inputs, with what the stage holds
-//! (parameters) and sends on (its output). The `time` balance and the performance model
-//! read the same measurement.
+//! sample counts, timed one stage at a time on samples of the data the trials train on, with
+//! what the stage holds (parameters) and sends on (its output). The `time` balance and the
+//! performance model read the same measurement.
+//!
+//! The samples matter because some kernels' speed depends on the values: max pooling
+//! branches on every comparison, so on a constant input (ones, as the stages were timed
+//! before) it ran three times as fast as on an image (VGG-11's first pool at 32 CIFAR-10
+//! samples, one thread: 2.7 against 8.0 ms in PyTorch 2.13), and the stages summed came out
+//! below the same network's passes in a trial.
 
 use std::time::Instant;
 
+use stratlab_datasets::SplitMix64;
 use stratlab_networks::NetworkSpec;
 use stratlab_perf_model::profile::{NetworkProfile, StageProfile};
 use tch::nn::{ModuleT, VarStore};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 use crate::autograd::backward_with_grad;
 use crate::device::synchronize;
@@ -35,14 +42,16 @@ const UPDATE_REPEATS: usize = 5;
 
 /// Times every stage of `spec` on `device` at each of `sizes` samples (each ≥ 1) in
 /// `compute`'s precision and memory format, and an optimizer step of `update`, with the
-/// threads libtorch has now. Weights are drawn from libtorch's
-/// generator: profile before seeding what a trial trains.
+/// threads libtorch has now. `samples` are the network's inputs as the data loader gives
+/// them (float32 `N×C×H×W` on the CPU, N ≥ 1; [`inputs_at`] takes each size from them).
+/// Weights are drawn from libtorch's generator: profile before seeding what a trial trains.
 pub fn profile_network(
     spec: &NetworkSpec,
     device: Device,
     sizes: &[usize],
     update: UpdateRule,
     compute: Compute,
+    samples: &Tensor,
 ) -> Result<NetworkProfile, TrainError> {
     memory::count_cpu_allocations();
     let Compute { precision, memory_format } = compute;
@@ -71,10 +80,8 @@ pub fn profile_network(
     for (profile, range) in stages.iter_mut().zip(&model.param_ranges) {
         profile.parameter_bytes = variables[range.clone()].iter().map(stratlab_comm::byte_size).collect();
     }
-    for &samples in sizes {
-        let dims: Vec<i64> = std::iter::once(samples.max(1) as i64).chain(spec.input.sample_dims()).collect();
-        // Ones, not random numbers: only the generator's use for the weights is unavoidable.
-        let mut input = precision.input(&Tensor::ones(dims, (Kind::Float, Device::Cpu)), device, memory_format)?;
+    for &size in sizes {
+        let mut input = precision.input(&inputs_at(samples, size), device, memory_format)?;
         for (i, profile) in stages.iter_mut().enumerate() {
             // Later stages receive activations and must send their gradient back.
             let x = input.detach().set_requires_grad(i > 0);
@@ -110,21 +117,19 @@ pub fn profile_network(
                 {
                     let backward_peak = backward_peak.saturating_sub(stage_parameter_bytes);
                     let transient = forward_peak.max(backward_peak).saturating_sub(kept);
-                    profile.kept_bytes.push((samples, kept.saturating_sub(before) as f64));
-                    profile.transient_bytes.push((samples, transient as f64));
+                    profile.kept_bytes.push((size, kept.saturating_sub(before) as f64));
+                    profile.transient_bytes.push((size, transient as f64));
                 }
             }
             let (forward_s, backward_s) = faster_pass(&forward, &backward);
-            profile.forward_s.push((samples, forward_s));
-            profile.backward_s.push((samples, backward_s));
+            profile.forward_s.push((size, forward_s));
+            profile.backward_s.push((size, backward_s));
             input = warm_up.detach();
         }
     }
     // `zero_grad` left only the last stage its gradients: one whole pass gives every
     // parameter its gradient again, as a training step's backward does before its update.
-    let dims: Vec<i64> =
-        std::iter::once(sizes.first().copied().unwrap_or(1).max(1) as i64).chain(spec.input.sample_dims()).collect();
-    let input = precision.input(&Tensor::ones(dims, (Kind::Float, Device::Cpu)), device, memory_format)?;
+    let input = precision.input(&inputs_at(samples, sizes.first().copied().unwrap_or(1)), device, memory_format)?;
     let output = precision.autocast(device, || model.forward_t(&input, true))?;
     backward_with_grad(&output, &Tensor::ones_like(&output))?;
     let mut steps = Vec::with_capacity(UPDATE_REPEATS);
@@ -164,6 +169,30 @@ pub fn profile_network(
         training_step_s: Vec::new(),
         training_step_peak_bytes: Vec::new(),
     })
+}
+
+/// `size` (≥ 1) of `samples` along the batch dimension: the first `size`, or all of them
+/// repeated where there are fewer.
+pub fn inputs_at(samples: &Tensor, size: usize) -> Tensor {
+    let have = samples.size().first().copied().unwrap_or(1).max(1);
+    let size = size.max(1) as i64;
+    let mut repeats = vec![1i64; samples.dim()];
+    repeats[0] = (size + have - 1) / have;
+    let repeated = if repeats[0] > 1 { samples.repeat(repeats.as_slice()) } else { samples.shallow_clone() };
+    repeated.narrow(0, 0, size).contiguous()
+}
+
+/// `count` samples of `spec`'s input that stand in for data where there is none (a `time`
+/// balance cut in a process without the trial's data, tests): independent values uniform
+/// in ±√3, the mean and variance of a normalised pixel, from a fixed seed and without
+/// libtorch's generator, whose next draws are a trial's weights.
+pub fn noise_samples(spec: &NetworkSpec, count: usize) -> Tensor {
+    let dims: Vec<i64> = std::iter::once(count.max(1) as i64).chain(spec.input.sample_dims()).collect();
+    let values = dims.iter().product::<i64>() as usize;
+    let mut generator = SplitMix64::new(0x7072_6f66_696c_6573);
+    let half_width = 3f32.sqrt();
+    let noise: Vec<f32> = (0..values).map(|_| (2.0 * generator.unit() - 1.0) * half_width).collect();
+    Tensor::from_slice(&noise).reshape(dims.as_slice())
 }
 
 /// The forward and backward seconds of the faster of the timed passes (forward and backward
@@ -247,8 +276,38 @@ pub fn analytical_profile(
 
 #[cfg(test)]
 mod tests {
-    use super::faster_pass;
+    use stratlab_networks::{spec, InputShape};
+    use tch::{Kind, Tensor};
+
+    use super::{faster_pass, inputs_at, noise_samples};
     use crate::optimizer::UpdateRule;
+
+    #[test]
+    fn a_size_takes_the_first_samples_and_repeats_them_where_there_are_fewer() {
+        let samples = Tensor::arange(3, (Kind::Float, tch::Device::Cpu)).reshape([3, 1, 1, 1]);
+        let first = |size| Vec::<f32>::try_from(inputs_at(&samples, size).flatten(0, -1)).unwrap();
+        assert_eq!(first(2), [0.0, 1.0]);
+        assert_eq!(first(3), [0.0, 1.0, 2.0]);
+        assert_eq!(first(7), [0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0]);
+        assert_eq!(inputs_at(&samples, 0).size(), [1, 1, 1, 1], "a pass takes at least one sample");
+    }
+
+    #[test]
+    fn noise_is_shaped_like_the_samples_normalised_and_the_same_every_time() {
+        let spec = spec("small-cnn", &InputShape::CIFAR10).unwrap();
+        let noise = noise_samples(&spec, 64);
+        assert_eq!(noise.size(), [64, 3, 32, 32]);
+        let mean = noise.mean(Kind::Double).double_value(&[]);
+        let variance = noise.var(false).double_value(&[]);
+        assert!(mean.abs() < 0.02 && (variance - 1.0).abs() < 0.02, "mean {mean}, variance {variance}");
+        assert!(noise.equal(&noise_samples(&spec, 64)), "a fixed seed");
+        // Not libtorch's generator: drawing noise leaves a trial's next weights as they were.
+        tch::manual_seed(7);
+        let before = Tensor::randn([4], (Kind::Float, tch::Device::Cpu));
+        tch::manual_seed(7);
+        let _ = noise_samples(&spec, 2);
+        assert!(before.equal(&Tensor::randn([4], (Kind::Float, tch::Device::Cpu))));
+    }
 
     #[test]
     fn the_faster_pass_is_taken_whole_not_each_half_at_its_fastest() {

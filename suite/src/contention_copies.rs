@@ -13,6 +13,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use anyhow::{bail, Context};
 use stratlab_strategies::contention::ContentionCopy;
 
+use crate::profile_samples::ProfileSamples;
 use crate::trial::TrialSpec;
 
 /// Running copies of a trial's network, each in a process of its own; killed when dropped.
@@ -127,12 +128,15 @@ fn serve(trial: &TrialSpec) -> anyhow::Result<()> {
     tch::set_num_threads(trial.train.threads as i32);
     let spec = trial.network_spec()?;
     let mut copy = ContentionCopy::new(&spec);
+    // The samples the profile's stages were timed on: its first `size` at each size.
+    let samples = ProfileSamples::open(trial)?;
     let mut stdout = std::io::stdout().lock();
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading the next order")?;
         let answer = match line.trim().split_once(' ') {
-            Some(("size", samples)) => {
-                copy.resize(samples.parse().with_context(|| format!("size {samples:?}"))?);
+            Some(("size", size)) => {
+                let size: usize = size.parse().with_context(|| format!("size {size:?}"))?;
+                copy.resize(&samples.first(size)?, size);
                 "ready".to_owned()
             }
             _ if line.trim() == "go" => copy.pass()?.to_string(),

@@ -18,6 +18,7 @@ pub mod predict;
 pub mod predicted_speedup;
 pub mod predictions;
 pub mod probe;
+mod profile_samples;
 pub mod profile_worker;
 pub mod profiles;
 pub mod progress;

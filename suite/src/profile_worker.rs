@@ -23,6 +23,7 @@ use stratlab_strategies::TrainContext;
 use tch::Device;
 
 use crate::contention_copies::CopyProcesses;
+use crate::profile_samples::ProfileSamples;
 use crate::protocol::panic_message;
 use crate::training::open_data;
 use crate::trial::TrialSpec;
@@ -229,7 +230,13 @@ fn measure(
         sizes.dedup();
     }
     let update = trial.train.update_rule();
-    let mut profile = profile_network(spec, Device::Cpu, &sizes, update, trial.train.compute())?;
+    let samples = ProfileSamples::open(trial)?;
+    if let Some(stand_in) = samples.stand_in() {
+        report(stand_in);
+    }
+    let largest = sizes.iter().copied().max().unwrap_or(1);
+    let mut profile =
+        profile_network(spec, Device::Cpu, &sizes, update, trial.train.compute(), &samples.first(largest)?)?;
     let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
