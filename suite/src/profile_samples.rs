@@ -19,13 +19,18 @@ pub(crate) struct ProfileSamples {
 }
 
 impl ProfileSamples {
+    /// The first samples of a training split already open.
+    pub(crate) fn of(dataset: Arc<dyn Dataset>) -> ProfileSamples {
+        ProfileSamples { dataset, stand_in: None }
+    }
+
     /// Opens `trial`'s training split without fetching; its synthetic twin where the real
     /// files are not here.
     pub(crate) fn open(trial: &TrialSpec) -> anyhow::Result<ProfileSamples> {
         let selector = &trial.dataset;
         let options = OpenOptions { seed: trial.train.seed, allow_fetch: false };
         match stratlab_datasets::open(selector, Split::Train, &DataCache::from_env(), &options) {
-            Ok(dataset) => Ok(ProfileSamples { dataset, stand_in: None }),
+            Ok(dataset) => Ok(ProfileSamples::of(dataset)),
             Err(error) if selector.source == Source::Real => {
                 let info = selector.info()?;
                 let twin = SyntheticDataset::new(info, Split::Train, trial.train.seed);

@@ -230,7 +230,11 @@ fn measure(
         sizes.dedup();
     }
     let update = trial.train.update_rule();
-    let samples = ProfileSamples::open(trial)?;
+    // The split the training steps opened, where they did: read once.
+    let samples = match &data {
+        Some(data) => ProfileSamples::of(data.train.clone()),
+        None => ProfileSamples::open(trial)?,
+    };
     if let Some(stand_in) = samples.stand_in() {
         report(stand_in);
     }
