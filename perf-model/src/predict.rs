@@ -291,7 +291,8 @@ impl<'a> StepQuestion<'a> {
         let optimizer_s = self.profile.optimizer_s * slowdown;
         let link = self.link()?;
         let all_reduce = AllReduce { link: &link, measured: self.measured_all_reduce() };
-        Ok(data_parallel_step(&stages, self.workers, &all_reduce, fusion, optimizer_s).breakdown())
+        let copy_s = self.profile.whole_model_copy_s * slowdown;
+        Ok(data_parallel_step(&stages, self.workers, &all_reduce, fusion, optimizer_s, copy_s).breakdown())
     }
 
     /// Every sharded worker computes at once, as data parallelism's do.
@@ -308,7 +309,9 @@ impl<'a> StepQuestion<'a> {
         };
         let stage = self.strategy.zero_stage().unwrap_or_default();
         let optimizer_s = self.profile.optimizer_s * slowdown;
-        Ok(sharded_step(&stages, &self.shard_units(), self.workers, stage, &collectives, optimizer_s).breakdown())
+        let copy_s = self.profile.whole_model_copy_s * slowdown;
+        Ok(sharded_step(&stages, &self.shard_units(), self.workers, stage, &collectives, optimizer_s, copy_s)
+            .breakdown())
     }
 
     /// The network stages each sharding unit holds: one unit per stage, or at ZeRO-3 with

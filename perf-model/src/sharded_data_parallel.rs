@@ -1,5 +1,5 @@
 //! A sharded-data-parallel (ZeRO) step as stratlab runs it. The weights are grouped into
-//! units (each network stage, or the whole network); each unit's gradients are
+//! units (each network stage, or the whole network); each unit's gradients are packed and
 //! reduce-scattered when its backward ends, overlapping the stages below, with at most two
 //! in flight (the strategy waits for older ones before starting more). ZeRO-3 gathers each
 //! unit's weights before its forward and again before its backward, synchronously (nothing
@@ -69,6 +69,8 @@ impl ShardCollectives<'_> {
 
 /// The step of `workers` workers at ZeRO stage `stage` over network `stages` grouped into
 /// `units` (ranges of stages), with a whole-model update of `optimizer_s` on one worker.
+/// `gradient_copy_s` is one copy of every gradient into a flat buffer: each unit's packing
+/// costs its share by bytes on the compute thread before its reduce-scatter starts.
 pub fn sharded_step(
     stages: &[StageWork],
     units: &[Range<usize>],
@@ -76,9 +78,15 @@ pub fn sharded_step(
     stage: ZeroStage,
     collectives: &ShardCollectives<'_>,
     optimizer_s: f64,
+    gradient_copy_s: f64,
 ) -> DataParallelStep {
     let unit_bytes = |unit: &Range<usize>| -> f64 {
         stages[unit.clone()].iter().flat_map(|stage| &stage.parameter_bytes).sum::<u64>() as f64
+    };
+    let total_bytes: f64 = stages.iter().flat_map(|stage| &stage.parameter_bytes).sum::<u64>() as f64;
+    let pack_s = |unit: &Range<usize>| match total_bytes > 0.0 {
+        true => gradient_copy_s * unit_bytes(unit) / total_bytes,
+        false => 0.0,
     };
     let gathers = stage.shards_weights();
     let (mut now, mut comm_s, mut blocked_s) = (0.0, 0.0, 0.0);
@@ -98,6 +106,8 @@ pub fn sharded_step(
             (now, comm_s, blocked_s) = (now + gather_s, comm_s + gather_s, blocked_s + gather_s);
         }
         now += stages[unit.clone()].iter().map(|stage| stage.backward_s).sum::<f64>();
+        now += pack_s(unit);
+        blocked_s += pack_s(unit);
         let reduce_s = collectives.reduce_scatter_s(unit_bytes(unit), workers);
         comm_free = comm_free.max(now) + reduce_s;
         scattered_s += reduce_s;
@@ -125,6 +135,7 @@ pub fn sharded_step(
         comm_s: comm_s + scattered_s + regather_s,
         optimizer_s: update_s,
         buckets: units.len(),
+        gradient_copies_s: units.iter().map(pack_s).sum(),
     }
 }
 
@@ -150,17 +161,21 @@ mod tests {
         };
         let stages = [stage(0.1, 0.2, 10_000_000), stage(0.1, 0.2, 10_000_000)];
         let units = [0..1, 1..2];
-        let zero3 = sharded_step(&stages, &units, 2, ZeroStage::Three, &collectives, 0.4);
+        let zero3 = sharded_step(&stages, &units, 2, ZeroStage::Three, &collectives, 0.4, 0.0);
         // Forward 2 × (0.05 + 0.1), backward 2 × (0.05 + 0.2); the last unit's
         // reduce-scatter (0.1 s) starts when the backward ends, the first one's is hidden.
         assert!((zero3.step_s - (0.3 + 0.5 + 0.1 + 0.2)).abs() < 1e-12, "{}", zero3.step_s);
         assert!((zero3.exposed_comm_s - (0.2 + 0.1)).abs() < 1e-12, "{}", zero3.exposed_comm_s);
         assert!((zero3.optimizer_s - 0.2).abs() < 1e-12, "each worker updates its half");
-        let zero1 = sharded_step(&stages, &units, 2, ZeroStage::One, &collectives, 0.4);
+        let zero1 = sharded_step(&stages, &units, 2, ZeroStage::One, &collectives, 0.4, 0.0);
         assert!((zero1.step_s - (0.6 + 0.1 + 0.2 + 0.1)).abs() < 1e-12, "{}", zero1.step_s);
+        // Packing each unit's gradients (0.03 s for both) delays every reduce-scatter behind it.
+        let packed = sharded_step(&stages, &units, 2, ZeroStage::One, &collectives, 0.4, 0.03);
+        assert!((packed.step_s - zero1.step_s - 0.03).abs() < 1e-12, "{}", packed.step_s);
+        assert!((packed.gradient_copies_s - 0.03).abs() < 1e-12);
         // On NCCL the reduce-scatter is a ring's half of an all-reduce.
         let nccl = ShardCollectives { reduce_scatter_is_all_reduce: false, ..collectives };
-        assert!(sharded_step(&stages, &units, 2, ZeroStage::One, &nccl, 0.4).step_s < zero1.step_s);
+        assert!(sharded_step(&stages, &units, 2, ZeroStage::One, &nccl, 0.4, 0.0).step_s < zero1.step_s);
         // Measured curves answer for the ranks they were measured over.
         let gather = CollectiveCurve::new(2, vec![(4, 1e-3), (10_000_000, 0.3)]).unwrap();
         let scatter = CollectiveCurve::new(2, vec![(4, 1e-3), (10_000_000, 0.2)]).unwrap();
@@ -168,6 +183,6 @@ mod tests {
         assert_eq!((measured.all_gather_s(1e7, 2), measured.reduce_scatter_s(1e7, 2)), (0.3, 0.2));
         assert_eq!(measured.all_gather_s(1e7, 4), collectives.all_gather_s(1e7, 4), "4 ranks: the ring");
         // One worker moves nothing.
-        assert_eq!(sharded_step(&stages, &units, 1, ZeroStage::Three, &collectives, 0.4).comm_s, 0.0);
+        assert_eq!(sharded_step(&stages, &units, 1, ZeroStage::Three, &collectives, 0.4, 0.0).comm_s, 0.0);
     }
 }
