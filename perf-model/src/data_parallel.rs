@@ -73,30 +73,26 @@ pub fn data_parallel_step(
         ranges.push(bytes.len()..bytes.len() + stage.parameter_bytes.len());
         bytes.extend_from_slice(&stage.parameter_bytes);
     }
-    let total_bytes: u64 = bytes.iter().sum();
-    let copy_s = |bucket_bytes: u64| match total_bytes {
-        0 => 0.0,
-        total => gradient_copy_s * bucket_bytes as f64 / total as f64,
-    };
+    let total_bytes = bytes.iter().sum::<u64>() as f64;
     let plan = plan_buckets(&ranges, &bytes, fusion_threshold_bytes.max(1));
     let forward_s: f64 = stages.iter().map(|stage| stage.forward_s).sum();
-    let (mut now, mut comm_free, mut comm_s, mut copies_s) = (forward_s, 0.0f64, 0.0, 0.0);
+    let (mut now, mut comm_free, mut comm_s) = (forward_s, 0.0f64, 0.0);
     let mut completions = Vec::new();
     for (stage, buckets) in stages.iter().zip(&plan).rev() {
         now += stage.backward_s;
         for bucket in buckets {
-            now += copy_s(bucket.bytes);
+            let copy_s = share_of_copy(gradient_copy_s, bucket.bytes as f64, total_bytes);
+            now += copy_s;
             let reduce_s = all_reduce.seconds(bucket.bytes as f64, workers);
             comm_free = comm_free.max(now) + reduce_s;
             comm_s += reduce_s;
-            completions.push((comm_free, copy_s(bucket.bytes)));
+            completions.push((comm_free, copy_s));
         }
     }
     let compute_s: f64 = forward_s + stages.iter().map(|stage| stage.backward_s).sum::<f64>();
     let mut synced = now;
     for &(completed, unpack_s) in &completions {
         synced = synced.max(completed) + unpack_s;
-        copies_s += 2.0 * unpack_s;
     }
     DataParallelStep {
         step_s: synced + optimizer_s,
@@ -105,7 +101,18 @@ pub fn data_parallel_step(
         comm_s,
         optimizer_s,
         buckets: completions.len(),
-        gradient_copies_s: copies_s,
+        // Every gradient is packed once and unpacked once.
+        gradient_copies_s: 2.0 * share_of_copy(gradient_copy_s, total_bytes, total_bytes),
+    }
+}
+
+/// The seconds of copying `bytes` of the gradients, where copying all `total_bytes` of them
+/// once takes `gradient_copy_s` (nothing where there are none).
+pub(crate) fn share_of_copy(gradient_copy_s: f64, bytes: f64, total_bytes: f64) -> f64 {
+    if total_bytes > 0.0 {
+        gradient_copy_s * bytes / total_bytes
+    } else {
+        0.0
     }
 }
 

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use stratlab_strategy_spec::ZeroStage;
 
-use crate::data_parallel::{DataParallelStep, StageWork};
+use crate::data_parallel::{share_of_copy, DataParallelStep, StageWork};
 use crate::{AllReduce, CollectiveCurve, Link};
 
 /// Reduce-scatters the strategy waits on before starting another (`IN_FLIGHT` in the
@@ -84,10 +84,6 @@ pub fn sharded_step(
         stages[unit.clone()].iter().flat_map(|stage| &stage.parameter_bytes).sum::<u64>() as f64
     };
     let total_bytes: f64 = stages.iter().flat_map(|stage| &stage.parameter_bytes).sum::<u64>() as f64;
-    let pack_s = |unit: &Range<usize>| match total_bytes > 0.0 {
-        true => gradient_copy_s * unit_bytes(unit) / total_bytes,
-        false => 0.0,
-    };
     let gathers = stage.shards_weights();
     let (mut now, mut comm_s, mut blocked_s) = (0.0, 0.0, 0.0);
     for unit in units {
@@ -98,7 +94,7 @@ pub fn sharded_step(
         }
         now += stages[unit.clone()].iter().map(|stage| stage.forward_s).sum::<f64>();
     }
-    let (mut comm_free, mut completions, mut scattered_s) = (0.0f64, Vec::new(), 0.0);
+    let (mut comm_free, mut completions, mut scattered_s, mut packed_s) = (0.0f64, Vec::new(), 0.0, 0.0);
     for unit in units.iter().rev() {
         if gathers {
             // Synchronous: the unit's pass waits for its weights.
@@ -106,8 +102,8 @@ pub fn sharded_step(
             (now, comm_s, blocked_s) = (now + gather_s, comm_s + gather_s, blocked_s + gather_s);
         }
         now += stages[unit.clone()].iter().map(|stage| stage.backward_s).sum::<f64>();
-        now += pack_s(unit);
-        blocked_s += pack_s(unit);
+        let pack_s = share_of_copy(gradient_copy_s, unit_bytes(unit), total_bytes);
+        (now, blocked_s, packed_s) = (now + pack_s, blocked_s + pack_s, packed_s + pack_s);
         let reduce_s = collectives.reduce_scatter_s(unit_bytes(unit), workers);
         comm_free = comm_free.max(now) + reduce_s;
         scattered_s += reduce_s;
@@ -135,7 +131,7 @@ pub fn sharded_step(
         comm_s: comm_s + scattered_s + regather_s,
         optimizer_s: update_s,
         buckets: units.len(),
-        gradient_copies_s: units.iter().map(pack_s).sum(),
+        gradient_copies_s: packed_s,
     }
 }
 
