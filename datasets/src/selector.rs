@@ -8,14 +8,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::{info, DataError, DatasetInfo};
 
-/// Where samples come from: the real files, or the deterministic generator of the same shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// Real files (read from the cache, fetched when possible).
-    Real,
-    /// Learnable synthetic twin, generated per sample on demand.
-    Synthetic,
-}
+/// Where samples come from: the real files, or the deterministic generator of the same shape
+/// (the strategy vocabulary's, which the `trials` table stores).
+pub use stratlab_strategy_spec::DataSource as Source;
 
 /// A registered data set name plus a source; `FromStr`/`Display`/serde use `name[:synthetic]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

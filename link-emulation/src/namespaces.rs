@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use stratlab_perf_model::Link;
+use stratlab_units::Link;
 
 use crate::delay_line::DelayLine;
 use crate::end::{WorkerEnd, NETNS_DIR};

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
-use crate::link::{Bandwidth, Link};
-use crate::units::{ByteSize, FlopRate};
+use stratlab_units::{Bandwidth, ByteSize, FlopRate, Link};
 
 /// A cluster the performance model can place workers on.
 #[derive(Debug, Clone, PartialEq)]
@@ -229,7 +228,7 @@ impl ClusterFile {
                 format!(
                     "is {} bytes: give the memory of one device with its unit, e.g. `80 GiB` (units: {})",
                     self.device.memory.0,
-                    crate::units::byte_unit_names()
+                    stratlab_units::byte_unit_names()
                 ),
             ));
         }

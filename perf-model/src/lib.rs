@@ -16,7 +16,6 @@ mod collective;
 mod contention;
 mod cost_curve;
 pub mod data_parallel;
-mod link;
 pub mod memory;
 pub mod parameter_server;
 pub mod pipeline;
@@ -25,7 +24,6 @@ pub mod profile;
 pub mod published;
 pub mod recommend;
 pub mod sharded_data_parallel;
-mod units;
 mod yaml;
 
 pub use breakdown::StepBreakdown;
@@ -33,6 +31,6 @@ pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
 pub use collective::{AllReduce, CollectiveCurve, MeasuredCollectives};
 pub use contention::Contention;
 pub use cost_curve::{CostCurve, CurveError};
-pub use link::{Bandwidth, Latency, Link};
-pub use units::{ByteSize, FlopRate, UnitError, BYTE_SIZE_GRAMMAR};
+/// The quantities the model reads, on the ground floor (`stratlab-units`).
+pub use stratlab_units::{Bandwidth, ByteSize, FlopRate, Latency, Link, UnitError, BYTE_SIZE_GRAMMAR};
 pub use yaml::from_yaml;

@@ -3,121 +3,21 @@
 //! timed step times and outcomes.
 //!
 //! Two runs' cells match when their [`CellKey`]s are equal. How a cell was run (threads,
-//! device, data source, budget, numerics) is not part of the key but its [`CellSettings`]:
+//! device, budget, numerics) is not part of the key but its [`CellSettings`]:
 //! running the same cell with 1 thread instead of 2 is exactly the kind of change a
 //! comparison must show, not a reason to stop matching.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
 use stratlab_results::stats::median;
-use stratlab_results::{Fingerprint, PredictionRow, RunStore, StepRow, TrialRow};
-use stratlab_strategy_spec::{
-    compute_label, threads_label, ColumnsError, MemoryFormat, OptimizerKind, Precision, Strategy, StrategyColumns,
-};
+/// A cell's key is the results crate's, the one every reader of a run groups by.
+pub use stratlab_results::CellKey;
+use stratlab_results::{Fingerprint, Outcome, PredictionRow, RunView, StepRow, TrialRow};
 
 use crate::bootstrap::{Statistic, StepSamples};
 use crate::RegressionError;
-
-/// What a cell measures: equal keys in two runs are the same experiment.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct CellKey {
-    /// Network name.
-    pub network: String,
-    /// Data set name.
-    pub dataset: String,
-    /// `real` files or their `synthetic` twin: a suite's `cifar10` and `cifar10:synthetic`
-    /// are different selectors, and decoding real files costs time the twin does not.
-    pub data_source: String,
-    /// The strategy and the parameters it was given.
-    pub strategy: Strategy,
-    /// Workers W.
-    pub workers: i64,
-    /// Samples per worker per step.
-    pub batch_size: i64,
-    /// The trial's threads, where its suite swept them (otherwise threads are a setting,
-    /// and a run with other threads is the same cell run differently).
-    pub swept_threads: Option<i64>,
-    /// The emulated link, where the workers talked over one (`None`: loopback).
-    pub link: Option<String>,
-    /// What the trial computed in (runs stored before the axis: fp32).
-    pub precision: Precision,
-    /// How its tensors were laid out (runs stored before the axis: contiguous).
-    pub memory_format: MemoryFormat,
-    /// The optimizer it trained with (runs stored before the axis: SGD).
-    pub optimizer: OptimizerKind,
-}
-
-impl CellKey {
-    /// The key of `trial`'s cell, or why its strategy columns do not read.
-    pub fn of(trial: &TrialRow) -> Result<CellKey, ColumnsError> {
-        let (precision, memory_format) = trial.compute()?;
-        Ok(CellKey {
-            network: trial.network.clone(),
-            dataset: trial.dataset.clone(),
-            data_source: trial.data_source.clone(),
-            strategy: trial.strategy.strategy(&trial.trial_id)?,
-            workers: trial.workers,
-            batch_size: trial.batch_size,
-            swept_threads: trial.swept_threads,
-            link: trial.link.clone(),
-            precision,
-            memory_format,
-            optimizer: trial.optimizer()?,
-        })
-    }
-
-    /// The data set as suites name it: `cifar10`, or `cifar10:synthetic` for the twin.
-    pub fn dataset_label(&self) -> String {
-        match self.data_source.as_str() {
-            "synthetic" => format!("{}:synthetic", self.dataset),
-            _ => self.dataset.clone(),
-        }
-    }
-
-    /// The strategy with its workers and parameters, without network and data set:
-    /// `gpipe ×2 m4 bal time` (how rankings name their entries).
-    pub fn strategy_label(&self) -> String {
-        let threads = self.swept_threads.map(|threads| format!(" {}", threads_label(threads))).unwrap_or_default();
-        let link = self.link.as_ref().map(|link| format!(" over {link}")).unwrap_or_default();
-        let compute = compute_label(self.precision, self.memory_format) + &self.optimizer.label();
-        format!("{}{threads}{link}{compute}", self.strategy.label_with_workers(self.workers as usize))
-    }
-
-    /// What cells sort by: the columns in the order the `trials` table has them (the
-    /// strategy columns determine the strategy, so the order agrees with equality).
-    fn order(&self) -> impl Ord + '_ {
-        let columns = StrategyColumns::from(&self.strategy);
-        (
-            (&self.network, &self.dataset, &self.data_source),
-            (columns.strategy.clone(), self.workers, self.batch_size),
-            columns,
-            self.swept_threads,
-            &self.link,
-            (self.precision, self.memory_format, self.optimizer),
-        )
-    }
-}
-
-impl PartialOrd for CellKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for CellKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.order().cmp(&other.order())
-    }
-}
-
-impl fmt::Display for CellKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} · {} · {} · b{}", self.network, self.dataset_label(), self.strategy_label(), self.batch_size)
-    }
-}
 
 /// How a cell was run, beyond what it measures: shown when it differs between runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -143,12 +43,12 @@ impl CellSettings {
         CellSettings {
             values: vec![
                 ("threads", trial.threads.to_string()),
-                ("device", trial.device.clone()),
+                ("device", trial.device.to_string()),
                 ("device_name", show(&trial.device_name)),
                 ("budget", budget),
                 ("warmup_steps", trial.warmup_steps.to_string()),
                 ("cudnn_benchmark", shown(trial.cudnn_benchmark.map(|b| b.to_string()))),
-                ("matmul_precision", show(&trial.matmul_precision)),
+                ("matmul_precision", shown(trial.matmul_precision.map(|p| p.to_string()))),
                 ("cudnn_tf32", shown(trial.cudnn_tf32.map(|b| b.to_string()))),
             ],
         }
@@ -174,8 +74,8 @@ pub struct Cell {
     pub settings: CellSettings,
     /// Samples per optimiser step over all workers.
     pub global_batch: i64,
-    /// Outcome of each repeat, in repeat order (`ok`, `oom`, …).
-    pub outcomes: Vec<String>,
+    /// Outcome of each repeat, in repeat order.
+    pub outcomes: Vec<Outcome>,
     /// Timed step times of the repeats that finished `ok`.
     pub steps: StepSamples,
     /// The trial rows of its repeats, in repeat order (headline metrics for histories).
@@ -193,14 +93,14 @@ impl Cell {
 
     /// How many repeats finished `ok`.
     pub fn ok_count(&self) -> usize {
-        self.outcomes.iter().filter(|o| o.as_str() == "ok").count()
+        self.outcomes.iter().filter(|o| o.is_ok()).count()
     }
 
     /// The outcomes as one phrase: `ok`, `ok ×3`, `ok ×2, oom`.
     pub fn outcome_summary(&self) -> String {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for outcome in &self.outcomes {
-            *counts.entry(outcome.as_str()).or_default() += 1;
+            *counts.entry(outcome.name()).or_default() += 1;
         }
         counts
             .into_iter()
@@ -226,7 +126,7 @@ impl Cell {
         let timed: Vec<f64> = self
             .trials
             .iter()
-            .filter(|trial| trial.outcome == "ok")
+            .filter(|trial| trial.outcome.is_ok())
             .filter_map(|trial| trial.speed_reference_s)
             .collect();
         median(&timed)
@@ -251,26 +151,25 @@ impl RunCells {
     /// step waits for it; the step rows of ranks that train nothing, a dedicated parameter
     /// server's, do not exist). Warm-up steps are left out.
     pub fn load(run_dir: &Path) -> Result<RunCells, RegressionError> {
-        let store = RunStore::open(run_dir)?;
-        let fingerprint = store.fingerprint()?;
-        let trials: Vec<TrialRow> = store.load_rows()?;
-        let steps: Vec<StepRow> = store.load_rows()?;
+        let run = RunView::open(run_dir)?;
+        let steps: Vec<StepRow> = run.rows()?;
         let mut step_times: BTreeMap<&str, BTreeMap<usize, f64>> = BTreeMap::new();
         for step in steps.iter().filter(|step| !step.record.warmup) {
             let slowest = step_times.entry(&step.trial_id).or_default().entry(step.record.step).or_insert(0.0);
             *slowest = slowest.max(step.record.step_time_s);
         }
-        let mut run = RunCells::from_rows(store.run_id(), fingerprint, trials, |trial_id| {
-            step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
-        })?;
-        let predictions: Vec<PredictionRow> = store.load_rows()?;
+        let mut cells =
+            RunCells::from_rows(run.run_id(), run.fingerprint().clone(), run.trials().to_vec(), |trial_id| {
+                step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
+            })?;
+        let predictions: Vec<PredictionRow> = run.rows()?;
         let predicted: BTreeMap<&str, f64> =
             predictions.iter().filter_map(|row| Some((row.trial_id.as_str(), row.step_s?))).collect();
-        for cell in run.cells.values_mut() {
+        for cell in cells.cells.values_mut() {
             cell.predicted_step_s =
                 cell.trials.iter().find_map(|trial| predicted.get(trial.trial_id.as_str()).copied());
         }
-        Ok(run)
+        Ok(cells)
     }
 
     /// Groups `trials` into cells; `timed_steps` gives a trial's timed step times in order.
@@ -294,8 +193,8 @@ impl RunCells {
                 trials: Vec::new(),
                 predicted_step_s: None,
             });
-            cell.outcomes.push(trial.outcome.clone());
-            if trial.outcome == "ok" {
+            cell.outcomes.push(trial.outcome);
+            if trial.outcome.is_ok() {
                 let steps = timed_steps(&trial.trial_id);
                 if !steps.is_empty() {
                     cell.steps.repeats.push(steps);

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use stratlab_columns::Columns;
 use stratlab_results::{Fingerprint, Table};
 use strum::VariantArray;
 
@@ -20,7 +20,7 @@ use crate::thresholds::Thresholds;
 use crate::RegressionError;
 
 /// One cell of one run: a row of the history table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct HistoryRow {
     /// Suite label (`default`).
     pub suite: String,
@@ -84,41 +84,6 @@ pub struct HistoryRow {
 impl Table for HistoryRow {
     const NAME: &'static str = "history";
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        let fields: [(&str, DataType); 28] = [
-            ("suite", String),
-            ("run_id", String),
-            ("run_started", String),
-            ("environment", String),
-            ("git_commit", String),
-            ("host_name", String),
-            ("devices", String),
-            ("nvidia_driver_version", String),
-            ("cuda_driver_version", String),
-            ("libtorch_version", String),
-            ("libtorch_cuda_version", String),
-            ("cudnn_runtime_version", Int64),
-            ("nccl_version", String),
-            ("cell", String),
-            ("network", String),
-            ("dataset", String),
-            ("strategy", String),
-            ("outcome", String),
-            ("timed_steps", Int64),
-            ("statistic", String),
-            ("step_time_s", Float64),
-            ("step_time_median_s", Float64),
-            ("step_time_p10_s", Float64),
-            ("step_time_p90_s", Float64),
-            ("throughput", Float64),
-            ("time_to_accuracy_s", Float64),
-            ("final_accuracy", Float64),
-            ("peak_memory_bytes", Float64),
-        ];
-        fields.iter().map(|(name, dtype)| Field::new((*name).into(), dtype.clone())).collect()
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None
@@ -369,7 +334,7 @@ fn history_row(suite: &str, run: &HistoryRun, cell: &Cell, statistic: Statistic)
     let f = &run.fingerprint;
     let median_of = |value: fn(&stratlab_results::TrialRow) -> Option<f64>| {
         stratlab_results::stats::median(
-            &cell.trials.iter().filter(|t| t.outcome == "ok").filter_map(value).collect::<Vec<_>>(),
+            &cell.trials.iter().filter(|t| t.outcome.is_ok()).filter_map(value).collect::<Vec<_>>(),
         )
     };
     let key: &CellKey = &cell.key;

@@ -6,11 +6,12 @@
 
 use polars::prelude::Column;
 use stratlab_results::stats::median;
-use stratlab_results::{BatchProbeRow, Outcome, TrialRow};
+use stratlab_results::{BatchProbeRow, CellKey, Outcome, RunView};
 
+use crate::aggregate::Labels;
 use crate::figures::frontier::FrontierBar;
 use crate::tables::SummaryTable;
-use crate::{FigureTarget, HtmlTable, ReportError, ReportFigure, ReportSection};
+use crate::{FigureTarget, HtmlTable, ReportError, ReportFigure, ReportSection, StrategySeries};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -21,12 +22,10 @@ pub struct FrontierCell {
     pub trial_id: String,
     /// Network name.
     pub network: String,
-    /// Data set name.
+    /// Data set as suites name it (`cifar10:synthetic`).
     pub dataset: String,
-    /// Strategy name.
-    pub strategy: String,
-    /// The strategy with its parameters (`gpipe m4 ckpt always`).
-    pub strategy_label: String,
+    /// The strategy as the run's figures draw it (`gpipe (m4, ckpt always)`).
+    pub series: StrategySeries,
     /// Workers.
     pub workers: i64,
     /// The search's step (batches are multiples of it).
@@ -58,7 +57,7 @@ pub struct ProbedBatch {
     /// The fullest worker's peak.
     pub peak_memory_bytes: Option<u64>,
     /// How the probe ended.
-    pub outcome: String,
+    pub outcome: Outcome,
 }
 
 impl FrontierCell {
@@ -72,9 +71,10 @@ impl FrontierCell {
     }
 }
 
-/// Every searched cell of `probes`, in the order the searches ran, with the throughput its
-/// trials measured.
-pub fn frontier_cells(probes: &[BatchProbeRow], trials: &[TrialRow]) -> Vec<FrontierCell> {
+/// Every searched cell of `probes`, in the order the searches ran, with the throughput the
+/// cell's trials in `run` measured. A cell is the one of its first trial (the probes'
+/// `trial_id`), named as the run's other figures name it.
+pub fn frontier_cells(probes: &[BatchProbeRow], run: &RunView, labels: &Labels) -> Vec<FrontierCell> {
     let mut order: Vec<&str> = Vec::new();
     for probe in probes {
         if !order.contains(&probe.trial_id.as_str()) {
@@ -90,20 +90,25 @@ pub fn frontier_cells(probes: &[BatchProbeRow], trials: &[TrialRow]) -> Vec<Fron
                 batch_size: probe.batch_size,
                 global_batch: probe.global_batch,
                 peak_memory_bytes: probe.peak_memory_bytes,
-                outcome: probe.outcome.clone(),
+                outcome: probe.outcome,
             };
             let largest = cell.iter().filter(|probe| probe.fits).max_by_key(|probe| probe.batch_size);
             let smallest_failing = cell.iter().filter(|probe| !probe.fits).min_by_key(|probe| probe.batch_size);
             let samples_per_worker = first.global_batch as f64 / first.batch_size.max(1) as f64;
             let predicted =
                 first.predicted_batch_size.map(|batch| (batch, (batch as f64 * samples_per_worker).round() as i64));
-            let samples_per_s = largest.and_then(|largest| throughput_at(trials, trial_id, largest.batch_size));
+            let key = run.trials_with_cells().find(|(trial, _)| trial.trial_id == trial_id).map(|(_, key)| key);
+            let samples_per_s = largest.zip(key).and_then(|(largest, key)| throughput_at(run, key, largest.batch_size));
+            // A search whose cell left no trial row (a killed run) is named by its probes.
+            let (dataset, series) = match key {
+                Some(key) => (key.dataset_label(), labels.series(key)),
+                None => (first.dataset.clone(), StrategySeries::of(first.strategy)),
+            };
             FrontierCell {
                 trial_id: trial_id.to_owned(),
                 network: first.network.clone(),
-                dataset: first.dataset.clone(),
-                strategy: first.strategy.clone(),
-                strategy_label: first.strategy_label.clone(),
+                dataset,
+                series,
                 workers: first.workers,
                 batch_step: first.batch_step,
                 memory_limit_bytes: first.memory_limit_bytes,
@@ -118,15 +123,12 @@ pub fn frontier_cells(probes: &[BatchProbeRow], trials: &[TrialRow]) -> Vec<Fron
         .collect()
 }
 
-/// The median wall throughput of the `ok` trials of the cell whose first trial is
-/// `trial_id` (its repeats differ only in the `__r<n>` suffix), at `batch_size`.
-fn throughput_at(trials: &[TrialRow], trial_id: &str, batch_size: i64) -> Option<f64> {
-    let cell = trial_id.strip_suffix("__r0").unwrap_or(trial_id);
-    let measured: Vec<f64> = trials
-        .iter()
-        .filter(|trial| trial.trial_id.rsplit_once("__r").is_some_and(|(id, _)| id == cell))
-        .filter(|trial| trial.batch_size == batch_size && trial.outcome == Outcome::Ok.name())
-        .filter_map(|trial| trial.training.wall_samples_per_s)
+/// The median wall throughput of the `ok` trials of cell `key` at `batch_size`.
+fn throughput_at(run: &RunView, key: &CellKey, batch_size: i64) -> Option<f64> {
+    let measured: Vec<f64> = run
+        .trials_with_cells()
+        .filter(|(trial, cell)| *cell == key && trial.batch_size == batch_size && trial.outcome.is_ok())
+        .filter_map(|(trial, _)| trial.training.wall_samples_per_s)
         .collect();
     median(&measured)
 }
@@ -140,7 +142,7 @@ pub fn frontier_table(cells: &[FrontierCell]) -> Result<SummaryTable, ReportErro
     let columns = vec![
         Column::new("network".into(), text(&|c| c.network.clone())),
         Column::new("dataset".into(), text(&|c| c.dataset.clone())),
-        Column::new("strategy".into(), text(&|c| c.strategy_label.clone())),
+        Column::new("strategy".into(), text(&|c| c.series.full_label())),
         Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
         Column::new("limit/worker (MiB)".into(), float(&|c| mib(c.memory_limit_bytes))),
         Column::new("largest batch/worker".into(), int(&|c| c.largest.as_ref().map(|b| b.batch_size))),
@@ -164,7 +166,7 @@ pub fn frontier_table(cells: &[FrontierCell]) -> Result<SummaryTable, ReportErro
         ),
         Column::new(
             "it failed as".into(),
-            text(&|c| c.smallest_failing.as_ref().map(|b| b.outcome.clone()).unwrap_or_default()),
+            text(&|c| c.smallest_failing.as_ref().map(|b| b.outcome.name().to_owned()).unwrap_or_default()),
         ),
         Column::new("samples/s at largest (median)".into(), float(&|c| c.samples_per_s)),
         Column::new("probes".into(), cells.iter().map(|c| c.probes as i64).collect::<Vec<i64>>()),
@@ -179,7 +181,7 @@ pub fn frontier_bars(cells: &[FrontierCell]) -> Vec<FrontierBar> {
     cells
         .iter()
         .map(|cell| FrontierBar {
-            strategy: cell.strategy_label.clone(),
+            series: cell.series.clone(),
             workers: cell.workers as u32,
             network: cell.network.clone(),
             dataset: cell.dataset.clone(),
@@ -188,7 +190,7 @@ pub fn frontier_bars(cells: &[FrontierCell]) -> Vec<FrontierBar> {
             samples_per_s: cell.samples_per_s,
             why_none: match &cell.largest {
                 Some(_) => None,
-                None => Some(cell.smallest_failing.as_ref().map_or("no probe".into(), |b| b.outcome.clone())),
+                None => Some(cell.smallest_failing.as_ref().map_or("no probe".into(), |b| b.outcome.name().to_owned())),
             },
         })
         .collect()

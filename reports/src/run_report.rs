@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use stratlab_regressions::History;
 use stratlab_results::{
-    BatchProbeRow, EventRow, Outcome as StoredOutcome, PredictionRow, RunStore, Table, TrialRow, UtcTime,
+    BatchProbeRow, DataSource, EventRow, PredictionRow, RunStore, RunView, Table, TrialDevice, TrialRow, UtcTime,
 };
 
-use crate::aggregate::{aggregate_run, dataset_label, RunAggregates};
+use crate::aggregate::{aggregate_view, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;
 use crate::figures::unique_in_order;
 use crate::report_error::write_file;
@@ -21,7 +21,7 @@ use crate::tables::{
 };
 use crate::{
     device_usage, loss_curves, pipeline_bubble, pipeline_timeline, prediction_errors, speedup_bars, speedup_scaling,
-    step_breakdown, throughput, time_to_accuracy, write_report_html, FailedTrial, FigureTarget, Format, HtmlTable,
+    step_breakdown, throughput, time_to_accuracy, write_report_html, FailedTrialRow, FigureTarget, Format, HtmlTable,
     ReportError, ReportFigure, ReportPage, ReportSection,
 };
 
@@ -50,10 +50,10 @@ pub fn write_run_report(
     format: Format,
     history: Option<&History>,
 ) -> Result<RunReport, ReportError> {
-    let store = RunStore::open(run_dir).map_err(ReportError::Store)?;
-    let aggregates = aggregate_run(&store)?;
-    let trials: Vec<TrialRow> =
-        store.load_rows().map_err(|source| ReportError::Load { table: TrialRow::NAME, source })?;
+    let run = RunView::open(run_dir).map_err(ReportError::Store)?;
+    let store = run.store();
+    let aggregates = aggregate_view(&run)?;
+    let trials = run.trials();
     let figures_dir = out_dir.join("figures");
     let tables_dir = out_dir.join("tables");
     for dir in [&figures_dir, &tables_dir] {
@@ -78,11 +78,13 @@ pub fn write_run_report(
         sections.push(step_breakdown_section(&aggregates, &figure, &mut tables)?);
     }
     if !aggregates.pipelines.is_empty() {
-        sections.push(pipeline_section(&aggregates, &store, &figure, &mut tables)?);
+        sections.push(pipeline_section(&aggregates, store, &figure, &mut tables)?);
     }
     let predictions: Vec<PredictionRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: PredictionRow::NAME, source })?;
-    if let Some((prediction_tables, errors)) = crate::predictions::prediction_tables(&predictions, &trials)? {
+    if let Some((prediction_tables, errors)) =
+        crate::predictions::prediction_tables(&predictions, &run, &aggregates.labels)?
+    {
         let figures = match errors.is_empty() {
             true => Vec::new(),
             false => embed(
@@ -97,7 +99,7 @@ pub fn write_run_report(
     let probes: Vec<BatchProbeRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: BatchProbeRow::NAME, source })?;
     if !probes.is_empty() {
-        let cells = crate::frontier_cells(&probes, &trials);
+        let cells = crate::frontier_cells(&probes, &run, &aggregates.labels);
         sections.push(crate::frontier::frontier_section(&cells, &figure("memory_frontier"), html_table, &mut tables)?);
     }
     if let Some(history) = history {
@@ -122,9 +124,9 @@ pub fn write_run_report(
         run_id: store.run_id().to_owned(),
         generated_at: UtcTime::now().rfc3339(),
         headline: (!aggregates.is_empty()).then(|| html_table(&tables[0])),
-        notes: notes(&aggregates, &trials, &store)?,
+        notes: notes(&aggregates, &run)?,
         sections,
-        failures: failed_trials(&trials),
+        failures: failed_trials(&run, &aggregates),
         fingerprint: key_values(&serde_json::to_value(&fingerprint).unwrap_or_default()),
         suite_yaml,
     };
@@ -317,7 +319,8 @@ fn pipeline_section(
         let trial_id = &pipeline.trial.trial_id;
         let events: Vec<EventRow> =
             store.load_trial_rows(trial_id).map_err(|source| ReportError::Load { table: EventRow::NAME, source })?;
-        let Some(timeline) = pipeline.timeline(&events) else { continue };
+        let strategy = aggregates.labels.strategy(&pipeline.trial.key);
+        let Some(timeline) = pipeline.timeline(&events, &strategy) else { continue };
         let alt = format!("Pipeline timeline, ranks against time: {}", timeline.title);
         figures.extend(embed(
             pipeline_timeline(&timeline, &figure(&format!("pipeline_timeline_{}", file_part(trial_id))))?,
@@ -376,24 +379,24 @@ fn file_part(name: &str) -> String {
 }
 
 /// Every trial that did not end `ok`, with its reason.
-fn failed_trials(trials: &[TrialRow]) -> Vec<FailedTrial> {
-    trials
-        .iter()
-        .filter(|trial| trial.outcome != StoredOutcome::Ok.name())
-        .map(|trial| FailedTrial {
+fn failed_trials(run: &RunView, aggregates: &RunAggregates) -> Vec<FailedTrialRow> {
+    run.trials_with_cells()
+        .filter(|(trial, _)| !trial.outcome.is_ok())
+        .map(|(trial, key)| FailedTrialRow {
             trial_id: trial.trial_id.clone(),
             network: trial.network.clone(),
-            dataset: dataset_label(&trial.dataset, &trial.data_source),
-            strategy: trial.strategy.strategy.clone(),
-            workers: u32::try_from(trial.workers).unwrap_or(0),
-            outcome: trial.outcome.clone(),
+            dataset: key.dataset_label(),
+            strategy: aggregates.labels.strategy(key),
+            workers: key.workers,
+            outcome: trial.outcome,
             reason: trial.reason.clone().unwrap_or_else(|| "no reason recorded".to_owned()),
         })
         .collect()
 }
 
 /// Caveats shown above the figures: single repeats, estimated epochs, mixed environments.
-fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> Result<Vec<String>, ReportError> {
+fn notes(aggregates: &RunAggregates, run: &RunView) -> Result<Vec<String>, ReportError> {
+    let (trials, store) = (run.trials(), run.store());
     let mut notes = Vec::new();
     let single_runs = aggregates
         .throughput
@@ -414,7 +417,8 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
                 .to_owned(),
         );
     }
-    let synthetic = unique_in_order(trials.iter().filter(|t| t.data_source == "synthetic").map(|t| t.dataset.as_str()));
+    let synthetic =
+        unique_in_order(trials.iter().filter(|t| t.data_source == DataSource::Synthetic).map(|t| t.dataset.as_str()));
     if !synthetic.is_empty() {
         notes.push(format!(
             "Synthetic data (same shape as the real set, learnable but not the real images): {}. \
@@ -444,7 +448,7 @@ fn notes(aggregates: &RunAggregates, trials: &[TrialRow], store: &RunStore) -> R
 /// How to read a speedup where the workers are CPU processes: they share the cores that
 /// `single` has to itself, so a speedup there measures a strategy's overhead, not scaling.
 fn cpu_sharing_note(trials: &[TrialRow]) -> Option<String> {
-    let on_cpu = |t: &&TrialRow| t.device == "cpu";
+    let on_cpu = |t: &&TrialRow| t.device == TrialDevice::Cpu;
     let mut single: Vec<i64> = trials.iter().filter(on_cpu).filter(|t| t.workers == 1).map(|t| t.threads).collect();
     let mut shared: Vec<(i64, i64)> =
         trials.iter().filter(on_cpu).filter(|t| t.workers > 1).map(|t| (t.workers, t.threads)).collect();

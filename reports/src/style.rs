@@ -1,7 +1,9 @@
-//! The shared look: font sizes, colour-blind-safe palettes, and the fixed strategy → colour
-//! map, so a strategy has the same colour in every figure of a report.
+//! The shared look: font sizes, colour-blind-safe palettes, and the strategy → colour and
+//! order maps (exhaustive matches on the kind), so a strategy has the same colour and
+//! place in every figure of a report.
 
 use plotters::style::{IntoFont, RGBColor, TextStyle, BLACK};
+use stratlab_strategy_spec::StrategyKind;
 
 /// DejaVu Sans, compiled in: rendering needs no fontconfig, freetype or system fonts, and
 /// looks the same on every machine (see reports/README.md).
@@ -39,8 +41,10 @@ pub(crate) fn font(em_px: f64) -> TextStyle<'static> {
     TextStyle::from((FONT_FAMILY, em_px * PLOTTERS_SIZE_PER_EM).into_font()).color(&BLACK)
 }
 
-/// Okabe & Ito (2008), the palette built for colour-vision deficiencies.
-const OKABE_ITO: [RGBColor; 8] = [
+/// The strategies' colours: Okabe & Ito (2008), the palette built for colour-vision
+/// deficiencies, then four more of Paul Tol's, so the kinds the lab adds next still get a
+/// colour of their own.
+const STRATEGY_PALETTE: [RGBColor; 12] = [
     RGBColor(0, 0, 0),       // black
     RGBColor(0, 114, 178),   // blue
     RGBColor(230, 159, 0),   // orange
@@ -48,12 +52,16 @@ const OKABE_ITO: [RGBColor; 8] = [
     RGBColor(213, 94, 0),    // vermillion
     RGBColor(86, 180, 233),  // sky blue
     RGBColor(204, 121, 167), // reddish purple
-    RGBColor(240, 228, 66),  // yellow (last: weak on white)
+    RGBColor(240, 228, 66),  // yellow (weak on white: kept for a kind that rarely runs)
+    RGBColor(238, 51, 119),  // magenta (Tol's vibrant)
+    RGBColor(34, 85, 34),    // dark green
+    RGBColor(153, 102, 51),  // brown
+    RGBColor(119, 119, 119), // grey
 ];
 
 /// Paul Tol's "muted" qualitative scheme, also colour-blind safe; used where colour encodes
-/// something other than strategy (networks in per-strategy panels, micro-batches), so it
-/// never reads as a strategy.
+/// something other than strategy (networks in per-strategy panels, micro-batches, a
+/// figure's own series such as `published`), so it never reads as a strategy.
 const TOL_MUTED: [RGBColor; 9] = [
     RGBColor(51, 34, 136),   // indigo
     RGBColor(136, 204, 238), // cyan
@@ -66,41 +74,36 @@ const TOL_MUTED: [RGBColor; 9] = [
     RGBColor(170, 68, 153),  // purple
 ];
 
-/// The known strategies in a fixed order, each with a fixed Okabe–Ito slot.
-const KNOWN_STRATEGIES: [&str; 8] =
-    ["single", "data_parallel", "model_parallel", "gpipe", "1f1b", "parameter_server", "pipedream", "hybrid"];
+/// The colour of a strategy, the same in every figure: a new kind without one does not
+/// compile.
+pub(crate) fn strategy_color(kind: StrategyKind) -> RGBColor {
+    STRATEGY_PALETTE[match kind {
+        StrategyKind::Single => 0,
+        StrategyKind::DataParallel => 1,
+        StrategyKind::ModelParallel => 2,
+        StrategyKind::Gpipe => 3,
+        StrategyKind::OneFOneB => 4,
+        StrategyKind::ParameterServer => 5,
+        StrategyKind::PipeDream => 6,
+        StrategyKind::Hybrid => 7,
+        StrategyKind::ShardedDataParallel => 8,
+    }]
+}
 
-/// The colour of a strategy, the same in every figure. Names are matched ignoring case and
-/// `-`/`_`; unknown strategies get a stable colour from their name.
-pub(crate) fn strategy_color(strategy: &str) -> RGBColor {
-    let key = strategy.to_lowercase().replace('-', "_");
-    match KNOWN_STRATEGIES.iter().position(|known| *known == key) {
-        Some(slot) => OKABE_ITO[slot],
-        None => TOL_MUTED[stable_hash(&key) % TOL_MUTED.len()],
+/// Where a strategy sits in every figure's panels, legends and columns: the baseline, the
+/// data-parallel family, the server, then the pipelines from the simplest.
+pub(crate) fn strategy_rank(kind: StrategyKind) -> usize {
+    match kind {
+        StrategyKind::Single => 0,
+        StrategyKind::DataParallel => 1,
+        StrategyKind::ShardedDataParallel => 2,
+        StrategyKind::ModelParallel => 3,
+        StrategyKind::Gpipe => 4,
+        StrategyKind::OneFOneB => 5,
+        StrategyKind::ParameterServer => 6,
+        StrategyKind::PipeDream => 7,
+        StrategyKind::Hybrid => 8,
     }
-}
-
-/// The colours of the lines of one figure: each known strategy its own, the others (a
-/// figure's own series: `published`, `model`) distinct palette colours in order, so two
-/// unknown names never share one by their hashes.
-pub(crate) fn line_colors(series: &[String]) -> Vec<RGBColor> {
-    let mut unknown = 0;
-    series
-        .iter()
-        .map(|name| match strategy_rank(name) < KNOWN_STRATEGIES.len() {
-            true => strategy_color(name),
-            false => {
-                unknown += 1;
-                category_color(unknown - 1)
-            }
-        })
-        .collect()
-}
-
-/// Sort key placing known strategies in `KNOWN_STRATEGIES`' order and unknown ones after them.
-pub(crate) fn strategy_rank(strategy: &str) -> usize {
-    let key = strategy.to_lowercase().replace('-', "_");
-    KNOWN_STRATEGIES.iter().position(|known| *known == key).unwrap_or(KNOWN_STRATEGIES.len())
 }
 
 /// The i-th colour of the secondary palette (networks, micro-batches), cycling.
@@ -125,26 +128,30 @@ pub(crate) fn is_light(color: RGBColor) -> bool {
     0.299 * f64::from(color.0) + 0.587 * f64::from(color.1) + 0.114 * f64::from(color.2) > 140.0
 }
 
-// FNV-1a: std's hasher is randomly seeded per process, which would recolour strategies
-// between runs.
-fn stable_hash(text: &str) -> usize {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash as usize
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     #[test]
-    fn strategy_colours_ignore_case_and_dashes() {
-        assert_eq!(strategy_color("data-parallel"), strategy_color("Data_Parallel"));
-        assert_ne!(strategy_color("gpipe"), strategy_color("1f1b"));
-        assert_eq!(strategy_color("my-new-strategy"), strategy_color("my_new_strategy"));
+    fn every_strategy_has_its_own_colour_and_place_with_room_for_more() {
+        let colours: HashSet<(u8, u8, u8)> = StrategyKind::ALL
+            .iter()
+            .map(|&kind| {
+                let RGBColor(r, g, b) = strategy_color(kind);
+                (r, g, b)
+            })
+            .collect();
+        assert_eq!(colours.len(), StrategyKind::ALL.len(), "two strategies share a colour");
+        let ranks: HashSet<usize> = StrategyKind::ALL.iter().map(|&kind| strategy_rank(kind)).collect();
+        assert_eq!(ranks.len(), StrategyKind::ALL.len(), "two strategies share a place");
+        // Interleaved 1F1B and zero-bubble schedules are next: the palette has room.
+        assert!(STRATEGY_PALETTE.len() >= StrategyKind::ALL.len() + 3);
+        // No strategy reads as a network or another category.
+        for &kind in StrategyKind::ALL {
+            assert!(!TOL_MUTED.contains(&strategy_color(kind)), "{kind}");
+        }
     }
 
     #[test]

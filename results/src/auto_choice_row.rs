@@ -2,14 +2,13 @@
 //! profiles and reused while everything it depends on matches (folded into `choice_key`):
 //! one row per candidate timed, the chosen one marked.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// One candidate of one choice.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct AutoChoiceRow {
     /// Everything the choice must match to be reused (network, data set, batch, threads,
     /// device, what the suite asked, libtorch, the binary); its rows share it.
@@ -29,18 +28,6 @@ pub struct AutoChoiceRow {
 impl Table for AutoChoiceRow {
     const NAME: &'static str = crate::table_names::AUTO_CHOICES;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("choice_key", String),
-            ("precision", String),
-            ("memory_format", String),
-            ("step_s", Float64),
-            ("chosen", Boolean),
-            ("taken_at", String),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

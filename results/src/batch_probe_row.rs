@@ -4,14 +4,13 @@
 //! batch that fitted, and the report's frontier reads these rows beside the model's
 //! predicted largest batch.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// One probe of one cell's search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct BatchProbeRow {
     /// The run the search belongs to.
     pub run_id: String,
@@ -23,8 +22,8 @@ pub struct BatchProbeRow {
     pub network: String,
     /// Data set name.
     pub dataset: String,
-    /// Strategy name.
-    pub strategy: String,
+    /// The strategy.
+    pub strategy: stratlab_strategy_spec::StrategyKind,
     /// Workers.
     pub workers: i64,
     /// The strategy with the parameters given (`gpipe m4 ckpt always`): a frontier has a
@@ -40,7 +39,7 @@ pub struct BatchProbeRow {
     /// Samples per optimizer step over all workers at that batch.
     pub global_batch: i64,
     /// How the probe ended (`ok`, `oom`, `crashed`, `timeout`, …).
-    pub outcome: String,
+    pub outcome: crate::Outcome,
     /// Whether it fitted: trained its steps to the end.
     pub fits: bool,
     /// The one-line reason of a probe that did not.
@@ -67,31 +66,6 @@ pub fn bisection_resolution(batch: usize, step: usize) -> usize {
 impl Table for BatchProbeRow {
     const NAME: &'static str = crate::table_names::BATCH_PROBES;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("label", String),
-            ("network", String),
-            ("dataset", String),
-            ("strategy", String),
-            ("workers", Int64),
-            ("strategy_label", String),
-            ("batch_step", Int64),
-            ("probe", Int64),
-            ("batch_size", Int64),
-            ("global_batch", Int64),
-            ("outcome", String),
-            ("fits", Boolean),
-            ("reason", String),
-            ("peak_memory_bytes", UInt64),
-            ("memory_limit_bytes", UInt64),
-            ("predicted_batch_size", Int64),
-            ("wall_time_s", Float64),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

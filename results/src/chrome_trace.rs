@@ -1,25 +1,12 @@
 //! A trial's events as a Chrome trace (the Trace Event Format), for Perfetto or
 //! `chrome://tracing`: one process per rank, one thread per lane, one slice per event.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::{EventRow, Lane};
-
-/// Thread id of a lane: compute 0 and comm 1 ([`Lane::trace_tid`]); a lane name this
-/// version does not know gets its own id from 2 on, in name order, instead of being merged
-/// into another lane.
-fn thread_ids(events: &[EventRow]) -> BTreeMap<&str, u32> {
-    let mut ids: BTreeMap<&str, u32> = Lane::ALL.iter().map(|lane| (lane.name(), lane.trace_tid())).collect();
-    let unknown: BTreeSet<&str> =
-        events.iter().map(|e| e.lane.as_str()).filter(|lane| lane.parse::<Lane>().is_err()).collect();
-    for (offset, lane) in unknown.into_iter().enumerate() {
-        ids.insert(lane, Lane::ALL.len() as u32 + offset as u32);
-    }
-    ids
-}
 
 /// One entry of `traceEvents`: a complete event (`ph` "X") or metadata (`ph` "M").
 #[derive(Serialize)]
@@ -70,25 +57,24 @@ enum Args<'a> {
 /// lane, and its step, micro-batch, bytes and label under `args`. Metadata events name each
 /// rank's process `rank N` and its threads after their lanes.
 pub fn chrome_trace(events: &[EventRow]) -> Value {
-    let tids = thread_ids(events);
     let mut trace: Vec<TraceEvent<'_>> = Vec::with_capacity(events.len() + 8);
     let ranks: BTreeSet<u32> = events.iter().map(|e| e.rank).collect();
-    let threads: BTreeSet<(u32, &str)> = events.iter().map(|e| (e.rank, e.lane.as_str())).collect();
+    let threads: BTreeSet<(u32, Lane)> = events.iter().map(|e| (e.rank, e.lane)).collect();
     for rank in ranks {
         trace.push(metadata("process_name", rank, None, format!("rank {rank}")));
     }
     for (rank, lane) in threads {
-        trace.push(metadata("thread_name", rank, Some(tids[lane]), lane.to_owned()));
+        trace.push(metadata("thread_name", rank, Some(lane.trace_tid()), lane.name().to_owned()));
     }
     for event in events {
         trace.push(TraceEvent {
-            name: &event.kind,
-            cat: Some(&event.kind),
+            name: event.kind.name(),
+            cat: Some(event.kind.name()),
             ph: "X",
             ts: Some(event.start_s * 1e6),
             dur: Some(event.duration_s() * 1e6),
             pid: event.rank,
-            tid: Some(tids[event.lane.as_str()]),
+            tid: Some(event.lane.trace_tid()),
             args: Args::Event {
                 step: event.step,
                 micro_batch: event.micro_batch,

@@ -6,9 +6,10 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
 /// One reading of one device at one instant, typed so reports never parse strings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct Sample {
     /// Seconds since the recorder started; stamped by the telemetry recorder (samplers used
     /// on their own leave it at 0).
@@ -48,6 +49,8 @@ pub enum EnergySource {
     PowerIntegration,
 }
 
+stratlab_columns::text_column!(EnergySource);
+
 impl EnergySource {
     /// The stored spelling: `counter` or `power-integration`.
     pub fn as_str(self) -> &'static str {
@@ -68,7 +71,7 @@ impl fmt::Display for EnergySource {
 ///
 /// Means and maxima are over all samples of all devices, i.e. per device: with two GPUs
 /// at 40 % and 60 % the mean is 50 %, not 100 %. Fields are `None` without samples.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Columns)]
 pub struct DeviceLoad {
     /// Mean utilisation over all samples, percent.
     pub utilization_mean_pct: Option<f64>,

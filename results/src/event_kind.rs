@@ -51,6 +51,8 @@ pub enum EventKind {
     Eval,
 }
 
+stratlab_columns::text_column!(EventKind, Lane);
+
 impl EventKind {
     /// Every kind, in the order of a training step (declaration order).
     pub const ALL: &'static [EventKind] = Self::VARIANTS;

@@ -1,10 +1,8 @@
 //! One timed event of one rank: the raw timeline behind traces and the rank breakdown.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
-use stratlab_strategy_spec::UnknownName;
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::{EventKind, Lane, Table};
 
 /// One timed event (a forward pass, a gradient bucket's all-reduce, a send) of one rank in
@@ -12,7 +10,7 @@ use crate::{EventKind, Lane, Table};
 ///
 /// Times are seconds since the trial's rank-0 start on one monotonic clock shared by the
 /// ranks of a machine, so events of different ranks line up on one time axis.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct EventRow {
     /// The run this event belongs to.
     pub run_id: String,
@@ -24,8 +22,8 @@ pub struct EventRow {
     pub step: u64,
     /// Micro-batch within the step, for pipeline strategies.
     pub micro_batch: Option<u32>,
-    /// What it was: one of [`EventKind::ALL`]'s names (`forward`, `all_reduce`, …).
-    pub kind: String,
+    /// What it was (`forward`, `all_reduce`, …).
+    pub kind: EventKind,
     /// A free label within the kind, e.g. `stage 3` or `bucket 2`; may be empty.
     pub name: String,
     /// Start, seconds since the trial's rank-0 start.
@@ -34,21 +32,11 @@ pub struct EventRow {
     pub end_s: f64,
     /// Bytes moved, for communication events.
     pub bytes: Option<u64>,
-    /// The thread it ran on: `compute` or `comm` ([`Lane`]).
-    pub lane: String,
+    /// The thread it ran on: `compute` or `comm`.
+    pub lane: Lane,
 }
 
 impl EventRow {
-    /// The event's kind, parsed.
-    pub fn event_kind(&self) -> Result<EventKind, UnknownName> {
-        self.kind.parse()
-    }
-
-    /// The event's lane, parsed.
-    pub fn event_lane(&self) -> Result<Lane, UnknownName> {
-        self.lane.parse()
-    }
-
     /// `end_s − start_s`.
     pub fn duration_s(&self) -> f64 {
         self.end_s - self.start_s
@@ -57,23 +45,6 @@ impl EventRow {
 
 impl Table for EventRow {
     const NAME: &'static str = crate::table_names::EVENTS;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("rank", UInt32),
-            ("step", UInt64),
-            ("micro_batch", UInt32),
-            ("kind", String),
-            ("name", String),
-            ("start_s", Float64),
-            ("end_s", Float64),
-            ("bytes", UInt64),
-            ("lane", String),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)

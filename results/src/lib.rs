@@ -13,6 +13,7 @@
 mod atomic_file;
 mod auto_choice_row;
 mod batch_probe_row;
+mod cell_key;
 mod chrome_trace;
 mod device_load;
 mod event_kind;
@@ -31,10 +32,12 @@ mod rank_breakdown;
 mod records;
 mod rows;
 mod run_store;
+mod run_view;
 pub mod stats;
 mod store_error;
 mod table;
 mod table_names;
+mod trial_device;
 mod trial_tables;
 mod utc_time;
 mod validation_row;
@@ -42,6 +45,7 @@ mod validation_row;
 pub use atomic_file::write_file_atomically;
 pub use auto_choice_row::AutoChoiceRow;
 pub use batch_probe_row::{bisection_resolution, BatchProbeRow};
+pub use cell_key::CellKey;
 pub use chrome_trace::chrome_trace;
 pub use device_load::{DeviceLoad, EnergySource, Sample};
 pub use event_kind::{EventKind, Lane};
@@ -58,12 +62,16 @@ pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
 pub use records::{EpochRecord, StepRecord, TrainingSummary};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR};
+pub use run_view::RunView;
 pub use store_error::StoreError;
+/// Where a trial's samples came from, the strategy vocabulary's.
+pub use stratlab_strategy_spec::DataSource;
 /// The parse error of every named enum here ([`Outcome`], [`EventKind`], [`Lane`],
 /// [`ProbeKind`], [`ExportFormat`]): the same one as the strategy vocabulary's names.
 pub use stratlab_strategy_spec::UnknownName;
 pub use table::{decode_rows, from_frame, to_frame, write_csv, Table};
 pub use table_names::TABLE_NAMES;
+pub use trial_device::{TrialDevice, UnknownDevice};
 pub use trial_tables::TrialTables;
 pub use utc_time::UtcTime;
 pub use validation_row::ValidationRow;

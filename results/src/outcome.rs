@@ -41,6 +41,8 @@ impl Outcome {
     }
 }
 
+stratlab_columns::text_column!(Outcome);
+
 impl FromStr for Outcome {
     type Err = UnknownName;
 

@@ -3,18 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
 use crate::intervals::{merge, total_length, Interval};
-use crate::rows::schema_of;
 use crate::{EventKind, EventRow, Table};
 
 /// What a pipeline rank knows about its stage (from its worker's report): the input of
 /// [`pipeline_stage_rows`], and the first columns of its row.
 ///
 /// A rank runs one stage of one pipeline replica: `rank = replica × stages + stage`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct PipelineStageInfo {
     /// Rank of the worker running the stage, from 0.
     pub rank: u32,
@@ -24,8 +23,8 @@ pub struct PipelineStageInfo {
     pub stage: u32,
     /// Stages per pipeline (p).
     pub stages: u32,
-    /// Strategy name: `model-parallel`, `gpipe`, `1f1b`, `pipedream` or `hybrid`.
-    pub schedule: String,
+    /// The pipeline strategy: `model-parallel`, `gpipe`, `1f1b`, `pipedream` or `hybrid`.
+    pub schedule: stratlab_strategy_spec::StrategyKind,
     /// Micro-batches per step (m); 1 for `model-parallel`.
     pub micro_batches: u32,
     /// How layers were split into stages: `uniform`, `parameters`, `time`, `size` or an
@@ -57,7 +56,7 @@ pub struct PipelineStageInfo {
 /// Compute is forward, backward and recompute passes; sends, receives, all-reduces, the
 /// optimizer and waits are not, so the bubble is the share of the compute span a stage sat
 /// without computing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct PipelineStageRow {
     /// The run this row belongs to.
     pub run_id: String,
@@ -85,34 +84,6 @@ pub struct PipelineStageRow {
 
 impl Table for PipelineStageRow {
     const NAME: &'static str = crate::table_names::PIPELINE_STAGES;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("rank", UInt32),
-            ("replica", UInt32),
-            ("stage", UInt32),
-            ("stages", UInt32),
-            ("schedule", String),
-            ("micro_batches", UInt32),
-            ("balance", String),
-            ("layers", String),
-            ("first_layer", UInt32),
-            ("layer_count", UInt32),
-            ("parameters", UInt64),
-            ("predicted_cost", Float64),
-            ("cost_unit", String),
-            ("predicted_imbalance", Float64),
-            ("peak_activation_bytes", UInt64),
-            ("compute_s", Float64),
-            ("measured_imbalance", Float64),
-            ("bubble_measured", Float64),
-            ("bubble_theoretical", Float64),
-            ("timed_steps", UInt32),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
@@ -187,7 +158,7 @@ pub fn pipeline_stage_rows(
     // (replica, step) → the step's span over the replica's stages.
     let mut spans: BTreeMap<(u32, u64), Interval> = BTreeMap::new();
     for event in events {
-        let compute = matches!(event.event_kind(), Ok(EventKind::Forward | EventKind::Backward | EventKind::Recompute));
+        let compute = matches!(event.kind, EventKind::Forward | EventKind::Backward | EventKind::Recompute);
         let finite = event.start_s.is_finite() && event.end_s.is_finite() && event.end_s >= event.start_s;
         let Some(&replica) = replica_of.get(&event.rank) else { continue };
         if !(compute && finite && event.step >= skip_steps) {

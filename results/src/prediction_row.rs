@@ -3,14 +3,13 @@
 //! closed forms beside it. Stored with the run so the report judges the prediction against
 //! the measurement ex ante; nothing in it is fitted to the run's trials.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// One cell's prediction (keyed by its first repeat's trial id).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct PredictionRow {
     /// The run the prediction belongs to.
     pub run_id: String,
@@ -63,31 +62,6 @@ pub struct PredictionRow {
 impl Table for PredictionRow {
     const NAME: &'static str = crate::table_names::PREDICTIONS;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("label", String),
-            ("step_s", Float64),
-            ("compute_s", Float64),
-            ("exposed_comm_s", Float64),
-            ("bubble_s", Float64),
-            ("optimizer_s", Float64),
-            ("step_unavailable", String),
-            ("thesis_step_s", Float64),
-            ("peak_memory_bytes", Float64),
-            ("memory_unavailable", String),
-            ("core_sharing", Float64),
-            ("link_bandwidth_bytes_per_s", Float64),
-            ("link_latency_s", Float64),
-            ("link_source", String),
-            ("profile_s", Float64),
-            ("speed_reference_s", Float64),
-            ("profile_retaken", String),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

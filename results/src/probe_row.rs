@@ -3,12 +3,12 @@
 
 use std::str::FromStr;
 
-use polars::prelude::{ChunkAgg, ChunkQuantile, DataType, Float64Chunked, NewChunkedArray, Schema};
+use polars::prelude::{ChunkAgg, ChunkQuantile, Float64Chunked, NewChunkedArray};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 use stratlab_strategy_spec::UnknownName;
 use strum::VariantArray;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// What a probe measured, as stored in `probes.kind`.
@@ -36,6 +36,8 @@ pub enum ProbeKind {
     /// [`ProbeKind::ReduceScatter`] with every core busy, as [`ProbeKind::AllReduceLoaded`].
     ReduceScatterLoaded,
 }
+
+stratlab_columns::text_column!(ProbeKind);
 
 impl ProbeKind {
     /// Every kind, in declaration order.
@@ -131,12 +133,12 @@ pub enum ProbeError {
 }
 
 /// One probe result: a transfer size timed `repeats` times, as stored in `probes`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct ProbeRow {
     /// The run the probe belongs to.
     pub run_id: String,
-    /// `p2p`, `all_reduce` or `all_reduce_loaded` ([`ProbeKind`]).
-    pub kind: String,
+    /// What was timed (`p2p`, `all_reduce`, `all_reduce_loaded`, …).
+    pub kind: ProbeKind,
     /// Communication backend (`gloo`, `nccl`).
     pub backend: String,
     /// Ranks in the process group.
@@ -160,10 +162,11 @@ pub struct ProbeRow {
     /// so the expected cost of a step's many transfers. `None` in runs made before it was
     /// stored.
     pub mean_s: Option<f64>,
-    /// The emulated link the ranks talked over (`1 Gbit/s`, `100 Mbit/s · 1 ms`); `None` on
-    /// the machine's own links, and in runs made before it was stored.
-    #[serde(default)]
-    pub link: Option<String>,
+    /// The emulated link the ranks talked over, stored by its name (`1 Gbit/s`,
+    /// `100 Mbit/s · 1 ms`); `None` on the machine's own links, and in runs made before it
+    /// was stored.
+    #[serde(default, with = "stratlab_units::stored_link")]
+    pub link: Option<stratlab_units::Link>,
     /// `bytes ÷ median_s`, GB/s (1e9 bytes/s).
     pub algorithm_gbps: f64,
     /// `algorithm_gbps × ProbeKind::bus_factor(world_size)`: `2(W−1)/W` for all-reduce
@@ -191,7 +194,7 @@ impl ProbeRow {
         let algorithm = algorithm_gbps(bytes, median_s);
         Ok(ProbeRow {
             run_id: spec.run_id,
-            kind: kind.name().to_owned(),
+            kind,
             backend: spec.backend,
             world_size: spec.world_size,
             src: spec.src,
@@ -207,37 +210,11 @@ impl ProbeRow {
             bus_gbps: algorithm * kind.bus_factor(spec.world_size),
         })
     }
-
-    /// The probe's kind, parsed.
-    pub fn probe_kind(&self) -> Result<ProbeKind, UnknownName> {
-        self.kind.parse()
-    }
 }
 
 impl Table for ProbeRow {
     const NAME: &'static str = crate::table_names::PROBES;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("kind", String),
-            ("backend", String),
-            ("world_size", UInt32),
-            ("src", UInt32),
-            ("dst", UInt32),
-            ("bytes", UInt64),
-            ("repeats", UInt32),
-            ("median_s", Float64),
-            ("min_s", Float64),
-            ("max_s", Float64),
-            ("mean_s", Float64),
-            ("link", String),
-            ("algorithm_gbps", Float64),
-            ("bus_gbps", Float64),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

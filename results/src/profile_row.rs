@@ -3,14 +3,13 @@
 //! threads, numerics, libtorch, the binary, the optimizer) folded into `profile_key`. The
 //! performance model reads them through `stratlab_strategies::stored_profile`.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// One stage of one profile at one sample count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct ProfileRow {
     /// Everything the profile must match to be reused, as one string; its rows share it.
     pub profile_key: String,
@@ -72,35 +71,6 @@ pub struct ProfileRow {
 impl Table for ProfileRow {
     const NAME: &'static str = crate::table_names::PROFILES;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("profile_key", String),
-            ("network", String),
-            ("dataset", String),
-            ("device", String),
-            ("threads", UInt32),
-            ("stage", UInt32),
-            ("stage_name", String),
-            ("samples", UInt64),
-            ("forward_s", Float64),
-            ("backward_s", Float64),
-            ("kept_bytes", Float64),
-            ("transient_bytes", Float64),
-            ("output_bytes_per_sample", UInt64),
-            ("parameter_bytes", List(Box::new(UInt64))),
-            ("optimizer_s", Float64),
-            ("whole_model_copy_s", Float64),
-            ("contention_copies", UInt32),
-            ("contention_ratio", Float64),
-            ("training_step_s", Float64),
-            ("training_step_peak_bytes", Float64),
-            ("taken_at", String),
-            ("profile_s", Float64),
-            ("speed_reference_s", Float64),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

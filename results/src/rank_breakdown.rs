@@ -3,19 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
 use crate::intervals::{intersection_length, merge, total_length, Interval};
-use crate::rows::schema_of;
-use crate::{EventKind, EventRow, Lane, Table};
+use crate::{EventKind, EventRow, Table};
 
 /// One rank's time over the counted steps of a trial, as stored in `rank_breakdown`.
 ///
 /// `wall_s = compute_s + exposed_communication_s + idle_s`, and
 /// `communication_s = exposed_communication_s + overlapped_communication_s`: communication
 /// only costs step time where no computation runs beside it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct RankBreakdownRow {
     /// The run this row belongs to.
     pub run_id: String,
@@ -46,23 +45,6 @@ pub struct RankBreakdownRow {
 impl Table for RankBreakdownRow {
     const NAME: &'static str = crate::table_names::RANK_BREAKDOWN;
 
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("rank", UInt32),
-            ("steps", UInt64),
-            ("wall_s", Float64),
-            ("compute_s", Float64),
-            ("communication_s", Float64),
-            ("exposed_communication_s", Float64),
-            ("overlapped_communication_s", Float64),
-            ("idle_s", Float64),
-            ("overlap_share", Float64),
-        ])
-    }
-
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
     }
@@ -83,15 +65,13 @@ enum Category {
 /// training step (as epoch times leave it out).
 ///
 /// By kind rather than lane, so a blocking send on the training thread still counts as
-/// communication; a kind this version does not know falls back to its lane.
+/// communication.
 fn category(event: &EventRow) -> Option<Category> {
-    match event.event_kind() {
-        Ok(EventKind::Eval) => None,
-        Ok(EventKind::DataWait | EventKind::Idle) => Some(Category::Waiting),
-        Ok(kind) if kind.is_communication() => Some(Category::Communication),
-        Ok(_) => Some(Category::Compute),
-        Err(_) if event.event_lane() == Ok(Lane::Comm) => Some(Category::Communication),
-        Err(_) => Some(Category::Compute),
+    match event.kind {
+        EventKind::Eval => None,
+        EventKind::DataWait | EventKind::Idle => Some(Category::Waiting),
+        kind if kind.is_communication() => Some(Category::Communication),
+        _ => Some(Category::Compute),
     }
 }
 

@@ -4,9 +4,10 @@
 //! measurement is one field here.
 
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
 /// One optimizer step on one worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct StepRecord {
     /// Epoch number, from 0.
     pub epoch: usize,
@@ -31,8 +32,10 @@ pub struct StepRecord {
     /// allocation and tuning).
     pub warmup: bool,
     /// Bytes this worker sent or reduced in the step (null for one-worker trials and for
-    /// runs stored before the column existed).
+    /// runs stored before the column existed); the column is signed, as the first release
+    /// wrote it.
     #[serde(default)]
+    #[columns(stored_as = "Int64")]
     pub comm_bytes: Option<u64>,
     /// Seconds this worker's communication was in flight in the step, launch to completion,
     /// summed over its transfers (hidden behind compute or not: `rank_breakdown` tells which).
@@ -63,7 +66,7 @@ impl StepRecord {
 
 /// One (possibly partial) epoch on one worker: its training, and the evaluations run during
 /// it, timed apart.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct EpochRecord {
     /// Epoch number, from 0.
     pub epoch: usize,
@@ -98,12 +101,8 @@ pub struct EpochRecord {
 /// What a trial's training measured, reduced to the columns of its `trials` row: progress,
 /// pace (the slowest rank's, after warm-up), throughput over every batch shard, accuracy.
 /// A strategy's report computes it; the row stores it flattened.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Columns)]
 pub struct TrainingSummary {
-    /// Epochs fully completed.
-    pub epochs_completed: i64,
-    /// Optimiser steps completed (per worker).
-    pub steps_completed: i64,
     /// Mean measured seconds per epoch over complete epochs; `None` when none completed.
     pub seconds_per_epoch_mean: Option<f64>,
     /// Seconds per epoch extrapolated from the timed steps (steps per epoch × mean step

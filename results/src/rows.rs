@@ -2,25 +2,25 @@
 //! telemetry sample. (Timeline and probe rows live in `event_row.rs`, `rank_breakdown.rs`
 //! and `probe_row.rs`, under the same schema rules.)
 //!
-//! Each derives serde and implements [`Table`] with its Parquet schema; the schema lists
-//! the fields in declaration order with the dtype of their Rust type (`i64`→Int64,
-//! `u64`→UInt64, `u32`→UInt32, `f64`→Float64, `bool`→Boolean, `String`→String; `Option`
-//! makes the column nullable). A unit test checks the two agree.
+//! Each derives serde and [`Columns`], and implements [`Table`]: the Parquet schema is the
+//! fields in declaration order, each with its type's column type (`stratlab_columns`), so
+//! a typed field (a precision, an outcome, a time) is stored as the text older readers
+//! know and read back as its type.
 
-use polars::prelude::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use stratlab_strategy_spec::{stored_compute, ColumnsError, MemoryFormat, OptimizerKind, Precision, StrategyColumns};
+use stratlab_strategy_spec::{
+    ColumnsError, MatmulPrecision, MemoryFormat, OptimizerKind, ParameterColumns, Precision, Strategy, StrategyKind,
+};
+use stratlab_units::Link;
 
-use crate::{DeviceLoad, EpochRecord, Sample, StepRecord, Table, TrainingSummary};
-
-/// Builds a schema from `(name, dtype)` pairs.
-pub(crate) fn schema_of(fields: &[(&str, DataType)]) -> Schema {
-    fields.iter().map(|(name, dtype)| Field::new((*name).into(), dtype.clone())).collect()
-}
+use crate::{
+    DataSource, DeviceLoad, EpochRecord, Outcome, Sample, StepRecord, Table, TrainingSummary, TrialDevice, UtcTime,
+};
 
 /// One trial: its configuration, its outcome and its headline metrics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct TrialRow {
     /// The run this trial belongs to (`20261122T214501Z-default`).
     pub run_id: String,
@@ -32,19 +32,21 @@ pub struct TrialRow {
     pub network: String,
     /// Data set name (`cifar10`, …).
     pub dataset: String,
-    /// Where the data came from (`real`, `synthetic`, a path).
-    pub data_source: String,
-    /// The strategy and its parameters: columns `strategy`, `micro_batches`, `balance`,
-    /// `checkpoint`, `pipeline_stages`, `fusion_threshold_bytes`, `server`, `zero_stage`,
-    /// `shard_unit`.
-    #[serde(flatten)]
-    pub strategy: StrategyColumns,
+    /// Where the data came from: its `real` files or their `synthetic` twin.
+    pub data_source: DataSource,
+    /// The strategy (`single`, `data-parallel`, `gpipe`, …); its parameters are
+    /// [`TrialRow::parameters`].
+    pub strategy: StrategyKind,
     /// Number of workers W.
     pub workers: i64,
     /// Samples per worker per step.
     pub batch_size: i64,
     /// Samples per optimiser step over all workers.
     pub global_batch: i64,
+    /// The strategy's parameters: columns `micro_batches`, `balance`, `checkpoint`,
+    /// `pipeline_stages`, `fusion_threshold_bytes`, `server`, `zero_stage`, `shard_unit`.
+    #[serde(flatten)]
+    pub parameters: ParameterColumns,
     /// Epoch budget, when the trial was bounded by epochs.
     pub epochs_budget: Option<i64>,
     /// Step budget, when the trial was bounded by steps.
@@ -59,7 +61,7 @@ pub struct TrialRow {
     /// Random seed.
     pub seed: i64,
     /// Device the workers ran on (`cpu`, `cuda:0`), after `auto` was resolved.
-    pub device: String,
+    pub device: TrialDevice,
     /// Model of that device: the CPU model, or the GPU board name(s) from NVML.
     pub device_name: Option<String>,
     /// Identity of the board(s) sampled: PCI bus ids from NVML (`00000000:3B:00.0`), comma
@@ -74,18 +76,19 @@ pub struct TrialRow {
     /// and for runs stored before the column existed.
     #[serde(default)]
     pub swept_threads: Option<i64>,
-    /// The emulated link the workers talked over (`1 Gbit/s`, `100 Mbit/s · 1 ms`), part of
-    /// the cell; null on loopback, and for runs stored before the column existed.
-    #[serde(default)]
-    pub link: Option<String>,
+    /// The emulated link the workers talked over, stored by its name (`1 Gbit/s`,
+    /// `100 Mbit/s · 1 ms`), part of the cell; null on loopback, and for runs stored before
+    /// the column existed.
+    #[serde(default, with = "stratlab_units::stored_link")]
+    pub link: Option<Link>,
     /// What the trial computed in (`fp32`, `bf16`, `tf32`), part of the cell; null for runs
-    /// stored before the column existed, which all computed in fp32 ([`TrialRow::compute`]).
-    #[serde(default)]
-    pub precision: Option<String>,
+    /// stored before the column existed, which all computed in fp32 ([`TrialRow::precision`]).
+    #[serde(default, rename = "precision")]
+    pub stored_precision: Option<Precision>,
     /// How its four-dimensional tensors were laid out (`contiguous`, `channels_last`), part
     /// of the cell; null for runs stored before the column existed (contiguous).
-    #[serde(default)]
-    pub memory_format: Option<String>,
+    #[serde(default, rename = "memory_format")]
+    pub stored_memory_format: Option<MemoryFormat>,
     /// Whether the suite left the precision to `auto` (the column then holds what the
     /// runner's measurement chose); null for runs stored before the column existed.
     #[serde(default)]
@@ -96,8 +99,8 @@ pub struct TrialRow {
     /// The optimizer it trained with (`sgd`, `adam`), part of the cell; null for runs
     /// stored before the column existed, which all trained with SGD
     /// ([`TrialRow::optimizer`]).
-    #[serde(default)]
-    pub optimizer: Option<String>,
+    #[serde(default, rename = "optimizer")]
+    pub stored_optimizer: Option<OptimizerKind>,
     /// CPU seconds the link's emulation took in user space during the trial (the delay
     /// line's threads, on the cores the workers train on); `None` where nothing ran in user
     /// space (loopback; veth and tbf work in the kernel, inside the workers' own time).
@@ -121,7 +124,7 @@ pub struct TrialRow {
     /// `torch.backends.cudnn.benchmark` in force during the trial.
     pub cudnn_benchmark: Option<bool>,
     /// float32 matmul precision in force (`highest`, `high`, `medium`).
-    pub matmul_precision: Option<String>,
+    pub matmul_precision: Option<MatmulPrecision>,
     /// `torch.backends.cudnn.allow_tf32` in force.
     pub cudnn_tf32: Option<bool>,
     /// Losses and accuracies were read back from the device every this many steps.
@@ -129,12 +132,16 @@ pub struct TrialRow {
     /// Test accuracy that counts as "reached" for time-to-accuracy, 0–1.
     pub target_accuracy: f64,
     /// How the trial ended (`ok`, `oom`, `crashed`, `diverged`, `timeout`, …).
-    pub outcome: String,
+    pub outcome: Outcome,
     /// Why it ended that way, for anything but success, in one line.
     pub reason: Option<String>,
     /// The whole error behind `reason` where it said more (libtorch's text with its C++
     /// backtrace); null in runs stored before the column.
     pub reason_detail: Option<String>,
+    /// Epochs the lead worker finished (0 for a trial that never started).
+    pub epochs_completed: i64,
+    /// Optimizer steps the lead worker took.
+    pub steps_completed: i64,
     /// Leading steps excluded from step-time statistics.
     pub warmup_steps: i64,
     /// What the training measured: progress, pace, throughput and accuracy.
@@ -145,98 +152,14 @@ pub struct TrialRow {
     pub load: DeviceLoad,
     /// Wall time of the whole trial including setup, seconds.
     pub wall_time_s: f64,
-    /// When the trial started, RFC 3339 UTC.
-    pub started_at: String,
-    /// When the trial finished, RFC 3339 UTC.
-    pub finished_at: String,
+    /// When the trial started, stored as RFC 3339 UTC.
+    pub started_at: UtcTime,
+    /// When the trial finished, stored as RFC 3339 UTC.
+    pub finished_at: UtcTime,
 }
 
 impl Table for TrialRow {
     const NAME: &'static str = crate::table_names::TRIALS;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("index", Int64),
-            ("network", String),
-            ("dataset", String),
-            ("data_source", String),
-            ("strategy", String),
-            ("workers", Int64),
-            ("batch_size", Int64),
-            ("global_batch", Int64),
-            ("micro_batches", Int64),
-            ("balance", String),
-            ("checkpoint", String),
-            ("pipeline_stages", Int64),
-            ("fusion_threshold_bytes", Int64),
-            ("server", String),
-            ("zero_stage", Int64),
-            ("shard_unit", String),
-            ("epochs_budget", Int64),
-            ("steps_budget", Int64),
-            ("seconds_budget", Float64),
-            ("min_timed_steps_budget", Int64),
-            ("repeat", Int64),
-            ("seed", Int64),
-            ("device", String),
-            ("device_name", String),
-            ("device_ids", String),
-            ("host_name", String),
-            ("threads", Int64),
-            ("swept_threads", Int64),
-            ("link", String),
-            ("precision", String),
-            ("memory_format", String),
-            ("precision_auto", Boolean),
-            ("memory_format_auto", Boolean),
-            ("optimizer", String),
-            ("link_emulation_cpu_s", Float64),
-            ("speed_reference_s", Float64),
-            ("memory_limit_bytes", UInt64),
-            ("device_memory_limit_bytes", UInt64),
-            ("cudnn_benchmark", Boolean),
-            ("matmul_precision", String),
-            ("cudnn_tf32", Boolean),
-            ("metrics_every_steps", Int64),
-            ("target_accuracy", Float64),
-            ("outcome", String),
-            ("reason", String),
-            ("reason_detail", String),
-            ("epochs_completed", Int64),
-            ("steps_completed", Int64),
-            ("warmup_steps", Int64),
-            ("seconds_per_epoch_mean", Float64),
-            ("seconds_per_epoch_estimate", Float64),
-            ("step_time_median_s", Float64),
-            ("step_time_p10_s", Float64),
-            ("step_time_p90_s", Float64),
-            ("data_wait_median_s", Float64),
-            ("h2d_median_s", Float64),
-            ("step_samples_per_s", Float64),
-            ("wall_samples_per_s", Float64),
-            ("val_samples_per_s", Float64),
-            ("time_to_accuracy_s", Float64),
-            ("final_accuracy", Float64),
-            ("final_loss", Float64),
-            ("eval_time_s", Float64),
-            ("peak_memory_bytes", UInt64),
-            ("skipped_updates", Int64),
-            ("utilization_mean_pct", Float64),
-            ("utilization_max_pct", Float64),
-            ("memory_mean_bytes", Float64),
-            ("memory_max_bytes", UInt64),
-            ("process_memory_mean_bytes", Float64),
-            ("process_memory_max_bytes", UInt64),
-            ("energy_j", Float64),
-            ("energy_source", String),
-            ("wall_time_s", Float64),
-            ("started_at", String),
-            ("finished_at", String),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
@@ -244,16 +167,25 @@ impl Table for TrialRow {
 }
 
 impl TrialRow {
-    /// The precision and memory format the trial computed in: float32 and contiguous for
-    /// runs stored before the columns existed, an error naming the trial for a value this
-    /// build does not know.
-    pub fn compute(&self) -> Result<(Precision, MemoryFormat), ColumnsError> {
-        stored_compute(&self.trial_id, self.precision.as_deref(), self.memory_format.as_deref())
+    /// The strategy with its parameters, or the rule its columns break (a corrupt or
+    /// foreign table).
+    pub fn strategy(&self) -> Result<Strategy, ColumnsError> {
+        self.parameters.strategy(self.strategy, &self.trial_id)
+    }
+
+    /// What the trial computed in: float32 for runs stored before the column existed.
+    pub fn precision(&self) -> Precision {
+        self.stored_precision.unwrap_or_default()
+    }
+
+    /// How its tensors were laid out: contiguous for runs stored before the column existed.
+    pub fn memory_format(&self) -> MemoryFormat {
+        self.stored_memory_format.unwrap_or_default()
     }
 
     /// The optimizer the trial trained with: SGD for runs stored before the column existed.
-    pub fn optimizer(&self) -> Result<OptimizerKind, ColumnsError> {
-        OptimizerKind::stored(&self.trial_id, self.optimizer.as_deref())
+    pub fn optimizer(&self) -> OptimizerKind {
+        self.stored_optimizer.unwrap_or_default()
     }
 }
 
@@ -261,7 +193,7 @@ impl TrialRow {
 ///
 /// Loss and accuracy are optional because not every worker sees them: in a pipeline only
 /// the last stage computes the loss, and evaluation may run on one rank only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct EpochRow {
     /// The run this epoch belongs to.
     pub run_id: String,
@@ -277,33 +209,13 @@ pub struct EpochRow {
 impl Table for EpochRow {
     const NAME: &'static str = crate::table_names::EPOCHS;
 
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("worker", Int64),
-            ("epoch", Int64),
-            ("train_loss", Float64),
-            ("train_accuracy", Float64),
-            ("test_loss", Float64),
-            ("test_accuracy", Float64),
-            ("epoch_time_s", Float64),
-            ("eval_time_s", Float64),
-            ("wall_samples_per_s", Float64),
-            ("val_samples_per_s", Float64),
-            ("elapsed_s", Float64),
-            ("steps", Int64),
-        ])
-    }
-
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
     }
 }
 
 /// One optimiser step of one worker: the raw series behind step-time statistics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct StepRow {
     /// The run this step belongs to.
     pub run_id: String,
@@ -319,36 +231,13 @@ pub struct StepRow {
 impl Table for StepRow {
     const NAME: &'static str = crate::table_names::STEPS;
 
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("worker", Int64),
-            ("epoch", Int64),
-            ("step", Int64),
-            ("loss", Float64),
-            ("step_time_s", Float64),
-            ("data_wait_s", Float64),
-            ("h2d_s", Float64),
-            ("samples", Int64),
-            ("lr", Float64),
-            ("warmup", Boolean),
-            ("comm_bytes", Int64),
-            ("comm_s", Float64),
-            ("peak_memory_bytes", UInt64),
-            ("loss_scale", Float64),
-            ("skipped_update", Boolean),
-        ])
-    }
-
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)
     }
 }
 
 /// One telemetry sample of one device during a trial (the binary's telemetry sampler).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct TelemetryRow {
     /// The run this sample belongs to.
     pub run_id: String,
@@ -361,23 +250,6 @@ pub struct TelemetryRow {
 
 impl Table for TelemetryRow {
     const NAME: &'static str = crate::table_names::TELEMETRY;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("run_id", String),
-            ("trial_id", String),
-            ("t_s", Float64),
-            ("device", String),
-            ("device_id", String),
-            ("utilization_pct", Float64),
-            ("memory_used_bytes", UInt64),
-            ("process_memory_bytes", UInt64),
-            ("power_w", Float64),
-            ("energy_counter_mj", UInt64),
-            ("sm_clock_mhz", UInt32),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)

@@ -124,6 +124,16 @@ pub enum StoreError {
         /// The trial the row names.
         found: String,
     },
+    /// A trial row whose columns make no cell (a strategy with a parameter it does not
+    /// take, a negative count): a corrupt or foreign `trials` table.
+    #[error("{run}: {source}")]
+    Cell {
+        /// The run folder.
+        run: PathBuf,
+        /// What does not make a cell.
+        #[source]
+        source: stratlab_strategy_spec::ColumnsError,
+    },
     /// `open` was pointed at a folder that is not a run.
     #[error("{path}: not a run folder (no fingerprint.json)")]
     NotARun {
@@ -145,6 +155,7 @@ impl StoreError {
                 | StoreError::SchemaMismatch { .. }
                 | StoreError::Decode { .. }
                 | StoreError::UnsupportedDtype { .. }
+                | StoreError::Cell { .. }
         )
     }
 }

@@ -3,28 +3,47 @@
 use std::io::Cursor;
 use std::sync::Arc;
 
-use polars::prelude::{AnyValue, Column, DataFrame, DataType, JsonFormat, JsonReader, Schema, SerReader};
+use polars::prelude::{AnyValue, Column, DataFrame, DataType, Field, JsonFormat, JsonReader, Schema, SerReader};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use stratlab_columns::{ColumnType, Columns};
 
 use crate::{nonfinite, StoreError};
 
 /// A row type stored as one table of a run, one Parquet part per trial.
 ///
-/// The explicit schema is what keeps parts concatenable: a part whose optional column is
-/// null in every row still gets that column's real dtype instead of polars' `Null`.
-pub trait Table: Serialize + DeserializeOwned {
+/// Its schema is derived from its fields (`#[derive(Columns)]`), so the columns a part is
+/// written with are the fields serde writes, in their order. The explicit schema is what
+/// keeps parts concatenable: a part whose optional column is null in every row still gets
+/// that column's real dtype instead of polars' `Null`.
+pub trait Table: Serialize + DeserializeOwned + Columns {
     /// Table name, also its folder in the run (`trials`, `epochs`, `steps`, `telemetry`, …).
     const NAME: &'static str;
     /// Whether the table has one part per trial, loaded only once the trial is finished.
     /// Run-level tables (`probes`) are not tied to a trial: every part of theirs loads.
     const PER_TRIAL: bool = true;
     /// Column names and dtypes, in field order.
-    fn schema() -> Schema;
+    fn schema() -> Schema {
+        Self::columns().into_iter().map(|column| Field::new(column.name.into(), dtype(&column.column_type))).collect()
+    }
     /// The trial the row belongs to, `None` in a run-level table; the store checks every
     /// part of a per-trial table holds only its trial.
     fn trial_id(&self) -> Option<&str>;
+}
+
+/// The polars dtype a column type is stored as.
+fn dtype(column_type: &ColumnType) -> DataType {
+    match column_type {
+        ColumnType::Boolean => DataType::Boolean,
+        ColumnType::Int32 => DataType::Int32,
+        ColumnType::Int64 => DataType::Int64,
+        ColumnType::UInt32 => DataType::UInt32,
+        ColumnType::UInt64 => DataType::UInt64,
+        ColumnType::Float64 => DataType::Float64,
+        ColumnType::Text => DataType::String,
+        ColumnType::List(item) => DataType::List(Box::new(dtype(item))),
+    }
 }
 
 /// Turns rows into a frame with exactly `T::schema()`.

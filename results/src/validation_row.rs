@@ -2,14 +2,13 @@
 //! the thesis's closed forms and the null model each predicting it from the table's
 //! single-device row, with the signed errors the judgement reads.
 
-use polars::prelude::{DataType, Schema};
 use serde::{Deserialize, Serialize};
+use stratlab_columns::Columns;
 
-use crate::rows::schema_of;
 use crate::Table;
 
 /// One published row, predicted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct ValidationRow {
     /// The published table's name.
     pub table: String,
@@ -58,33 +57,6 @@ pub struct ValidationRow {
 impl Table for ValidationRow {
     const NAME: &'static str = crate::table_names::VALIDATION;
     const PER_TRIAL: bool = false;
-
-    fn schema() -> Schema {
-        use DataType::*;
-        schema_of(&[
-            ("table", String),
-            ("label", String),
-            ("strategy", String),
-            ("workers", UInt32),
-            ("global_batch", UInt64),
-            ("input", Boolean),
-            ("published_step_s", Float64),
-            ("published_samples_per_s", Float64),
-            ("published_efficiency", Float64),
-            ("model_step_s", Float64),
-            ("model_samples_per_s", Float64),
-            ("model_efficiency", Float64),
-            ("model_exposed_comm_s", Float64),
-            ("model_bubble_s", Float64),
-            ("model_unavailable", String),
-            ("thesis_step_s", Float64),
-            ("thesis_samples_per_s", Float64),
-            ("thesis_efficiency", Float64),
-            ("null_step_s", Float64),
-            ("null_samples_per_s", Float64),
-            ("null_efficiency", Float64),
-        ])
-    }
 
     fn trial_id(&self) -> Option<&str> {
         None

@@ -39,7 +39,7 @@ fn train_step(c: &mut Criterion) {
             let mut optimizer = nn::Sgd { momentum: 0.9, ..Default::default() }.build(&store, 0.01).expect("optimizer");
             let images = Tensor::randn([*batch, input.channels, input.height, input.width], (Kind::Float, device));
             let labels = Tensor::randint(input.classes, [*batch], (Kind::Int64, device));
-            let id = BenchmarkId::new(format!("{network}/b{batch}"), device_label(device));
+            let id = BenchmarkId::new(format!("{network}/b{batch}"), device_label(device).to_string());
             group.bench_function(id, |bencher| {
                 bencher.iter_custom(|iterations| {
                     synchronize(device);

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use stratlab_results::TrialDevice;
 use tch::Device;
 
 use crate::device_double::{self, DeviceCall};
@@ -26,6 +27,15 @@ pub enum DeviceChoice {
 pub struct DeviceError(pub String);
 
 impl DeviceChoice {
+    /// The device a trial that never started is recorded on: the one asked for, the CPU
+    /// for `auto` (nothing resolved it).
+    pub fn planned(self) -> TrialDevice {
+        match self {
+            DeviceChoice::Cuda(index) => TrialDevice::Cuda(index as u32),
+            DeviceChoice::Cpu | DeviceChoice::Auto => TrialDevice::Cpu,
+        }
+    }
+
     /// The libtorch device to use. A CUDA device that libtorch cannot see is an error, not a
     /// silent fall-back: a benchmark that quietly ran on the CPU would report wrong numbers.
     pub fn resolve(self) -> Result<Device, DeviceError> {
@@ -96,11 +106,11 @@ pub fn synchronize(device: Device) {
     }
 }
 
-/// The device name as results record it (`cpu`, `cuda:0`).
-pub fn device_label(device: Device) -> String {
+/// The device as results record it (`cpu`, `cuda:0`).
+pub fn device_label(device: Device) -> TrialDevice {
     match device {
-        Device::Cuda(index) => format!("cuda:{index}"),
-        _ => "cpu".to_string(),
+        Device::Cuda(index) => TrialDevice::Cuda(index as u32),
+        _ => TrialDevice::Cpu,
     }
 }
 

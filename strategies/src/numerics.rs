@@ -22,26 +22,9 @@ extern "C" {
     fn stratlab_show_config(buffer: *mut c_char, capacity: usize) -> usize;
 }
 
-/// `torch.set_float32_matmul_precision`: how float32 matrix products may be computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
-#[strum(serialize_all = "lowercase")]
-pub enum MatmulPrecision {
-    /// Full float32 (PyTorch's default): no TF32 in cuBLAS.
-    Highest,
-    /// TF32 (or bf16×3) allowed in cuBLAS: faster on Ampere and later, ~1e-3 relative error.
-    High,
-    /// bf16 allowed.
-    Medium,
-}
-
-impl MatmulPrecision {
-    /// The name libtorch and PyTorch use.
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
+/// How float32 matrix products may be computed, in the strategy vocabulary beside the
+/// precisions (the trials table stores it).
+pub use stratlab_strategy_spec::MatmulPrecision;
 
 /// The settings a trial trains under; recorded per trial.
 ///

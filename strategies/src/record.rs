@@ -41,7 +41,7 @@ pub struct TrainReport {
     /// Why, for anything but completion.
     pub reason: Option<String>,
     /// Resolved device (`cpu`, `cuda:0`).
-    pub device: String,
+    pub device: stratlab_results::TrialDevice,
     /// libtorch intra-op threads used.
     pub threads: usize,
     /// cuDNN benchmark and TF32 settings in force while training (read back from libtorch).
@@ -78,8 +78,6 @@ impl TrainReport {
             crate::stats::median(&self.steps.iter().filter(|step| !step.warmup).map(of).collect::<Vec<_>>())
         };
         TrainingSummary {
-            epochs_completed: self.epochs.len() as i64,
-            steps_completed: self.steps.len() as i64,
             seconds_per_epoch_mean: self.seconds_per_epoch_mean(),
             seconds_per_epoch_estimate: self.seconds_per_epoch_estimate(),
             step_time_median_s: crate::stats::median(&step_times),

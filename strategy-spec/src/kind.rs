@@ -104,6 +104,8 @@ impl StrategyKind {
     }
 }
 
+stratlab_columns::text_column!(StrategyKind);
+
 impl FromStr for StrategyKind {
     type Err = UnknownName;
 

@@ -1,11 +1,12 @@
 //! The vocabulary of training strategies, libtorch-free: what a strategy is and which
 //! parameters it takes ([`Strategy`]), how a suite sweeps them ([`StrategySweep`]), how a
-//! results table stores them ([`StrategyColumns`]) and in which order a pipeline stage
+//! results table stores them ([`ParameterColumns`]) and in which order a pipeline stage
 //! works ([`Schedule`]) and which gradients data-parallel fuses ([`buckets`]). See the crate
 //! README.
 
 pub mod buckets;
 mod columns;
+mod data_source;
 mod error;
 mod kind;
 mod optimizer;
@@ -17,12 +18,13 @@ mod sharding;
 mod strategy;
 mod sweep;
 
-pub use columns::StrategyColumns;
+pub use columns::ParameterColumns;
+pub use data_source::DataSource;
 pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use optimizer::OptimizerKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
-pub use precision::{compute_label, compute_label_chosen, stored_compute, AutoOr, MemoryFormat, Precision};
+pub use precision::{compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ColumnsError, UnknownName};
+use crate::UnknownName;
 
 /// The update rule a cell trains with.
 #[derive(
@@ -79,15 +79,9 @@ impl OptimizerKind {
             OptimizerKind::Adam => 2 + decayed,
         }
     }
-
-    /// The optimizer a trial's stored column names, SGD where it is null (runs stored
-    /// before the axis), or the error naming the trial.
-    pub fn stored(trial_id: &str, column: Option<&str>) -> Result<OptimizerKind, ColumnsError> {
-        column
-            .map_or(Ok(OptimizerKind::default()), str::parse)
-            .map_err(|error: UnknownName| ColumnsError { trial_id: trial_id.to_owned(), message: error.to_string() })
-    }
 }
+
+stratlab_columns::text_column!(OptimizerKind);
 
 impl FromStr for OptimizerKind {
     type Err = UnknownName;
@@ -108,15 +102,6 @@ mod tests {
         }
         let error = "lamb".parse::<OptimizerKind>().unwrap_err().to_string();
         assert!(error.contains("lamb") && error.contains("sgd, adam"), "{error}");
-    }
-
-    #[test]
-    fn runs_stored_before_the_axis_trained_with_sgd_and_a_bad_name_names_the_trial() {
-        assert_eq!(OptimizerKind::stored("t1", None).unwrap(), OptimizerKind::Sgd);
-        assert_eq!(OptimizerKind::stored("t1", Some("adam")).unwrap(), OptimizerKind::Adam);
-        let error = OptimizerKind::stored("t7", Some("adagrad")).unwrap_err();
-        assert_eq!(error.trial_id, "t7");
-        assert!(error.message.contains("adagrad"), "{}", error.message);
     }
 
     #[test]

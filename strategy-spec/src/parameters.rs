@@ -84,6 +84,30 @@ impl fmt::Display for Balance {
     }
 }
 
+// Stored as its name or list (`time`, `[2,3]`), by `stored_balance` in a column.
+stratlab_columns::text_column!(Balance, Checkpoint, ServerPlacement);
+
+/// Serde for a stored `Option<Balance>` column: the balance's text (`time`, `[2,3]`), which
+/// its own serde writes as a list where suites write a list.
+pub(crate) mod stored_balance {
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    use super::Balance;
+
+    pub(crate) fn serialize<S: Serializer>(balance: &Option<Balance>, serializer: S) -> Result<S::Ok, S::Error> {
+        match balance {
+            Some(balance) => serializer.serialize_some(&balance.to_string()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Balance>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| text.parse::<Balance>().map_err(de::Error::custom))
+            .transpose()
+    }
+}
+
 /// Checks that `balance` can split `stage_count` network stages into `parts` without
 /// building or profiling anything (what the planner uses to mark a trial infeasible).
 pub fn check_balance(stage_count: usize, balance: &Balance, parts: usize) -> Result<(), Infeasible> {

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, IntoDeserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::{ColumnsError, UnknownName};
+use crate::UnknownName;
 
 /// The floating-point types a cell trains in.
 #[derive(
@@ -71,11 +71,34 @@ impl Precision {
     }
 }
 
+stratlab_columns::text_column!(Precision, MemoryFormat, MatmulPrecision);
+
 impl FromStr for Precision {
     type Err = UnknownName;
 
     fn from_str(name: &str) -> Result<Self, UnknownName> {
         UnknownName::parse("precision", name)
+    }
+}
+
+/// `torch.set_float32_matmul_precision`: how float32 matrix products may be computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "lowercase")]
+pub enum MatmulPrecision {
+    /// Full float32 (PyTorch's default): no TF32 in cuBLAS.
+    Highest,
+    /// TF32 (or bf16×3) allowed in cuBLAS: faster on Ampere and later, ~1e-3 relative error.
+    High,
+    /// bf16 allowed.
+    Medium,
+}
+
+impl MatmulPrecision {
+    /// The name libtorch and PyTorch use.
+    pub fn name(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -133,19 +156,6 @@ pub fn compute_label_chosen(
         label += &format!(" · {memory_format}{}", auto(memory_format_auto));
     }
     label
-}
-
-/// The precision and memory format a trial's stored columns name, float32 and contiguous
-/// where they are null (runs stored before the axes), or the error naming the trial.
-pub fn stored_compute(
-    trial_id: &str,
-    precision: Option<&str>,
-    memory_format: Option<&str>,
-) -> Result<(Precision, MemoryFormat), ColumnsError> {
-    let invalid = |error: UnknownName| ColumnsError { trial_id: trial_id.to_owned(), message: error.to_string() };
-    let precision = precision.map_or(Ok(Precision::default()), str::parse).map_err(invalid)?;
-    let memory_format = memory_format.map_or(Ok(MemoryFormat::default()), str::parse).map_err(invalid)?;
-    Ok((precision, memory_format))
 }
 
 /// A suite's value for an axis: given, or `auto`, resolved by the runner on the device

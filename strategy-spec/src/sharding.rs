@@ -46,6 +46,15 @@ impl ZeroStage {
     }
 }
 
+stratlab_columns::text_column!(ShardUnit);
+
+/// Stored as its number.
+impl stratlab_columns::ColumnValue for ZeroStage {
+    fn column_type() -> stratlab_columns::ColumnType {
+        stratlab_columns::ColumnType::Int64
+    }
+}
+
 impl TryFrom<u8> for ZeroStage {
     type Error = String;
     fn try_from(number: u8) -> Result<Self, String> {

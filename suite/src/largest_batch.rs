@@ -222,15 +222,15 @@ fn probe(
     let started = Instant::now();
     progress.start_trial(&format!("probing {}", probe.label()));
     let recorded = crate::one_trial::run_trial(&probe, store.run_id(), fingerprint, progress)?;
-    progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
-    let fits = recorded.trial.outcome == stratlab_results::Outcome::Ok.name();
+    progress.finish_trial(recorded.trial.outcome, recorded.trial.reason.as_deref());
+    let fits = recorded.trial.outcome.is_ok();
     Ok(BatchProbeRow {
         run_id: store.run_id().to_owned(),
         trial_id: trial.trial_id.clone(),
         label: trial.label(),
         network: trial.network.clone(),
         dataset: trial.dataset.name.to_string(),
-        strategy: trial.strategy.name().to_owned(),
+        strategy: trial.strategy.kind(),
         workers: trial.workers as i64,
         strategy_label: std::iter::once(trial.strategy.name().to_owned())
             .chain(trial.strategy.labelled_parameters().into_iter().map(|(_, text)| text))

@@ -28,13 +28,7 @@ impl TrialLink {
     pub fn label(&self) -> String {
         match self {
             TrialLink::Loopback => "loopback".into(),
-            TrialLink::Emulated(link) => {
-                let rate = rate_label(link.bandwidth.0);
-                match link.latency.0 > 0.0 {
-                    true => format!("{rate} · {}", latency_label(link.latency.0)),
-                    false => rate,
-                }
-            }
+            TrialLink::Emulated(link) => link.name(),
         }
     }
 
@@ -74,32 +68,6 @@ pub(crate) fn rendezvous(emulated: Option<&EmulatedLink>) -> anyhow::Result<(IpA
             (loopback, stratlab_comm::free_port(loopback).context("finding a free port for the rendezvous")?)
         }
     })
-}
-
-/// Bits per second in the largest unit that keeps a whole number in front.
-fn rate_label(bytes_per_s: f64) -> String {
-    let bits = bytes_per_s * 8.0;
-    let (value, unit) = match bits {
-        b if b >= 1e9 => (b / 1e9, "Gbit/s"),
-        b if b >= 1e6 => (b / 1e6, "Mbit/s"),
-        b if b >= 1e3 => (b / 1e3, "kbit/s"),
-        b => (b, "bit/s"),
-    };
-    format!("{} {unit}", trimmed(value))
-}
-
-fn latency_label(seconds: f64) -> String {
-    match seconds {
-        s if s >= 1.0 => format!("{} s", trimmed(s)),
-        s if s >= 1e-3 => format!("{} ms", trimmed(s * 1e3)),
-        s => format!("{} us", trimmed(s * 1e6)),
-    }
-}
-
-/// At most three decimals, none trailing.
-fn trimmed(value: f64) -> String {
-    let text = format!("{value:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 impl FromStr for TrialLink {

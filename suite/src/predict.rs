@@ -13,7 +13,7 @@ use std::time::Instant;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_perf_model::Cluster;
 use stratlab_reports::judged_predictions;
-use stratlab_results::{PredictionRow, RunStore, TrialRow};
+use stratlab_results::{PredictionRow, RunView, TrialRow};
 
 use crate::auto_compute::ChoiceStore;
 use crate::exit::InputError;
@@ -70,12 +70,12 @@ pub fn predict(
     let started = Instant::now();
     let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
     eprintln!("{} cells predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
-    let measured_trials: Option<Vec<TrialRow>> = against.map(|run| RunStore::open(run)?.load_rows()).transpose()?;
-    let measured = measured_trials.as_deref().map(measured_steps);
+    let measured_run = against.map(RunView::open).transpose()?;
+    let measured = measured_run.as_ref().map(|run| measured_steps(run.trials()));
     let workers: BTreeMap<&str, usize> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial.workers)).collect();
     println!("{}", table(&rows, &workers, measured.as_ref(), cluster.as_ref()));
     // The report's judgement of the same predictions: each group's pick, top-1 and regret.
-    if let Some(judged) = measured_trials.map(|trials| judged_predictions(&rows, &trials)).transpose()?.flatten() {
+    if let Some(judged) = measured_run.map(|run| judged_predictions(&rows, &run)).transpose()?.flatten() {
         for table in judged {
             println!("{}", table.to_markdown());
         }
@@ -112,7 +112,7 @@ pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<Ex
 /// first repeat, by trial id: the trials `predict` answers for.
 fn measured_steps(rows: &[TrialRow]) -> MeasuredSteps {
     rows.iter()
-        .filter(|row| row.outcome == "ok" && row.repeat == 0)
+        .filter(|row| row.outcome.is_ok() && row.repeat == 0)
         .filter_map(|row| {
             let memory = row.training.peak_memory_bytes;
             Some((row.trial_id.clone(), (row.training.step_time_p10_s?, row.training.step_time_median_s?, memory)))

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use stratlab_reports::{speedup_scaling_noted, FigureTarget, Format, Outcome, ScalingPoint, Stat};
-use stratlab_results::PredictionRow;
-use stratlab_strategy_spec::StrategyKind;
+use stratlab_reports::aggregate::Labels;
+use stratlab_reports::{speedup_scaling_noted, FigureTarget, Format, Plotted, ScalingLine, ScalingPoint, Stat};
+use stratlab_results::{CellKey, PredictionRow};
 
 use crate::trial::TrialSpec;
 
@@ -25,9 +25,9 @@ pub fn write_speedup_figure(
 ) -> anyhow::Result<Vec<PathBuf>> {
     let cells: Vec<&TrialSpec> = trials.iter().filter(|trial| trial.repeat == 0).collect();
     let predicted: StepTimes = rows.iter().filter_map(|row| Some((row.trial_id.clone(), row.step_s?))).collect();
-    let mut points = speedups(&cells, &predicted, "");
+    let mut points = speedups(&cells, &predicted, false);
     if let Some(measured) = measured {
-        points.extend(speedups(&cells, measured, " (measured)"));
+        points.extend(speedups(&cells, measured, true));
     }
     if points.is_empty() {
         anyhow::bail!(
@@ -43,30 +43,30 @@ pub fn write_speedup_figure(
     Ok(speedup_scaling_noted(&points, Some(note), &target)?)
 }
 
-/// Each cell's speedup over the `single` cell of its network, data set and batch: samples
-/// per second over all its workers ÷ single's. Strategies are named with `suffix`.
-fn speedups(cells: &[&TrialSpec], steps: &StepTimes, suffix: &str) -> Vec<ScalingPoint> {
-    let baseline = |cell: &TrialSpec| {
-        cells
-            .iter()
-            .find(|other| {
-                other.strategy.kind() == StrategyKind::Single
-                    && (&other.network, &other.dataset, other.train.batch_size)
-                        == (&cell.network, &cell.dataset, cell.train.batch_size)
-            })
-            .and_then(|single| Some(cell.train.batch_size as f64 / steps.get(&single.trial_id)?))
-    };
+/// Each cell's speedup over the `single` cell it is measured against (the same network,
+/// data set, batch, threads, precision, memory format and optimizer: `CellKey::baseline`):
+/// samples per second over all its workers ÷ single's. A line per strategy as the suite
+/// tells it apart, measured ones beside the predicted as [`ScalingLine::Also`].
+fn speedups(cells: &[&TrialSpec], steps: &StepTimes, measured: bool) -> Vec<ScalingPoint> {
+    let keys: Vec<CellKey> = cells.iter().map(|cell| cell.cell_key()).collect();
+    let labels = Labels::of(&keys);
+    let throughput = |cell: &TrialSpec| Some(cell.global_batch() as f64 / steps.get(&cell.trial_id)?);
+    let by_key: BTreeMap<&CellKey, &TrialSpec> = keys.iter().zip(cells.iter().copied()).collect();
     cells
         .iter()
-        .filter_map(|cell| {
-            let samples = cell.strategy.global_batch(cell.train.batch_size, cell.workers) as f64;
-            let throughput = samples / steps.get(&cell.trial_id)?;
+        .zip(&keys)
+        .filter_map(|(cell, key)| {
+            let baseline = throughput(by_key.get(&key.baseline())?)?;
+            let series = labels.series(key);
             Some(ScalingPoint {
-                strategy: format!("{}{suffix}", cell.strategy.name()),
-                network: cell.network.clone(),
-                dataset: cell.dataset.to_string(),
-                workers: cell.workers as u32,
-                speedup: Outcome::Measured(Stat::single(throughput / baseline(cell)?)),
+                line: match measured {
+                    true => ScalingLine::Also(series, "measured".into()),
+                    false => ScalingLine::Strategy(series),
+                },
+                network: key.network.clone(),
+                dataset: key.dataset_label(),
+                workers: key.workers,
+                speedup: Plotted::Measured(Stat::single(throughput(cell)? / baseline)),
             })
         })
         .collect()

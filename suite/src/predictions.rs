@@ -32,10 +32,10 @@ pub struct MeasuredLink {
 }
 
 /// This machine's links, as probed: loopback and each emulated link a suite's trials talk
-/// over, by label (`loopback`, `1 Gbit/s`, `100 Mbit/s · 1 ms`, as [`TrialLink::label`]).
+/// over, by link (`None`: loopback).
 #[derive(Default)]
 pub struct LocalLinks {
-    by_label: BTreeMap<String, MeasuredLink>,
+    by_link: BTreeMap<Option<Link>, MeasuredLink>,
 }
 
 impl LocalLinks {
@@ -44,7 +44,7 @@ impl LocalLinks {
     pub fn from_probe_run(run: &Path) -> anyhow::Result<LocalLinks> {
         let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
         let links = LocalLinks::from_probes(&rows, &run.display().to_string());
-        if links.by_label.is_empty() {
+        if links.by_link.is_empty() {
             let message = format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display());
             return Err(InputError(message).into());
         }
@@ -53,29 +53,29 @@ impl LocalLinks {
 
     /// The links `rows` measured, each from its own rows (see [`MeasuredLink::from_probes`]).
     pub fn from_probes(rows: &[ProbeRow], source: &str) -> LocalLinks {
-        let mut by_label: BTreeMap<String, Vec<ProbeRow>> = BTreeMap::new();
+        let mut by_link: BTreeMap<Option<Link>, Vec<ProbeRow>> = BTreeMap::new();
         for row in rows {
-            let label = row.link.clone().unwrap_or_else(|| TrialLink::Loopback.label());
-            by_label.entry(label).or_default().push(row.clone());
+            by_link.entry(row.link).or_default().push(row.clone());
         }
-        let by_label = by_label
+        let by_link = by_link
             .into_iter()
-            .filter_map(|(label, rows)| {
+            .filter_map(|(link, rows)| {
+                let label = link.map_or_else(|| TrialLink::Loopback.label(), |link| link.name());
                 let measured = MeasuredLink::from_probes(&rows, &format!("{source} ({label})"))?;
-                Some((label, measured))
+                Some((link, measured))
             })
             .collect();
-        LocalLinks { by_label }
+        LocalLinks { by_link }
     }
 
     /// Adds (or replaces) the measurement of `link`.
     pub fn insert(&mut self, link: &TrialLink, measured: MeasuredLink) {
-        self.by_label.insert(link.label(), measured);
+        self.by_link.insert(link.emulated().map(Link::as_stored), measured);
     }
 
     /// What `link` measured, if it was probed.
     pub fn of(&self, link: &TrialLink) -> Option<&MeasuredLink> {
-        self.by_label.get(&link.label())
+        self.by_link.get(&link.emulated().map(Link::as_stored))
     }
 }
 
@@ -90,7 +90,7 @@ impl MeasuredLink {
         let time_of = |kind: ProbeKind, bytes: u64| {
             let times: Vec<f64> = rows
                 .iter()
-                .filter(|row| row.kind == kind.name() && row.bytes == bytes)
+                .filter(|row| row.kind == kind && row.bytes == bytes)
                 .map(|row| match kind {
                     ProbeKind::P2p => row.median_s,
                     _ => row.mean_s.unwrap_or(row.median_s),
@@ -99,7 +99,7 @@ impl MeasuredLink {
             stratlab_results::stats::median(&times)
         };
         let sizes_of = |kind: ProbeKind| -> BTreeSet<u64> {
-            rows.iter().filter(|row| row.kind == kind.name()).map(|row| row.bytes).collect()
+            rows.iter().filter(|row| row.kind == kind).map(|row| row.bytes).collect()
         };
         let p2p = sizes_of(ProbeKind::P2p);
         let (smallest, largest) = (*p2p.first()?, *p2p.last()?);
@@ -107,7 +107,7 @@ impl MeasuredLink {
         let bandwidth = largest as f64 / (time_of(ProbeKind::P2p, largest).unwrap_or(0.0) - latency_s).max(1e-9);
         let curve = |preferred: ProbeKind, otherwise: ProbeKind| {
             [preferred, otherwise].into_iter().find_map(|kind| {
-                let ranks = rows.iter().find(|row| row.kind == kind.name())?.world_size as usize;
+                let ranks = rows.iter().find(|row| row.kind == kind)?.world_size as usize;
                 let points =
                     sizes_of(kind).into_iter().filter_map(|bytes| Some((bytes, time_of(kind, bytes)?))).collect();
                 CollectiveCurve::new(ranks, points).ok()
@@ -302,7 +302,7 @@ mod tests {
     fn row(kind: ProbeKind, bytes: u64, median_s: f64, mean_s: Option<f64>) -> ProbeRow {
         ProbeRow {
             run_id: "probe".into(),
-            kind: kind.name().into(),
+            kind,
             backend: "gloo".into(),
             world_size: 2,
             src: (kind == ProbeKind::P2p).then_some(0),

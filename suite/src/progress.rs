@@ -4,7 +4,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+
 use std::time::Instant;
+use stratlab_results::Outcome;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
@@ -102,7 +104,7 @@ pub struct MatrixProgress {
     multi: MultiProgress,
     matrix: ProgressBar,
     trial: RefCell<TrainProgress>,
-    counts: RefCell<BTreeMap<String, usize>>,
+    counts: RefCell<BTreeMap<Outcome, usize>>,
     current: RefCell<String>,
 }
 
@@ -152,8 +154,9 @@ impl MatrixProgress {
     }
 
     /// A trial ended with `outcome`; failures are printed above the bars with their reason.
-    pub fn finish_trial(&self, outcome: &str, reason: Option<&str>) {
-        *self.counts.borrow_mut().entry(outcome.to_string()).or_insert(0) += 1;
+    pub fn finish_trial(&self, outcome: Outcome, reason: Option<&str>) {
+        *self.counts.borrow_mut().entry(outcome).or_insert(0) += 1;
+        let outcome = outcome.name();
         let line = match reason {
             Some(reason) => format!("{outcome:>10}  {}  ({reason})", self.current.borrow()),
             None => format!("{outcome:>10}  {}", self.current.borrow()),

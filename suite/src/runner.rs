@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use stratlab_datasets::Source;
-use stratlab_results::{Fingerprint, RunStore};
+use stratlab_results::{Fingerprint, Outcome, RunStore};
 use stratlab_strategies::DeviceChoice;
 
 use crate::exit::InputError;
@@ -44,7 +44,7 @@ pub struct RunSummary {
     /// Trials already finished by an earlier attempt of a resumed run.
     pub already_done: usize,
     /// Outcomes of the trials run now.
-    pub outcomes: BTreeMap<String, usize>,
+    pub outcomes: BTreeMap<Outcome, usize>,
 }
 
 /// Runs (or resumes) a suite and returns where its tables are.
@@ -101,8 +101,8 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
         progress.start_trial(&trial.label());
         let recorded = run_trial(trial, store.run_id(), &fingerprint, &progress)?;
         store.write_trial(recorded.tables())?;
-        *outcomes.entry(recorded.trial.outcome.clone()).or_insert(0) += 1;
-        progress.finish_trial(&recorded.trial.outcome, recorded.trial.reason.as_deref());
+        *outcomes.entry(recorded.trial.outcome).or_insert(0) += 1;
+        progress.finish_trial(recorded.trial.outcome, recorded.trial.reason.as_deref());
     }
     progress.finish();
     Ok(RunSummary { run_dir: store.run_dir().to_path_buf(), planned: trials.len(), already_done, outcomes })

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
+use stratlab_perf_model::Link;
+use stratlab_results::CellKey;
 use stratlab_strategies::precision::{check_strategy, check_trainable};
 use stratlab_strategies::{Numerics, TrainConfig};
 use stratlab_strategy_spec::{threads_label, AutoOr, MemoryFormat, Precision, Strategy};
@@ -104,6 +106,24 @@ impl TrialSpec {
     /// Samples per optimizer step over all workers.
     pub fn global_batch(&self) -> usize {
         self.strategy.global_batch(self.train.batch_size, self.workers)
+    }
+
+    /// The cell the trial measures, as its row will key it: what reports, `compare` and
+    /// the predicted speedups group by (the link as its row stores it).
+    pub fn cell_key(&self) -> CellKey {
+        CellKey {
+            network: self.network.clone(),
+            dataset: self.dataset.name.to_owned(),
+            data_source: self.dataset.source,
+            strategy: self.strategy.clone(),
+            workers: self.workers as u32,
+            batch_size: self.train.batch_size as u32,
+            swept_threads: self.swept_threads.map(|threads| threads as u32),
+            link: self.link.emulated().map(Link::as_stored),
+            precision: self.train.precision,
+            memory_format: self.train.memory_format,
+            optimizer: self.train.optimizer,
+        }
     }
 
     /// A short human label for progress bars.

@@ -4,13 +4,12 @@
 
 use std::time::Instant;
 
-use stratlab_datasets::Source;
 use stratlab_results::{
     pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Outcome, PipelineStageInfo, PipelineStageRow,
     RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
-use stratlab_strategy_spec::{AutoOr, StrategyColumns};
+use stratlab_strategy_spec::{AutoOr, ParameterColumns};
 use stratlab_telemetry::{Sample, TelemetrySummary};
 
 use crate::trial::TrialSpec;
@@ -111,45 +110,44 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         index: trial.index as i64,
         network: trial.network.clone(),
         dataset: trial.dataset.name.to_string(),
-        data_source: match trial.dataset.source {
-            Source::Real => "real",
-            Source::Synthetic => "synthetic",
-        }
-        .to_string(),
-        strategy: StrategyColumns::from(&trial.strategy),
+        data_source: trial.dataset.source,
+        strategy: trial.strategy.kind(),
         workers: trial.workers as i64,
         batch_size: trial.train.batch_size as i64,
         global_batch: trial.global_batch() as i64,
+        parameters: ParameterColumns::from(&trial.strategy),
         epochs_budget: budget.epochs.map(|e| e as i64),
         steps_budget: budget.steps.map(|s| s as i64),
         seconds_budget: budget.seconds,
         min_timed_steps_budget: budget.min_timed_steps.map(|timed| timed as i64),
         repeat: trial.repeat as i64,
         seed: trial.train.seed as i64,
-        device: lead.map(|report| report.device.clone()).unwrap_or_else(|| trial.train.device.to_string()),
+        device: lead.map_or_else(|| trial.train.device.planned(), |report| report.device),
         device_name: identity.device_name.clone(),
         device_ids: identity.device_ids.clone(),
         host_name: identity.host_name.clone(),
         threads: trial.train.threads as i64,
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
-        link: trial.link.emulated().map(|_| trial.link.label()),
-        precision: Some(trial.train.precision.to_string()),
-        memory_format: Some(trial.train.memory_format.to_string()),
+        link: trial.link.emulated().copied(),
+        stored_precision: Some(trial.train.precision),
+        stored_memory_format: Some(trial.train.memory_format),
         precision_auto: Some(trial.precision == AutoOr::Auto),
         memory_format_auto: Some(trial.memory_format == AutoOr::Auto),
-        optimizer: Some(trial.train.optimizer.to_string()),
+        stored_optimizer: Some(trial.train.optimizer),
         link_emulation_cpu_s,
         speed_reference_s,
         memory_limit_bytes: trial.memory_limit_bytes,
         device_memory_limit_bytes: trial.train.device_memory_limit_bytes,
         cudnn_benchmark: numerics.map(|n| n.cudnn_benchmark),
-        matmul_precision: numerics.map(|n| n.matmul_precision.to_string()),
+        matmul_precision: numerics.map(|n| n.matmul_precision),
         cudnn_tf32: numerics.map(|n| n.cudnn_tf32),
         metrics_every_steps: trial.train.metrics_every_steps as i64,
         target_accuracy: trial.train.target_accuracy,
-        outcome: outcome.name().to_string(),
+        outcome,
         reason,
         reason_detail,
+        epochs_completed: lead.map_or(0, |report| report.epochs.len() as i64),
+        steps_completed: lead.map_or(0, |report| report.steps.len() as i64),
         warmup_steps: trial.train.warmup_steps as i64,
         // Throughput of the whole trial: every batch shard's samples over the slowest rank's
         // time per step (the lead report carries those times).
@@ -160,8 +158,8 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         },
         load: summary.load.clone(),
         wall_time_s: started.elapsed().as_secs_f64(),
-        started_at: started_at.rfc3339(),
-        finished_at: UtcTime::now().rfc3339(),
+        started_at,
+        finished_at: UtcTime::now(),
     };
     let (epochs, steps) = epoch_and_step_rows(run_id, trial, &reports);
     let events = event_rows(run_id, &trial.trial_id, &reports);

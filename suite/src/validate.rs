@@ -16,7 +16,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::predict::StepQuestion;
 use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_perf_model::published::{null_model_step_s, PublishedRow, PublishedTable};
-use stratlab_reports::{speedup_scaling_noted, FigureTarget, Outcome, ScalingPoint, Stat};
+use stratlab_reports::{speedup_scaling_noted, FigureTarget, Plotted, ScalingLine, ScalingPoint, Stat};
 use stratlab_results::stats::median;
 use stratlab_results::ValidationRow;
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
@@ -340,11 +340,11 @@ fn draw(
         for (name, rate) in series {
             let Some(rate) = rate else { continue };
             points.push(ScalingPoint {
-                strategy: name.to_owned(),
+                line: ScalingLine::Named(name.to_owned()),
                 network: table.network.clone(),
                 dataset: table.name.clone(),
                 workers: row.workers,
-                speedup: Outcome::Measured(Stat::single(rate / input_rate)),
+                speedup: Plotted::Measured(Stat::single(rate / input_rate)),
             });
         }
     }

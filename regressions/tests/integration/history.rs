@@ -67,3 +67,24 @@ fn the_history_table_is_written_as_parquet_with_markdown_and_json() {
     let markdown = std::fs::read_to_string(&files[1]).unwrap();
     assert!(markdown.contains("libtorch_version 2.13.0 → 2.14.0"), "{markdown}");
 }
+
+/// The history table's schema is derived from its row, and is the one the previous release
+/// wrote by hand (`results/tests/data/previous_release_schemas.txt`, whose other tables the
+/// results crate checks).
+#[test]
+fn the_history_table_keeps_the_schema_the_previous_release_wrote() {
+    use stratlab_results::Table;
+    let text = include_str!("../../../results/tests/data/previous_release_schemas.txt");
+    let expected: Vec<&str> = text
+        .split("[HistoryRow]")
+        .nth(1)
+        .expect("a [HistoryRow] section")
+        .lines()
+        .map(str::trim)
+        .take_while(|line| !line.starts_with('['))
+        .filter(|line| !line.is_empty())
+        .collect();
+    let derived: Vec<String> =
+        stratlab_regressions::HistoryRow::schema().iter().map(|(name, dtype)| format!("{name}: {dtype:?}")).collect();
+    assert_eq!(derived, expected);
+}

@@ -4,11 +4,10 @@
 
 use std::collections::HashMap;
 
-use polars::prelude::DataFrame;
+use stratlab_results::EpochRow;
 
-use super::columns::Frame;
 use super::trial::{TrialInfo, TrialRecord};
-use crate::{AccuracyPoint, ReportError};
+use crate::AccuracyPoint;
 
 /// One trial's accuracy over wall time.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,32 +28,26 @@ pub struct TrialAccuracy {
     pub points: Vec<AccuracyPoint>,
 }
 
-/// One evaluation row of the epochs table.
+/// One evaluation of the epochs table.
 struct Evaluation {
     worker: i64,
     elapsed_s: f64,
     accuracy: f64,
 }
 
-/// Accuracy curves for every trial in `records`, from the epochs table `epochs`.
-pub(crate) fn trial_accuracies(records: &[TrialRecord], epochs: &DataFrame) -> Result<Vec<TrialAccuracy>, ReportError> {
-    let frame = Frame::new("epochs", epochs);
-    let (ids, workers) = (frame.str("trial_id")?, frame.i64("worker")?);
-    let (elapsed, accuracy) = (frame.f64("elapsed_s")?, frame.f64("test_accuracy")?);
+/// Accuracy curves for every trial in `records`, from the epochs table's rows.
+pub(crate) fn trial_accuracies(records: &[TrialRecord], epochs: &[EpochRow]) -> Vec<TrialAccuracy> {
     let mut by_trial: HashMap<&str, Vec<Evaluation>> = HashMap::new();
-    for i in 0..epochs.height() {
-        let (Some(id), Some(worker), Some(elapsed_s), Some(accuracy)) =
-            (ids.get(i), workers.get(i), elapsed.get(i), accuracy.get(i))
-        else {
-            // Epochs without an evaluation on this worker (null accuracy) are no points.
-            continue;
-        };
+    for row in epochs {
+        // Epochs without an evaluation on this worker (no accuracy) are no points.
+        let Some(accuracy) = row.record.test_accuracy else { continue };
+        let elapsed_s = row.record.elapsed_s;
         // Out-of-range values cannot be drawn; they are not evaluations the figure can show.
         if elapsed_s.is_finite() && elapsed_s >= 0.0 && (0.0..=1.0).contains(&accuracy) {
-            by_trial.entry(id).or_default().push(Evaluation { worker, elapsed_s, accuracy });
+            by_trial.entry(&row.trial_id).or_default().push(Evaluation { worker: row.worker, elapsed_s, accuracy });
         }
     }
-    Ok(records
+    records
         .iter()
         .map(|record| {
             let evaluations = by_trial.remove(record.info.trial_id.as_str()).unwrap_or_default();
@@ -74,5 +67,5 @@ pub(crate) fn trial_accuracies(records: &[TrialRecord], epochs: &DataFrame) -> R
                 points,
             }
         })
-        .collect())
+        .collect()
 }

@@ -3,13 +3,15 @@
 
 use std::collections::BTreeSet;
 
-use crate::{EventKind, Timeline};
+use stratlab_results::EventKind;
+
+use crate::PipelineTimeline;
 
 /// A timeline's bubble: what was measured and what the schedule predicts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BubbleShare {
     /// Idle time over all workers ÷ (workers × the timeline's span), 0–1: the mean of
-    /// [`Timeline::idle_share`] over the workers (each is measured over the same span).
+    /// [`PipelineTimeline::idle_share`] over the workers (each is measured over the same span).
     pub measured: f64,
     /// GPipe's (p − 1) / (m + p − 1) for p stages and m micro-batches; `None` when the
     /// timeline has no micro-batches (not a pipeline).
@@ -26,7 +28,7 @@ pub fn gpipe_bubble(stages: u32, micro_batches: u32) -> Option<f64> {
 /// Measured and theoretical bubble of `timeline`. The stage count is the timeline's worker
 /// count and the micro-batch count the distinct micro-batches of its forward passes; use
 /// [`bubble_share_of`] where the schedule is known otherwise.
-pub fn bubble_share(timeline: &Timeline) -> BubbleShare {
+pub fn bubble_share(timeline: &PipelineTimeline) -> BubbleShare {
     let micro_batches: BTreeSet<u32> = timeline
         .events
         .iter()
@@ -38,7 +40,7 @@ pub fn bubble_share(timeline: &Timeline) -> BubbleShare {
 
 /// Measured bubble of `timeline`, theoretical one for `stages` stages and `micro_batches`
 /// micro-batches.
-pub fn bubble_share_of(timeline: &Timeline, stages: u32, micro_batches: u32) -> BubbleShare {
+pub fn bubble_share_of(timeline: &PipelineTimeline, stages: u32, micro_batches: u32) -> BubbleShare {
     let measured = if timeline.workers == 0 {
         1.0
     } else {
@@ -68,7 +70,7 @@ mod tests {
             start_s,
             end_s,
         };
-        let timeline = Timeline {
+        let timeline = PipelineTimeline {
             title: "dp".into(),
             workers: 2,
             worker_labels: Vec::new(),

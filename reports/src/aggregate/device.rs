@@ -1,11 +1,10 @@
 //! Device utilisation and memory per cell, medians over the `ok` repeats of each trial's
 //! telemetry summary in the trials table (the single-GPU vs data/model/GPipe study, figs. 8–11).
 
-use polars::prelude::DataFrame;
+use stratlab_results::CellKey;
 
-use super::cells::{stats_by_cell, Repeats};
-use super::columns::CellKey;
-use crate::{Outcome, ReportError};
+use super::cells::{OkTrials, Repeats};
+use crate::{Plotted, ReportError};
 
 /// One cell's device usage over its repeats.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,33 +14,34 @@ pub struct DeviceUsageCell {
     /// Its repeats, failed ones counted.
     pub repeats: Repeats,
     /// Mean device utilisation of a trial, percent (`trials.utilization_mean_pct`).
-    pub utilisation_mean_pct: Outcome,
+    pub utilisation_mean_pct: Plotted,
     /// Peak device utilisation of a trial, percent (`trials.utilization_max_pct`).
-    pub utilisation_max_pct: Outcome,
+    pub utilisation_max_pct: Plotted,
     /// Mean device memory in use, bytes (`trials.memory_mean_bytes`).
-    pub memory_mean_bytes: Outcome,
+    pub memory_mean_bytes: Plotted,
     /// Peak device memory in use, bytes (`trials.memory_max_bytes`).
-    pub memory_max_bytes: Outcome,
+    pub memory_max_bytes: Plotted,
 }
 
-/// Summarises `ok` (the `ok` rows of the trials table) per cell of `cells`.
+/// Summarises the `ok` trials per cell of `cells` (the run's, in its order).
 pub(crate) fn device_usage_cells(
     cells: &[(CellKey, Repeats)],
-    ok: &DataFrame,
+    ok: &OkTrials<'_>,
 ) -> Result<Vec<DeviceUsageCell>, ReportError> {
-    let util_mean = stats_by_cell(ok, "utilization_mean_pct")?;
-    let util_max = stats_by_cell(ok, "utilization_max_pct")?;
-    let memory_mean = stats_by_cell(ok, "memory_mean_bytes")?;
-    let memory_max = stats_by_cell(ok, "memory_max_bytes")?;
+    let util_mean = ok.stats("utilization_mean_pct", |t| t.load.utilization_mean_pct)?;
+    let util_max = ok.stats("utilization_max_pct", |t| t.load.utilization_max_pct)?;
+    let memory_mean = ok.stats("memory_mean_bytes", |t| t.load.memory_mean_bytes)?;
+    let memory_max = ok.stats("memory_max_bytes", |t| t.load.memory_max_bytes.map(|bytes| bytes as f64))?;
     Ok(cells
         .iter()
-        .map(|(key, repeats)| DeviceUsageCell {
+        .enumerate()
+        .map(|(i, (key, repeats))| DeviceUsageCell {
             key: key.clone(),
             repeats: repeats.clone(),
-            utilisation_mean_pct: repeats.outcome(util_mean.get(key).copied()),
-            utilisation_max_pct: repeats.outcome(util_max.get(key).copied()),
-            memory_mean_bytes: repeats.outcome(memory_mean.get(key).copied()),
-            memory_max_bytes: repeats.outcome(memory_max.get(key).copied()),
+            utilisation_mean_pct: repeats.plotted(util_mean.get(&i).copied()),
+            utilisation_max_pct: repeats.plotted(util_max.get(&i).copied()),
+            memory_mean_bytes: repeats.plotted(memory_mean.get(&i).copied()),
+            memory_max_bytes: repeats.plotted(memory_max.get(&i).copied()),
         })
         .collect())
 }

@@ -1,15 +1,16 @@
 //! The aggregates as the figures' inputs: whatever the run holds is drawn, failures included.
 
-use super::cells::NOT_RECORDED;
+use stratlab_strategy_spec::StrategyKind;
+
 use super::{CellKey, PipelineTrial, RunAggregates};
 use crate::{
-    AccuracyCurve, BubblePoint, DeviceUsageBar, Failure, LossCurve, LossCurves, Outcome, PipelineBubble, ScalingPoint,
-    SpeedupBar, Stat, StepBreakdownBar, StepSegments, ThroughputBar, TimeToAccuracy,
+    AccuracyCurve, BubblePoint, DeviceUsageBar, LossCurve, LossCurves, PipelineBubble, Plotted, ScalingLine,
+    ScalingPoint, SpeedupBar, Stat, StepBreakdownBar, StepSegments, ThroughputBar, TimeToAccuracy,
 };
 
 /// The schedules whose bubble the arithmetic (p − 1) ÷ (m + p − 1) describes: synchronous,
 /// flushed every step.
-const FLUSHED_SCHEDULES: [&str; 2] = ["gpipe", "1f1b"];
+const FLUSHED_SCHEDULES: [StrategyKind; 2] = [StrategyKind::Gpipe, StrategyKind::OneFOneB];
 
 impl RunAggregates {
     /// Speedup bars of every cell with W > 1, ordered by W; a run with only W = 1 gives its
@@ -34,11 +35,11 @@ impl RunAggregates {
                     .iter()
                     .filter(|cell| cell.key.workers == w)
                     .map(|cell| SpeedupBar {
-                        strategy: cell.key.strategy.clone(),
+                        series: self.labels.series(&cell.key),
                         network: cell.key.network.clone(),
-                        dataset: cell.key.dataset.clone(),
+                        dataset: cell.key.dataset_label(),
                         workers: w,
-                        speedup: cell.speedup.outcome(),
+                        speedup: cell.speedup.plotted(),
                     })
                     .collect()
             })
@@ -50,11 +51,11 @@ impl RunAggregates {
         self.throughput
             .iter()
             .map(|cell| ScalingPoint {
-                strategy: cell.key.strategy.clone(),
+                line: ScalingLine::Strategy(self.labels.series(&cell.key)),
                 network: cell.key.network.clone(),
-                dataset: cell.key.dataset.clone(),
+                dataset: cell.key.dataset_label(),
                 workers: cell.key.workers,
-                speedup: cell.speedup.outcome(),
+                speedup: cell.speedup.plotted(),
             })
             .collect()
     }
@@ -64,9 +65,9 @@ impl RunAggregates {
         self.throughput
             .iter()
             .map(|cell| ThroughputBar {
-                strategy: cell.key.strategy.clone(),
+                series: self.labels.series(&cell.key),
                 network: cell.key.network.clone(),
-                dataset: cell.key.dataset.clone(),
+                dataset: cell.key.dataset_label(),
                 workers: cell.key.workers,
                 samples_per_s: cell.wall_samples_per_s.clone(),
                 epoch_time_s: cell.seconds_per_epoch.clone(),
@@ -79,9 +80,9 @@ impl RunAggregates {
         self.device_usage
             .iter()
             .map(|cell| DeviceUsageBar {
-                strategy: cell.key.strategy.clone(),
+                series: self.labels.series(&cell.key),
                 network: cell.key.network.clone(),
-                dataset: cell.key.dataset.clone(),
+                dataset: cell.key.dataset_label(),
                 workers: cell.key.workers,
                 utilisation_mean_pct: cell.utilisation_mean_pct.clone(),
                 utilisation_max_pct: cell.utilisation_max_pct.clone(),
@@ -99,19 +100,20 @@ impl RunAggregates {
         for trial in &self.accuracy {
             let key = &trial.trial.key;
             let curve = AccuracyCurve {
-                strategy: key.strategy.clone(),
+                series: self.labels.series(key),
                 workers: key.workers,
                 points: trial.points.clone(),
-                failure: trial.trial.failure.as_ref().map(|failed| failed.failure()),
+                failure: trial.trial.failure.as_ref().map(|failed| failed.outcome),
             };
+            let dataset = key.dataset_label();
             let same = |f: &&mut TimeToAccuracy| {
-                f.network == key.network && f.dataset == key.dataset && f.target_accuracy == trial.target_accuracy
+                f.network == key.network && f.dataset == dataset && f.target_accuracy == trial.target_accuracy
             };
             match figures.iter_mut().find(same) {
                 Some(figure) => figure.curves.push(curve),
                 None => figures.push(TimeToAccuracy {
                     network: key.network.clone(),
-                    dataset: key.dataset.clone(),
+                    dataset,
                     target_accuracy: trial.target_accuracy,
                     curves: vec![curve],
                 }),
@@ -127,18 +129,15 @@ impl RunAggregates {
         for trial in &self.loss {
             let key: &CellKey = &trial.trial.key;
             let curve = LossCurve {
-                strategy: key.strategy.clone(),
+                series: self.labels.series(key),
                 workers: key.workers,
                 points: trial.points.clone(),
-                failure: trial.trial.failure.as_ref().map(|failed| failed.failure()),
+                failure: trial.trial.failure.as_ref().map(|failed| failed.outcome),
             };
-            match figures.iter_mut().find(|f| f.network == key.network && f.dataset == key.dataset) {
+            let dataset = key.dataset_label();
+            match figures.iter_mut().find(|f| f.network == key.network && f.dataset == dataset) {
                 Some(figure) => figure.curves.push(curve),
-                None => figures.push(LossCurves {
-                    network: key.network.clone(),
-                    dataset: key.dataset.clone(),
-                    curves: vec![curve],
-                }),
+                None => figures.push(LossCurves { network: key.network.clone(), dataset, curves: vec![curve] }),
             }
         }
         figures
@@ -151,13 +150,13 @@ impl RunAggregates {
             .iter()
             .map(|rank| StepBreakdownBar {
                 network: rank.trial.key.network.clone(),
-                dataset: rank.trial.key.dataset.clone(),
-                strategy: rank.trial.key.strategy.clone(),
+                dataset: rank.trial.key.dataset_label(),
+                series: self.labels.series(&rank.trial.key),
                 workers: rank.trial.key.workers,
                 batch_size: rank.trial.key.batch_size,
                 repeat: rank.trial.repeat,
                 rank: rank.rank,
-                failure: rank.trial.failure.as_ref().map(|failed| failed.failure()),
+                failure: rank.trial.failure.as_ref().map(|failed| failed.outcome),
                 per_step: rank.per_step.map(|step| StepSegments {
                     compute_s: step.compute_s,
                     exposed_communication_s: step.exposed_communication_s,
@@ -176,7 +175,7 @@ impl RunAggregates {
         let mut groups: Vec<(BubbleGroup, Vec<&PipelineTrial>)> = Vec::new();
         for pipeline in self.pipelines.iter().filter(|p| FLUSHED_SCHEDULES.contains(&p.schedule())) {
             let key = &pipeline.trial.key;
-            let group = (key.network.clone(), key.dataset.clone(), pipeline.stage_count());
+            let group = (key.network.clone(), key.dataset_label(), pipeline.stage_count());
             match groups.iter_mut().find(|(known, _)| *known == group) {
                 Some((_, trials)) => trials.push(pipeline),
                 None => groups.push((group, vec![pipeline])),
@@ -185,7 +184,8 @@ impl RunAggregates {
         groups
             .into_iter()
             .filter_map(|((network, dataset, stages), trials)| {
-                let mut cases: Vec<(&str, u32)> = trials.iter().map(|p| (p.schedule(), p.micro_batches())).collect();
+                let mut cases: Vec<(StrategyKind, u32)> =
+                    trials.iter().map(|p| (p.schedule(), p.micro_batches())).collect();
                 cases.sort_unstable();
                 cases.dedup();
                 let counts = cases.iter().map(|(_, m)| *m);
@@ -200,7 +200,7 @@ impl RunAggregates {
                             .copied()
                             .filter(|p| p.schedule() == schedule && p.micro_batches() == micro_batches)
                             .collect();
-                        BubblePoint { schedule: schedule.to_owned(), micro_batches, bubble: bubble_over_repeats(&case) }
+                        BubblePoint { schedule, micro_batches, bubble: bubble_over_repeats(&case) }
                     })
                     .collect();
                 Some(PipelineBubble { network, dataset, stages, points })
@@ -211,17 +211,15 @@ impl RunAggregates {
 
 /// The measured bubbles of the `ok` trials of one case over its repeats; the first failure
 /// when none was measured, or "not recorded" when `ok` trials timed no step.
-fn bubble_over_repeats(trials: &[&PipelineTrial]) -> Outcome {
+fn bubble_over_repeats(trials: &[&PipelineTrial]) -> Plotted {
     let measured: Vec<f64> =
         trials.iter().filter(|p| p.trial.failure.is_none()).filter_map(|p| p.bubble_measured()).collect();
     match Stat::from_samples(&measured) {
-        Some(stat) => Outcome::Measured(stat),
-        None => Outcome::Failed(
-            trials
-                .iter()
-                .find_map(|p| p.trial.failure.as_ref().map(|failed| failed.failure()))
-                .unwrap_or_else(|| Failure::Other(NOT_RECORDED.into())),
-        ),
+        Some(stat) => Plotted::Measured(stat),
+        None => trials
+            .iter()
+            .find_map(|p| p.trial.failure.as_ref().map(|failed| Plotted::Failed(failed.outcome)))
+            .unwrap_or_else(Plotted::not_recorded),
     }
 }
 

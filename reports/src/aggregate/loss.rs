@@ -3,11 +3,10 @@
 
 use std::collections::HashMap;
 
-use polars::prelude::DataFrame;
+use stratlab_results::StepRow;
 
-use super::columns::Frame;
 use super::trial::{TrialInfo, TrialRecord};
-use crate::{LossPoint, ReportError};
+use crate::LossPoint;
 
 /// Most points kept per curve; a figure cannot show more, and a report stays light.
 pub const MAX_LOSS_POINTS: usize = 500;
@@ -73,32 +72,29 @@ struct StepSample {
     warmup: bool,
 }
 
-/// Loss curves for every trial in `records`, from the steps table `steps`.
-pub(crate) fn trial_losses(records: &[TrialRecord], steps: &DataFrame) -> Result<Vec<TrialLoss>, ReportError> {
-    let frame = Frame::new("steps", steps);
-    let (ids, workers, epochs, step_numbers) =
-        (frame.str("trial_id")?, frame.i64("worker")?, frame.i64("epoch")?, frame.i64("step")?);
-    let (losses, warmups) = (frame.f64("loss")?, frame.bool("warmup")?);
-    let (step_time, data_wait, h2d) = (frame.f64("step_time_s")?, frame.f64("data_wait_s")?, frame.f64("h2d_s")?);
+/// Loss curves for every trial in `records`, from the steps table's rows.
+pub(crate) fn trial_losses(records: &[TrialRecord], steps: &[StepRow]) -> Vec<TrialLoss> {
     let mut by_trial: HashMap<&str, Vec<StepSample>> = HashMap::new();
-    for i in 0..steps.height() {
-        let (Some(id), Some(worker), Some(epoch), Some(step)) =
-            (ids.get(i), workers.get(i), epochs.get(i), step_numbers.get(i))
-        else {
-            continue;
+    for row in steps {
+        let step = &row.record;
+        let wall_s = step.step_time_s + step.data_wait_s + step.h2d_s;
+        let sample = StepSample {
+            worker: row.worker,
+            epoch: step.epoch as i64,
+            step: step.step as i64,
+            loss: step.loss,
+            wall_s,
+            warmup: step.warmup,
         };
-        let wall_s = step_time.get(i).unwrap_or(0.0) + data_wait.get(i).unwrap_or(0.0) + h2d.get(i).unwrap_or(0.0);
-        let sample =
-            StepSample { worker, epoch, step, loss: losses.get(i), wall_s, warmup: warmups.get(i) == Some(true) };
-        by_trial.entry(id).or_default().push(sample);
+        by_trial.entry(&row.trial_id).or_default().push(sample);
     }
-    Ok(records
+    records
         .iter()
         .map(|record| {
             let samples = by_trial.remove(record.info.trial_id.as_str()).unwrap_or_default();
             trial_loss(record, samples)
         })
-        .collect())
+        .collect()
 }
 
 fn trial_loss(record: &TrialRecord, samples: Vec<StepSample>) -> TrialLoss {

@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use polars::prelude::DataFrame;
-use stratlab_results::{from_frame, EventKind as StoredKind, EventRow, PipelineStageInfo, PipelineStageRow, Table};
+use stratlab_results::{EventKind, EventRow, PipelineStageInfo, PipelineStageRow};
+use stratlab_strategy_spec::StrategyKind;
 
 use super::trial::{TrialInfo, TrialRecord};
-use crate::{EventKind, ReportError, Timeline, TimelineEvent};
+use crate::{PipelineTimeline, TimelineEvent};
 
 /// One pipeline trial: its identity and the stored row of each of its ranks.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,9 +46,9 @@ pub struct PipelineStage {
 }
 
 impl PipelineTrial {
-    /// The schedule (strategy name) the stages reported.
-    pub fn schedule(&self) -> &str {
-        self.ranks.first().map_or("", |row| row.info.schedule.as_str())
+    /// The schedule (pipeline strategy) the stages reported: the trial's own.
+    pub fn schedule(&self) -> StrategyKind {
+        self.trial.key.kind()
     }
 
     /// Stages per pipeline (p).
@@ -101,23 +101,22 @@ impl PipelineTrial {
     /// warm-up in which a stage computed, or, when every step was warm-up, the last one
     /// (the title says so). `None` without a forward, backward or recompute event of the
     /// trial's ranks.
-    pub fn timeline(&self, events: &[EventRow]) -> Option<Timeline> {
+    pub fn timeline(&self, events: &[EventRow], strategy: &str) -> Option<PipelineTimeline> {
         let ranks: HashMap<u32, &PipelineStageRow> = self.ranks.iter().map(|row| (row.info.rank, row)).collect();
-        let is_compute = |event: &EventRow| {
-            matches!(event.event_kind(), Ok(StoredKind::Forward | StoredKind::Backward | StoredKind::Recompute))
-        };
+        let is_compute =
+            |event: &EventRow| matches!(event.kind, EventKind::Forward | EventKind::Backward | EventKind::Recompute);
         let ours = || events.iter().filter(|event| ranks.contains_key(&event.rank));
         let computed = || ours().filter(|event| is_compute(event)).map(|event| event.step);
         let step = computed().filter(|step| *step >= self.warmup_steps).min().or_else(|| computed().max())?;
         let workers = self.ranks.iter().map(|row| row.info.rank + 1).max().unwrap_or(0);
         let timeline_events = ours()
             .filter(|event| event.step == step)
+            .filter(|event| drawn(event.kind))
             .filter_map(|event| {
-                let kind = figure_kind(event)?;
                 let finite = event.start_s.is_finite() && event.end_s.is_finite() && event.start_s <= event.end_s;
                 finite.then_some(TimelineEvent {
                     worker: event.rank,
-                    kind,
+                    kind: event.kind,
                     micro_batch: event.micro_batch,
                     start_s: event.start_s,
                     end_s: event.end_s,
@@ -134,10 +133,9 @@ impl PipelineTrial {
             .collect();
         let key = &self.trial.key;
         let mut title = format!(
-            "{} / {} · {} W={}, {} stages",
+            "{} / {} · {strategy} W={}, {} stages",
             key.network,
-            key.dataset,
-            key.strategy,
+            key.dataset_label(),
             key.workers,
             self.stage_count()
         );
@@ -148,7 +146,7 @@ impl PipelineTrial {
         if step < self.warmup_steps {
             title.push_str(" (warm-up)");
         }
-        Some(Timeline { title, workers, worker_labels, events: timeline_events })
+        Some(PipelineTimeline { title, workers, worker_labels, events: timeline_events })
     }
 
     /// The rows of ranks that timed at least one step.
@@ -157,24 +155,10 @@ impl PipelineTrial {
     }
 }
 
-/// How the timeline draws a stored event; `None` for what is no part of a training step's
-/// timeline (evaluation, recorded idle time: a gap shows it) or a kind this build does not know.
-fn figure_kind(event: &EventRow) -> Option<EventKind> {
-    Some(match event.event_kind().ok()? {
-        StoredKind::Forward => EventKind::Forward,
-        StoredKind::Backward => EventKind::Backward,
-        StoredKind::Recompute => EventKind::Recompute,
-        StoredKind::Send | StoredKind::Recv => EventKind::SendRecv,
-        StoredKind::AllReduce
-        | StoredKind::Broadcast
-        | StoredKind::Reduce
-        | StoredKind::AllGather
-        | StoredKind::ReduceScatter => EventKind::AllReduce,
-        StoredKind::Optimizer => EventKind::Optimizer,
-        StoredKind::DataWait => EventKind::DataWait,
-        StoredKind::H2d => EventKind::HostToDevice,
-        StoredKind::Barrier | StoredKind::Idle | StoredKind::Eval => return None,
-    })
+/// Whether the timeline draws an event of `kind`: not evaluation, barriers or recorded idle
+/// time, which are no part of a training step's timeline (a gap shows idle time).
+fn drawn(kind: EventKind) -> bool {
+    !matches!(kind, EventKind::Barrier | EventKind::Idle | EventKind::Eval)
 }
 
 /// The mean of `values`; `None` for none.
@@ -185,12 +169,7 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 
 /// One entry per trial in `records` that has `pipeline_stages` rows, in matrix order, its
 /// ranks in order. Rows of trials the trials table does not list are left out.
-pub(crate) fn pipeline_trials(
-    records: &[TrialRecord],
-    pipeline_stages: &DataFrame,
-) -> Result<Vec<PipelineTrial>, ReportError> {
-    let rows: Vec<PipelineStageRow> =
-        from_frame(pipeline_stages).map_err(|source| ReportError::Load { table: PipelineStageRow::NAME, source })?;
+pub(crate) fn pipeline_trials(records: &[TrialRecord], rows: Vec<PipelineStageRow>) -> Vec<PipelineTrial> {
     let mut by_trial: HashMap<String, Vec<PipelineStageRow>> = HashMap::new();
     for row in rows {
         by_trial.entry(row.trial_id.clone()).or_default().push(row);
@@ -201,5 +180,5 @@ pub(crate) fn pipeline_trials(
         ranks.sort_by_key(|row| row.info.rank);
         trials.push(PipelineTrial { trial: record.info.clone(), warmup_steps: record.warmup_steps, ranks });
     }
-    Ok(trials)
+    trials
 }

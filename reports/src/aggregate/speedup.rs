@@ -1,7 +1,7 @@
 //! Speedup over `single` and scaling efficiency, from the throughput medians and
 //! ranges of a cell and of its baseline; absent, with the reason, when there is no baseline.
 
-use crate::{Failure, Outcome, Stat};
+use crate::{Plotted, Stat};
 
 /// A cell's speedup over `single` (W = 1) with the same network, data set and batch per
 /// worker, or why there is none.
@@ -16,8 +16,8 @@ pub enum Speedup {
         /// Scaling efficiency: speedup ÷ W.
         efficiency: Stat,
     },
-    /// The cell itself has no throughput: every repeat failed (or none recorded it).
-    Failed(Failure),
+    /// The cell itself has no throughput: every repeat failed, or none recorded it.
+    Failed(Plotted),
     /// The cell was measured but its baseline was not; never invented.
     NoBaseline {
         /// Why, for the table: e.g. "no single W=1 trial with batch 64".
@@ -31,17 +31,16 @@ pub const NO_BASELINE: &str = "no baseline";
 impl Speedup {
     /// Computes the speedup of a cell with throughput `cell` at `workers` workers against
     /// `baseline`, the throughput of its `single` W = 1 cell if the run has one.
-    pub fn of(cell: &Outcome, workers: u32, batch_size: u32, baseline: Option<&Outcome>) -> Speedup {
+    pub fn of(cell: &Plotted, workers: u32, batch_size: u32, baseline: Option<&Plotted>) -> Speedup {
         let cell = match cell {
-            Outcome::Measured(stat) => stat,
-            Outcome::Failed(failure) => return Speedup::Failed(failure.clone()),
+            Plotted::Measured(stat) => stat,
+            gap => return Speedup::Failed(gap.clone()),
         };
         let base = match baseline {
-            Some(Outcome::Measured(base)) => base,
-            Some(Outcome::Failed(failure)) => {
-                return Speedup::NoBaseline {
-                    why: format!("single W=1 baseline has no throughput ({})", failure.label()),
-                }
+            Some(Plotted::Measured(base)) => base,
+            Some(gap) => {
+                let why = gap.gap_label().unwrap_or_default();
+                return Speedup::NoBaseline { why: format!("single W=1 baseline has no throughput ({why})") };
             }
             None => return Speedup::NoBaseline { why: format!("no single W=1 trial with batch {batch_size}") },
         };
@@ -56,11 +55,11 @@ impl Speedup {
 
     /// The speedup as figures draw it; a missing baseline is drawn as a stub labelled
     /// [`NO_BASELINE`], so the cell shows instead of silently vanishing.
-    pub fn outcome(&self) -> Outcome {
+    pub fn plotted(&self) -> Plotted {
         match self {
-            Speedup::Measured { speedup, .. } => Outcome::Measured(*speedup),
-            Speedup::Failed(failure) => Outcome::Failed(failure.clone()),
-            Speedup::NoBaseline { .. } => Outcome::Failed(Failure::Other(NO_BASELINE.into())),
+            Speedup::Measured { speedup, .. } => Plotted::Measured(*speedup),
+            Speedup::Failed(gap) => gap.clone(),
+            Speedup::NoBaseline { .. } => Plotted::Missing(NO_BASELINE.into()),
         }
     }
 
@@ -91,10 +90,12 @@ impl Speedup {
 
 #[cfg(test)]
 mod tests {
+    use stratlab_results::Outcome;
+
     use super::*;
 
-    fn stat(median: f64, min: f64, max: f64, n: usize) -> Outcome {
-        Outcome::Measured(Stat { median, min, max, n })
+    fn stat(median: f64, min: f64, max: f64, n: usize) -> Plotted {
+        Plotted::Measured(Stat { median, min, max, n })
     }
 
     #[test]
@@ -112,8 +113,8 @@ mod tests {
     fn missing_or_failed_baseline_gives_no_speedup() {
         let cell = stat(180.0, 170.0, 200.0, 3);
         assert!(Speedup::of(&cell, 2, 64, None).missing_baseline().unwrap().contains("batch 64"));
-        let failed = Outcome::Failed(Failure::OutOfMemory);
+        let failed = Plotted::Failed(Outcome::Oom);
         assert!(Speedup::of(&cell, 2, 64, Some(&failed)).missing_baseline().unwrap().contains("OOM"));
-        assert_eq!(Speedup::of(&failed, 2, 64, Some(&cell)), Speedup::Failed(Failure::OutOfMemory));
+        assert_eq!(Speedup::of(&failed, 2, 64, Some(&cell)), Speedup::Failed(Plotted::Failed(Outcome::Oom)));
     }
 }

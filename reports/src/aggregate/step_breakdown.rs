@@ -8,11 +8,9 @@
 
 use std::collections::HashMap;
 
-use polars::prelude::DataFrame;
-use stratlab_results::{from_frame, RankBreakdownRow, Table};
+use stratlab_results::RankBreakdownRow;
 
 use super::trial::{TrialInfo, TrialRecord};
-use crate::ReportError;
 
 /// One rank of one trial: its mean step and how the step's time splits.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,14 +79,9 @@ impl StepTimes {
 /// One entry per rank of every trial in `records` that has breakdown rows, in matrix order
 /// and then by rank. Rows of trials the trials table does not list are left out (the store
 /// only loads finished trials' parts, so there are none in a consistent run).
-pub(crate) fn step_breakdowns(
-    records: &[TrialRecord],
-    rank_breakdown: &DataFrame,
-) -> Result<Vec<RankStepBreakdown>, ReportError> {
-    let rows: Vec<RankBreakdownRow> =
-        from_frame(rank_breakdown).map_err(|source| ReportError::Load { table: RankBreakdownRow::NAME, source })?;
+pub(crate) fn step_breakdowns(records: &[TrialRecord], rows: &[RankBreakdownRow]) -> Vec<RankStepBreakdown> {
     let mut by_trial: HashMap<&str, Vec<&RankBreakdownRow>> = HashMap::new();
-    for row in &rows {
+    for row in rows {
         by_trial.entry(row.trial_id.as_str()).or_default().push(row);
     }
     let mut breakdowns = Vec::new();
@@ -102,7 +95,7 @@ pub(crate) fn step_breakdowns(
             per_step: StepTimes::of(row),
         }));
     }
-    Ok(breakdowns)
+    breakdowns
 }
 
 #[cfg(test)]

@@ -1,10 +1,8 @@
-//! One trial's identity and ending, read from the trials table, for the per-trial curves.
+//! One trial's identity and ending, from its typed row, for the per-trial curves.
 
-use polars::prelude::DataFrame;
+use stratlab_results::{CellKey, RunView};
 
-use super::cells::{is_ok, FailedTrial};
-use super::columns::{CellKey, Frame};
-use crate::ReportError;
+use super::cells::FailedTrial;
 
 /// Which trial a curve belongs to and how it ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +17,7 @@ pub struct TrialInfo {
     pub failure: Option<FailedTrial>,
 }
 
-/// Per-trial columns the curves need besides the identity.
+/// Per-trial values the curves need besides the identity.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TrialRecord {
     pub(crate) info: TrialInfo,
@@ -33,37 +31,23 @@ pub(crate) struct TrialRecord {
     pub(crate) skipped_updates: Option<i64>,
 }
 
-/// Every trial of `trials` (sorted by matrix index) in order.
-pub(crate) fn trial_records(trials: &DataFrame) -> Result<Vec<TrialRecord>, ReportError> {
-    let frame = Frame::new("trials", trials);
-    let keys = frame.keys()?;
-    let (ids, repeats) = (frame.str("trial_id")?, frame.i64("repeat")?);
-    let (outcomes, reasons) = (frame.str("outcome")?, frame.str("reason")?);
-    let target = frame.f64("target_accuracy")?;
-    let tta = frame.f64("time_to_accuracy_s")?;
-    let final_accuracy = frame.f64("final_accuracy")?;
-    let estimate = frame.f64("seconds_per_epoch_estimate")?;
-    let warmup = frame.i64("warmup_steps")?;
-    let skipped = frame.i64("skipped_updates")?;
-    (0..trials.height())
-        .map(|i| {
-            let outcome = outcomes.get(i).unwrap_or("unknown");
-            let failure = (!is_ok(outcome))
-                .then(|| FailedTrial { outcome: outcome.to_owned(), reason: reasons.get(i).map(str::to_owned) });
-            Ok(TrialRecord {
-                info: TrialInfo {
-                    trial_id: ids.get(i).unwrap_or_default().to_owned(),
-                    key: keys.key(i)?,
-                    repeat: repeats.get(i).unwrap_or(0),
-                    failure,
-                },
-                target_accuracy: target.get(i).unwrap_or(f64::NAN),
-                time_to_accuracy_s: tta.get(i),
-                final_accuracy: final_accuracy.get(i),
-                seconds_per_epoch_estimate: estimate.get(i),
-                warmup_steps: warmup.get(i).and_then(|steps| u64::try_from(steps).ok()).unwrap_or(0),
-                skipped_updates: skipped.get(i),
-            })
+/// Every trial of `run`, in matrix order.
+pub(crate) fn trial_records(run: &RunView) -> Vec<TrialRecord> {
+    run.trials_with_cells()
+        .map(|(trial, key)| TrialRecord {
+            info: TrialInfo {
+                trial_id: trial.trial_id.clone(),
+                key: key.clone(),
+                repeat: trial.repeat,
+                failure: (!trial.outcome.is_ok())
+                    .then(|| FailedTrial { outcome: trial.outcome, reason: trial.reason.clone() }),
+            },
+            target_accuracy: trial.target_accuracy,
+            time_to_accuracy_s: trial.training.time_to_accuracy_s,
+            final_accuracy: trial.training.final_accuracy,
+            seconds_per_epoch_estimate: trial.training.seconds_per_epoch_estimate,
+            warmup_steps: u64::try_from(trial.warmup_steps).unwrap_or(0),
+            skipped_updates: trial.training.skipped_updates,
         })
         .collect()
 }

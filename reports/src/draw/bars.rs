@@ -10,16 +10,75 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::draw::axes::{category_labels, draw_x_categories, fmt_tick, y_label_area_px, LabelLayout};
-use crate::draw::hatch::hatch_rect;
+use crate::draw::hatch::{back_hatch_rect, hatch_rect};
+use crate::draw::legend::{LegendEntry, Swatch};
 use crate::render::DrawError;
-use crate::style::{font, AXIS_PX, FAILED_FILL, FAILED_HATCH, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
-use crate::Outcome;
+use crate::style::{font, is_light, AXIS_PX, FAILED_FILL, FAILED_HATCH, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
+use crate::Plotted;
 
-/// One bar: its colour and what it shows.
+/// One bar: its colour, what it shows, and the mark of what it computed in.
 #[derive(Debug, Clone)]
 pub(crate) struct Bar {
     pub color: RGBColor,
-    pub outcome: Outcome,
+    pub outcome: Plotted,
+    pub mark: Mark,
+}
+
+/// How a bar says what its cell computed in, within its strategy's colour: plain for the
+/// default (float32, contiguous, SGD), then hatchings in the order the choices appear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// No hatching.
+    Plain,
+    /// "/" lines.
+    Hatched,
+    /// "\\" lines.
+    BackHatched,
+    /// Both.
+    CrossHatched,
+}
+
+/// The marks of the compute choices `computes` (empty: the default), in order of
+/// appearance: the default plain, the others hatched; past three they cycle.
+pub(crate) fn compute_marks<'a>(computes: impl IntoIterator<Item = &'a str>) -> Vec<(String, Mark)> {
+    const MARKS: [Mark; 3] = [Mark::Hatched, Mark::BackHatched, Mark::CrossHatched];
+    let mut marks: Vec<(String, Mark)> = Vec::new();
+    for compute in computes {
+        if marks.iter().any(|(known, _)| known == compute) {
+            continue;
+        }
+        let others = marks.iter().filter(|(known, _)| !known.is_empty()).count();
+        let mark = if compute.is_empty() { Mark::Plain } else { MARKS[others % MARKS.len()] };
+        marks.push((compute.to_owned(), mark));
+    }
+    marks
+}
+
+/// Legend entries for the marks of non-default compute choices; none when every bar
+/// computed by default. A figure that shows both names the default too.
+pub(crate) fn mark_legend<'a>(marks: impl IntoIterator<Item = (&'a str, Mark)>) -> Vec<LegendEntry> {
+    let mut seen: Vec<(&str, Mark)> = Vec::new();
+    for (compute, mark) in marks {
+        if !seen.iter().any(|(known, _)| *known == compute) {
+            seen.push((compute, mark));
+        }
+    }
+    if seen.iter().all(|(compute, _)| compute.is_empty()) {
+        return Vec::new();
+    }
+    let grey = RGBColor(150, 150, 150);
+    seen.into_iter()
+        .map(|(compute, mark)| {
+            let label = if compute.is_empty() { "fp32 · contiguous".to_owned() } else { compute.to_owned() };
+            let swatch = match mark {
+                Mark::Plain => Swatch::Fill(grey),
+                Mark::Hatched => Swatch::Hatched { fill: grey, hatch: INK },
+                Mark::BackHatched => Swatch::BackHatched { fill: grey, hatch: INK },
+                Mark::CrossHatched => Swatch::CrossHatched { fill: grey, hatch: INK },
+            };
+            LegendEntry::new(swatch, label)
+        })
+        .collect()
 }
 
 /// One category on the x axis; `bars[i]` sits in series slot `i` (`None`: not run, left
@@ -76,10 +135,10 @@ pub(crate) enum YScale {
 impl YScale {
     /// Linear unless the measured values (medians and whiskers) span more than
     /// [`LINEAR_SPREAD_MAX`]×.
-    pub(crate) fn for_values<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> YScale {
+    pub(crate) fn for_values<'a>(outcomes: impl IntoIterator<Item = &'a Plotted>) -> YScale {
         let values: Vec<f64> = outcomes
             .into_iter()
-            .filter_map(Outcome::stat)
+            .filter_map(Plotted::stat)
             .flat_map(|s| [s.min, s.median, s.max])
             .filter(|v| v.is_finite())
             .collect();
@@ -123,13 +182,13 @@ impl YScale {
 }
 
 /// The largest value a set of outcomes reaches, whiskers included.
-pub(crate) fn max_value<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> f64 {
-    outcomes.into_iter().filter_map(Outcome::stat).map(|s| s.max.max(s.median)).fold(0.0, f64::max)
+pub(crate) fn max_value<'a>(outcomes: impl IntoIterator<Item = &'a Plotted>) -> f64 {
+    outcomes.into_iter().filter_map(Plotted::stat).map(|s| s.max.max(s.median)).fold(0.0, f64::max)
 }
 
 /// Whether any measured outcome rests on more than one run.
-pub(crate) fn any_repeats<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> bool {
-    outcomes.into_iter().filter_map(Outcome::stat).any(|s| s.n > 1)
+pub(crate) fn any_repeats<'a>(outcomes: impl IntoIterator<Item = &'a Plotted>) -> bool {
+    outcomes.into_iter().filter_map(Plotted::stat).any(|s| s.n > 1)
 }
 
 /// Draws `panel` filling `area`.
@@ -214,11 +273,14 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
             let x1 = left + (si + 1) as f64 * slot_w - slot_w * 0.06;
             let x_mid_px = chart.backend_coord(&((x0 + x1) / 2.0, 0.0)).0;
             match &bar.outcome {
-                Outcome::Measured(stat) => {
+                Plotted::Measured(stat) => {
                     chart.draw_series(std::iter::once(Rectangle::new(
                         [(x0, base), (x1, stat.median)],
                         bar.color.filled(),
                     )))?;
+                    let p0 = chart.backend_coord(&(x0, stat.median));
+                    let p1 = chart.backend_coord(&(x1, base));
+                    draw_mark(&screen, p0, p1, bar.mark, bar.color)?;
                     chart.draw_series(std::iter::once(Rectangle::new(
                         [(x0, base), (x1, stat.median)],
                         INK.stroke_width(1),
@@ -233,7 +295,7 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
                         label_above(&screen, "n=1", x_mid_px, top_px, slot_px, RGBColor(80, 80, 80))?;
                     }
                 }
-                Outcome::Failed(failure) => {
+                gap => {
                     // A stub, not a bar: the height carries no value, the hatching and label say so.
                     let stub = panel.y_scale.at_fraction(panel.y_max, 0.035);
                     let (px0, py0) = chart.backend_coord(&(x0, stub));
@@ -246,7 +308,7 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
                         [(x0, base), (x1, stub)],
                         bar.color.stroke_width(2),
                     )))?;
-                    label_above(&screen, failure.label(), x_mid_px, py0, slot_px, INK)?;
+                    label_above(&screen, &gap.gap_label().unwrap_or_default(), x_mid_px, py0, slot_px, INK)?;
                 }
             }
         }
@@ -273,6 +335,24 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
         .map(|(gi, g)| (chart.backend_coord(&(gi as f64 + 0.5, 0.0)).0, g.label.clone()))
         .collect();
     draw_x_categories(&screen, &placed, top_px, labels)?;
+    Ok(())
+}
+
+/// Hatches a bar's rectangle as its mark says, in ink or white, whichever reads on its colour.
+fn draw_mark<DB: DrawingBackend>(
+    screen: &DrawingArea<DB, Shift>,
+    p0: (i32, i32),
+    p1: (i32, i32),
+    mark: Mark,
+    color: RGBColor,
+) -> Result<(), DrawError> {
+    let ink = if is_light(color) { INK } else { WHITE.into() };
+    if matches!(mark, Mark::Hatched | Mark::CrossHatched) {
+        hatch_rect(screen, p0, p1, ink, 7)?;
+    }
+    if matches!(mark, Mark::BackHatched | Mark::CrossHatched) {
+        back_hatch_rect(screen, p0, p1, ink, 7)?;
+    }
     Ok(())
 }
 
@@ -345,8 +425,8 @@ mod tests {
     use super::*;
     use crate::Stat;
 
-    fn measured(values: &[f64]) -> Vec<Outcome> {
-        values.iter().map(|&v| Outcome::Measured(Stat { median: v, min: v, max: v, n: 1 })).collect()
+    fn measured(values: &[f64]) -> Vec<Plotted> {
+        values.iter().map(|&v| Plotted::Measured(Stat { median: v, min: v, max: v, n: 1 })).collect()
     }
 
     #[test]
@@ -370,7 +450,7 @@ mod tests {
 
     #[test]
     fn whiskers_count_towards_the_spread() {
-        let wide = Outcome::Measured(Stat { median: 300.0, min: 20.0, max: 400.0, n: 3 });
+        let wide = Plotted::Measured(Stat { median: 300.0, min: 20.0, max: 400.0, n: 3 });
         assert_eq!(YScale::for_values(&[wide]), YScale::Log { bottom: 10.0 });
     }
 }

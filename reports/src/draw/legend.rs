@@ -15,6 +15,8 @@ pub(crate) enum Swatch {
     Fill(RGBColor),
     /// A filled box with "/" hatching (backward passes).
     Hatched { fill: RGBColor, hatch: RGBColor },
+    /// A filled box with "\\" hatching (a second compute choice).
+    BackHatched { fill: RGBColor, hatch: RGBColor },
     /// A filled box with "/" and "\\" hatching (recomputed forward passes).
     CrossHatched { fill: RGBColor, hatch: RGBColor },
     /// The failed-trial stub: grey, hatched.
@@ -137,12 +139,16 @@ pub(crate) fn draw_swatch<DB: DrawingBackend>(
             area.draw(&Rectangle::new([(x, y), corner], color.filled()))?;
             area.draw(&Rectangle::new([(x, y), corner], INK.stroke_width(1)))?;
         }
-        Swatch::Hatched { fill, hatch } | Swatch::CrossHatched { fill, hatch } => {
+        Swatch::Hatched { fill, hatch }
+        | Swatch::BackHatched { fill, hatch }
+        | Swatch::CrossHatched { fill, hatch } => {
             area.draw(&Rectangle::new([(x, y), corner], fill.filled()))?;
             let (bx, by) = area.get_base_pixel();
             let (p0, p1) = ((x + bx, y + by), (corner.0 + bx, corner.1 + by));
-            hatch_rect(&area.use_screen_coord(), p0, p1, hatch, 6)?;
-            if matches!(swatch, Swatch::CrossHatched { .. }) {
+            if !matches!(swatch, Swatch::BackHatched { .. }) {
+                hatch_rect(&area.use_screen_coord(), p0, p1, hatch, 6)?;
+            }
+            if matches!(swatch, Swatch::CrossHatched { .. } | Swatch::BackHatched { .. }) {
                 back_hatch_rect(&area.use_screen_coord(), p0, p1, hatch, 6)?;
             }
             area.draw(&Rectangle::new([(x, y), corner], INK.stroke_width(1)))?;

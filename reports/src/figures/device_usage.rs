@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use crate::figures::check_outcome;
 use crate::figures::strategy_bars::{draw_strategy_bars, CaseRow, MetricPanel};
 use crate::render::{render, DrawError, Figure};
-use crate::{FigureTarget, Outcome, ReportError};
+use crate::{FigureTarget, Plotted, ReportError, StrategySeries};
 
 const FIGURE: &str = "device_usage";
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -19,8 +19,8 @@ const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// each worker's mean, and the max over workers of each worker's max).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceUsageBar {
-    /// Strategy name; bar colour.
-    pub strategy: String,
+    /// The strategy: its bar colour, and what it computed in as the bar's mark.
+    pub series: StrategySeries,
     /// Network name; x category.
     pub network: String,
     /// Data set name.
@@ -28,13 +28,13 @@ pub struct DeviceUsageBar {
     /// Worker count W.
     pub workers: u32,
     /// Mean device utilisation, percent (0–100).
-    pub utilisation_mean_pct: Outcome,
+    pub utilisation_mean_pct: Plotted,
     /// Peak device utilisation, percent (0–100).
-    pub utilisation_max_pct: Outcome,
+    pub utilisation_max_pct: Plotted,
     /// Mean device memory in use, bytes.
-    pub memory_mean_bytes: Outcome,
+    pub memory_mean_bytes: Plotted,
     /// Peak device memory in use, bytes.
-    pub memory_max_bytes: Outcome,
+    pub memory_max_bytes: Plotted,
 }
 
 /// Draws utilisation and memory per strategy into `target`; returns the files.
@@ -62,7 +62,7 @@ impl Figure for DeviceUsage<'_> {
             .bars
             .iter()
             .map(|b| CaseRow {
-                strategy: &b.strategy,
+                series: &b.series,
                 network: &b.network,
                 dataset: &b.dataset,
                 workers: b.workers,

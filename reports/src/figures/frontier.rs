@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use crate::figures::check_outcome;
 use crate::figures::strategy_bars::{draw_strategy_bars, CaseRow, MetricPanel};
 use crate::render::{render, DrawError, Figure};
-use crate::{Failure, FigureTarget, Outcome, ReportError};
+use crate::{FigureTarget, Plotted, ReportError, StrategySeries};
 
 const FIGURE: &str = "memory_frontier";
 
@@ -19,7 +19,7 @@ const FIGURE: &str = "memory_frontier";
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrontierBar {
     /// The strategy with its parameters; bar colour and legend, with the workers.
-    pub strategy: String,
+    pub series: StrategySeries,
     /// Workers.
     pub workers: u32,
     /// Network name; x category.
@@ -51,16 +51,16 @@ pub fn memory_frontier(bars: &[FrontierBar], target: &FigureTarget) -> Result<Ve
 
 impl FrontierBar {
     /// Measured batch, predicted batch and throughput, each drawn or failed with why.
-    fn values(&self) -> [Outcome; 3] {
-        let none_fits = || Failure::Other(self.why_none.clone().unwrap_or_else(|| "none fits".into()));
-        let or = |value: Option<f64>, failure: Failure| value.map_or(Outcome::Failed(failure), Outcome::single);
+    fn values(&self) -> [Plotted; 3] {
+        let none_fits = || Plotted::Missing(self.why_none.clone().unwrap_or_else(|| "none fits".into()));
+        let or = |value: Option<f64>, gap: Plotted| value.map_or(gap, Plotted::single);
         [
             or(self.largest_global_batch, none_fits()),
-            or(self.predicted_global_batch, Failure::Other("no prediction".into())),
+            or(self.predicted_global_batch, Plotted::Missing("no prediction".into())),
             match (self.samples_per_s, &self.why_none) {
-                (Some(samples_per_s), _) => Outcome::single(samples_per_s),
-                (None, Some(_)) => Outcome::Failed(none_fits()),
-                (None, None) => Outcome::Failed(Failure::Other("no ok trial".into())),
+                (Some(samples_per_s), _) => Plotted::single(samples_per_s),
+                (None, Some(_)) => none_fits(),
+                (None, None) => Plotted::Missing("no ok trial".into()),
             },
         ]
     }
@@ -76,7 +76,7 @@ impl Figure for Frontier<'_> {
             .bars
             .iter()
             .map(|bar| CaseRow {
-                strategy: &bar.strategy,
+                series: &bar.series,
                 network: &bar.network,
                 dataset: &bar.dataset,
                 workers: bar.workers,

@@ -11,9 +11,11 @@ use crate::draw::curves::{draw_curve_panel, Curve, CurvePanel};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::check_non_negative;
-use crate::figures::strategy_bars::strategy_series;
+use crate::figures::strategy_bars::curve_series;
+use crate::plotted::outcome_mark;
 use crate::render::{render, DrawError, Figure};
-use crate::{Failure, FigureTarget, ReportError};
+use crate::{FigureTarget, ReportError, StrategySeries};
+use stratlab_results::Outcome;
 
 const FIGURE: &str = "loss_curves";
 
@@ -29,15 +31,15 @@ pub struct LossPoint {
 /// One run's loss curve.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LossCurve {
-    /// Strategy name; curve colour.
-    pub strategy: String,
+    /// The strategy: the curve's colour (lighter for more workers or another compute choice).
+    pub series: StrategySeries,
     /// Worker count W.
     pub workers: u32,
     /// Losses in training order.
     pub points: Vec<LossPoint>,
-    /// Why the run stopped early, if it did. A non-finite loss counts as diverged even
+    /// How the run ended where it stopped early. A non-finite loss counts as diverged even
     /// when this is `None`.
-    pub failure: Option<Failure>,
+    pub failure: Option<Outcome>,
 }
 
 /// The loss curves of one network and data set.
@@ -71,8 +73,8 @@ impl LossCurve {
         let end = self.points.iter().position(|p| !p.loss.is_finite()).unwrap_or(self.points.len());
         let points = self.points[..end].iter().map(|p| (p.epoch, p.loss)).collect();
         let failure = match (&self.failure, end < self.points.len()) {
-            (Some(failure), _) => Some(failure.label().to_string()),
-            (None, true) => Some(Failure::Diverged.label().to_string()),
+            (Some(failure), _) => Some(outcome_mark(*failure).to_owned()),
+            (None, true) => Some(outcome_mark(Outcome::Diverged).to_owned()),
             (None, false) => None,
         };
         (points, failure)
@@ -86,11 +88,11 @@ struct Loss<'a> {
 impl Figure for Loss<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
         let f = self.figure;
-        let series = strategy_series(f.curves.iter().map(|c| (c.strategy.as_str(), c.workers)));
+        let series = curve_series(f.curves.iter().map(|c| (&c.series, c.workers)));
         let mut legend = Vec::new();
         let mut curves = Vec::new();
         for s in &series {
-            for c in f.curves.iter().filter(|c| c.strategy == s.strategy && c.workers == s.workers) {
+            for c in f.curves.iter().filter(|c| s.is(&c.series, c.workers)) {
                 let (points, failure) = c.finite_part();
                 let label = match &failure {
                     Some(reason) => format!("{} ({reason})", s.label()),

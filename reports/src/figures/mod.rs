@@ -14,7 +14,7 @@ mod strategy_bars;
 pub mod throughput;
 pub mod time_to_accuracy;
 
-use crate::{Outcome, ReportError};
+use crate::{Plotted, ReportError};
 
 /// Distinct values in order of first appearance: the caller's order is the figure's order.
 pub(crate) fn unique_in_order<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
@@ -27,18 +27,9 @@ pub(crate) fn unique_in_order<'a>(values: impl IntoIterator<Item = &'a str>) -> 
     seen
 }
 
-/// Strategies in `style.rs`'s order (single first, then data-parallel, …), unknown ones after
-/// in order of appearance, so panels and slots sit in the same place in every figure.
-pub(crate) fn strategies_in_order<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut strategies = unique_in_order(values);
-    // A stable sort keeps unknown strategies in appearance order.
-    strategies.sort_by_key(|s| crate::style::strategy_rank(s));
-    strategies
-}
-
 /// Rejects measured values that cannot be drawn (NaN, ∞, min > max).
-pub(crate) fn check_outcome(figure: &'static str, field: String, outcome: &Outcome) -> Result<(), ReportError> {
-    if let Outcome::Measured(stat) = outcome {
+pub(crate) fn check_outcome(figure: &'static str, field: String, outcome: &Plotted) -> Result<(), ReportError> {
+    if let Plotted::Measured(stat) = outcome {
         if !stat.is_finite() || stat.min > stat.max || stat.n == 0 {
             return Err(ReportError::InvalidInput {
                 figure,
@@ -61,7 +52,7 @@ pub(crate) fn check_non_negative(figure: &'static str, field: String, value: f64
 }
 
 /// The subtitle that says how to read bars: single runs or medians with whiskers.
-pub(crate) fn repeat_note<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>) -> String {
+pub(crate) fn repeat_note<'a>(outcomes: impl IntoIterator<Item = &'a Plotted>) -> String {
     if crate::draw::bars::any_repeats(outcomes) {
         "bars: median over repeats, whiskers: min–max; n=1 marks a single run".into()
     } else {

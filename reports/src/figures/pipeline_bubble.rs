@@ -12,10 +12,11 @@ use crate::draw::bars::any_repeats;
 use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
-use crate::figures::{check_outcome, strategies_in_order};
+use crate::figures::check_outcome;
 use crate::render::{render, DrawError, Figure};
-use crate::style::{font, strategy_color, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
-use crate::{FigureTarget, Outcome, ReportError};
+use crate::style::{font, strategy_color, strategy_rank, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
+use crate::{FigureTarget, Plotted, ReportError};
+use stratlab_strategy_spec::StrategyKind;
 
 const FIGURE: &str = "pipeline_bubble";
 
@@ -23,11 +24,11 @@ const FIGURE: &str = "pipeline_bubble";
 #[derive(Debug, Clone, PartialEq)]
 pub struct BubblePoint {
     /// The schedule (`gpipe`, `1f1b`); one marker colour each, its strategy's.
-    pub schedule: String,
+    pub schedule: StrategyKind,
     /// Micro-batches per step m (x axis).
     pub micro_batches: u32,
     /// Measured idle share of the step, 0–1, over the repeats; or why there is none.
-    pub bubble: Outcome,
+    pub bubble: Plotted,
 }
 
 /// One figure: the schedules of one network and data set at one stage count p.
@@ -79,7 +80,9 @@ impl Figure for BubbleFigure<'_> {
         let f = self.figure;
         let p = f64::from(f.stages);
         let theoretical = |m: f64| 100.0 * (p - 1.0) / (m + p - 1.0);
-        let schedules = strategies_in_order(f.points.iter().map(|point| point.schedule.as_str()));
+        let mut schedules: Vec<StrategyKind> = f.points.iter().map(|point| point.schedule).collect();
+        schedules.sort_by_key(|&kind| strategy_rank(kind));
+        schedules.dedup();
         let outcomes = f.points.iter().map(|point| &point.bubble);
         let title = format!("Pipeline bubble against micro-batches — {} / {}, p = {}", f.network, f.dataset, f.stages);
         let note = if any_repeats(outcomes.clone()) {
@@ -92,8 +95,8 @@ impl Figure for BubbleFigure<'_> {
             Swatch::Line { color: REFERENCE, dashed: true },
             format!("theoretical (p − 1)/(m + p − 1), p = {}", f.stages),
         )];
-        legend.extend(schedules.iter().map(|s| LegendEntry::new(Swatch::Dot(strategy_color(s)), s.clone())));
-        if outcomes.clone().any(|o| matches!(o, Outcome::Failed(_))) {
+        legend.extend(schedules.iter().map(|&s| LegendEntry::new(Swatch::Dot(strategy_color(s)), s.name())));
+        if outcomes.clone().any(|o| !matches!(o, Plotted::Measured(_))) {
             legend.push(LegendEntry::new(Swatch::Cross(INK), "no measurement (reason beside ×)"));
         }
         let plot = with_legend_below(&body, &legend)?;
@@ -105,7 +108,7 @@ impl Figure for BubbleFigure<'_> {
         let (x_min, x_max) = (x_of(first) - 0.4, x_of(last) + 0.4);
         // The curve starts a little left of the fewest micro-batches drawn, never below one.
         let curve_from = x_min.max(0.0);
-        let measured_max = outcomes.clone().filter_map(Outcome::stat).map(|s| s.max * 100.0).fold(0.0, f64::max);
+        let measured_max = outcomes.clone().filter_map(Plotted::stat).map(|s| s.max * 100.0).fold(0.0, f64::max);
         let y_max = axis_top(theoretical(curve_from.exp2()).max(measured_max)).min(100.0);
         let mut chart = ChartBuilder::on(&plot)
             .margin(10)
@@ -143,17 +146,17 @@ impl Figure for BubbleFigure<'_> {
         // Schedules at the same m sit side by side instead of on top of each other.
         let offset = |slot: usize| 0.08 * (slot as f64 - (schedules.len() as f64 - 1.0) / 2.0);
         let mut failures_at: Vec<u32> = Vec::new();
-        for (slot, schedule) in schedules.iter().enumerate() {
+        for (slot, &schedule) in schedules.iter().enumerate() {
             let color = strategy_color(schedule);
-            for point in f.points.iter().filter(|point| &point.schedule == schedule) {
+            for point in f.points.iter().filter(|point| point.schedule == schedule) {
                 let x = x_of(f64::from(point.micro_batches)) + offset(slot);
                 match &point.bubble {
-                    Outcome::Measured(stat) => draw_median_point(&mut chart, &screen, x, &stat.scaled(100.0), color)?,
-                    Outcome::Failed(failure) => {
+                    Plotted::Measured(stat) => draw_median_point(&mut chart, &screen, x, &stat.scaled(100.0), color)?,
+                    gap => {
                         let stacked = failures_at.iter().filter(|m| **m == point.micro_batches).count() as i32;
                         failures_at.push(point.micro_batches);
                         let at = chart.backend_coord(&(x, 0.0));
-                        draw_failure_on_axis(&screen, at, stacked, failure.label(), color)?;
+                        draw_failure_on_axis(&screen, at, stacked, &gap.gap_label().unwrap_or_default(), color)?;
                     }
                 }
             }

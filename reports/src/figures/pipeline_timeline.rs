@@ -16,31 +16,44 @@ use crate::draw::title::with_title;
 use crate::render::{render, DrawError, Figure};
 use crate::style::{category_color, font, is_light, shade, tint, AXIS_PX, GRID, INK, TICK_PX};
 use crate::{FigureTarget, ReportError};
+use stratlab_results::EventKind;
 
 const FIGURE: &str = "pipeline_timeline";
 /// How many micro-batch colours exist before they repeat (Tol's muted scheme).
 const MICRO_BATCH_COLOURS: u32 = 9;
 
-/// What a worker was doing during an event.
+/// How an event is drawn: its block's look, from the stored kind (collectives look alike,
+/// so do a send and a receive); `None` for what is no part of a step's timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    /// Forward pass of a micro-batch through this worker's stage.
+enum Block {
     Forward,
-    /// Backward pass of a micro-batch.
     Backward,
-    /// Forward pass run again during backward because its activations were not kept
-    /// (activation checkpointing).
     Recompute,
-    /// Gradient all-reduce between replicas.
-    AllReduce,
-    /// Activations or gradients sent to / received from a neighbouring stage.
+    Collective,
     SendRecv,
-    /// Optimizer step.
     Optimizer,
-    /// Waiting for the data loader; counted as idle.
     DataWait,
-    /// Host-to-device copy of a batch.
     HostToDevice,
+}
+
+impl Block {
+    fn of(kind: EventKind) -> Option<Block> {
+        Some(match kind {
+            EventKind::Forward => Block::Forward,
+            EventKind::Backward => Block::Backward,
+            EventKind::Recompute => Block::Recompute,
+            EventKind::AllReduce
+            | EventKind::Broadcast
+            | EventKind::Reduce
+            | EventKind::AllGather
+            | EventKind::ReduceScatter => Block::Collective,
+            EventKind::Send | EventKind::Recv => Block::SendRecv,
+            EventKind::Optimizer => Block::Optimizer,
+            EventKind::DataWait => Block::DataWait,
+            EventKind::H2d => Block::HostToDevice,
+            EventKind::Barrier | EventKind::Idle | EventKind::Eval => return None,
+        })
+    }
 }
 
 /// One interval of one worker's time.
@@ -48,7 +61,8 @@ pub enum EventKind {
 pub struct TimelineEvent {
     /// Worker index, 0-based; worker 0 is the top row.
     pub worker: u32,
-    /// What the worker did.
+    /// What the worker did, as stored (evaluation, barriers and recorded idle time are not
+    /// drawn: a gap shows idle time).
     pub kind: EventKind,
     /// The micro-batch it belongs to, for forward and backward passes.
     pub micro_batch: Option<u32>,
@@ -58,9 +72,10 @@ pub struct TimelineEvent {
     pub end_s: f64,
 }
 
-/// One training step (or a few) of a pipeline, as recorded or as scheduled.
+/// One training step (or a few) of a pipeline, as recorded or as scheduled: the input of
+/// the timeline figure.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Timeline {
+pub struct PipelineTimeline {
     /// Figure title, e.g. "GPipe, 2 workers, 4 micro-batches".
     pub title: String,
     /// Number of workers; a worker without events is drawn as an all-idle row.
@@ -72,7 +87,7 @@ pub struct Timeline {
     pub events: Vec<TimelineEvent>,
 }
 
-impl Timeline {
+impl PipelineTimeline {
     /// The row name of `worker`.
     pub fn worker_label(&self, worker: u32) -> String {
         self.worker_labels.get(worker as usize).cloned().unwrap_or_else(|| format!("worker {worker}"))
@@ -120,7 +135,7 @@ impl Timeline {
 }
 
 /// Draws `timeline` into `target`; returns the files.
-pub fn pipeline_timeline(timeline: &Timeline, target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+pub fn pipeline_timeline(timeline: &PipelineTimeline, target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
     if timeline.events.is_empty() {
         return Err(ReportError::Empty { figure: FIGURE });
     }
@@ -148,25 +163,23 @@ pub fn pipeline_timeline(timeline: &Timeline, target: &FigureTarget) -> Result<V
 }
 
 struct TimelineFigure<'a> {
-    timeline: &'a Timeline,
+    timeline: &'a PipelineTimeline,
 }
 
-/// Fill, outline, hatch and label of an event block.
-fn block_look(event: &TimelineEvent) -> (RGBColor, RGBColor, Option<RGBColor>, String) {
+/// Fill, outline, hatch and label of a block of micro-batch `micro_batch`.
+fn block_look(block: Block, micro_batch: Option<u32>) -> (RGBColor, RGBColor, Option<RGBColor>, String) {
     let neutral = RGBColor(120, 120, 120);
-    let mb_color = event.micro_batch.map(|m| category_color(m as usize)).unwrap_or(neutral);
-    let mb = event.micro_batch.map(|m| m.to_string()).unwrap_or_default();
-    match event.kind {
-        EventKind::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("F{mb}")),
-        EventKind::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("B{mb}")),
-        EventKind::Recompute => {
-            (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("R{mb}"))
-        }
-        EventKind::AllReduce => (RGBColor(100, 100, 100), INK, None, "AR".into()),
-        EventKind::SendRecv => (RGBColor(185, 185, 185), RGBColor(120, 120, 120), None, "S/R".into()),
-        EventKind::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
-        EventKind::DataWait => (RGBColor(242, 242, 242), RGBColor(170, 170, 170), None, "wait".into()),
-        EventKind::HostToDevice => (RGBColor(215, 215, 215), RGBColor(120, 120, 120), None, "H2D".into()),
+    let mb_color = micro_batch.map(|m| category_color(m as usize)).unwrap_or(neutral);
+    let mb = micro_batch.map(|m| m.to_string()).unwrap_or_default();
+    match block {
+        Block::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("F{mb}")),
+        Block::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("B{mb}")),
+        Block::Recompute => (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("R{mb}")),
+        Block::Collective => (RGBColor(100, 100, 100), INK, None, "AR".into()),
+        Block::SendRecv => (RGBColor(185, 185, 185), RGBColor(120, 120, 120), None, "S/R".into()),
+        Block::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
+        Block::DataWait => (RGBColor(242, 242, 242), RGBColor(170, 170, 170), None, "wait".into()),
+        Block::HostToDevice => (RGBColor(215, 215, 215), RGBColor(120, 120, 120), None, "H2D".into()),
     }
 }
 
@@ -210,10 +223,11 @@ impl Figure for TimelineFigure<'_> {
         let row_of = |worker: u32| f64::from(rows - 1 - worker);
 
         // Communication first: where it overlaps a pass (a comm thread), the pass stays visible.
-        let mut in_order: Vec<&TimelineEvent> = t.events.iter().collect();
-        in_order.sort_by_key(|e| !matches!(e.kind, EventKind::AllReduce | EventKind::SendRecv));
-        for event in in_order {
-            let (fill, outline, hatch, label) = block_look(event);
+        let mut in_order: Vec<(Block, &TimelineEvent)> =
+            t.events.iter().filter_map(|e| Some((Block::of(e.kind)?, e))).collect();
+        in_order.sort_by_key(|(block, _)| !matches!(block, Block::Collective | Block::SendRecv));
+        for (block, event) in in_order {
+            let (fill, outline, hatch, label) = block_look(block, event.micro_batch);
             let row = row_of(event.worker);
             let x0 = (event.start_s - t0) / divisor;
             let x1 = (event.end_s - t0) / divisor;
@@ -222,7 +236,7 @@ impl Figure for TimelineFigure<'_> {
             let p0 = chart.backend_coord(&corners[0]);
             let p1 = chart.backend_coord(&corners[1]);
             if let Some(hatch) = hatch {
-                if event.kind == EventKind::Recompute {
+                if block == Block::Recompute {
                     hatch_rect(&screen, p0, p1, hatch, 12)?;
                     back_hatch_rect(&screen, p0, p1, hatch, 12)?;
                 } else {
@@ -254,7 +268,7 @@ impl Figure for TimelineFigure<'_> {
 }
 
 /// How to read the blocks; recompute is named only when the timeline has some.
-fn subtitle(t: &Timeline) -> &'static str {
+fn subtitle(t: &PipelineTimeline) -> &'static str {
     if t.events.iter().any(|e| e.kind == EventKind::Recompute) {
         "light: forward, pale cross-hatched: recompute, dark hatched: backward, colour: micro-batch; white gaps: idle"
     } else {
@@ -263,7 +277,7 @@ fn subtitle(t: &Timeline) -> &'static str {
 }
 
 /// Micro-batch colours (once each, they cycle), the pass encodings and the other kinds present.
-fn legend(t: &Timeline) -> Vec<LegendEntry> {
+fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
     let mut entries = Vec::new();
     let max_mb = t.events.iter().filter_map(|e| e.micro_batch).max();
     if let Some(max_mb) = max_mb {
@@ -280,27 +294,24 @@ fn legend(t: &Timeline) -> Vec<LegendEntry> {
         }
     }
     let grey = RGBColor(120, 120, 120);
-    let has = |kind: EventKind| t.events.iter().any(|e| e.kind == kind);
-    if has(EventKind::Forward) {
+    let has = |block: Block| t.events.iter().any(|e| Block::of(e.kind) == Some(block));
+    if has(Block::Forward) {
         entries.push(LegendEntry::new(Swatch::Fill(tint(grey, 0.5)), "forward (F)"));
     }
-    if has(EventKind::Recompute) {
+    if has(Block::Recompute) {
         entries.push(LegendEntry::new(Swatch::CrossHatched { fill: tint(grey, 0.8), hatch: grey }, "recompute (R)"));
     }
-    if has(EventKind::Backward) {
+    if has(Block::Backward) {
         entries.push(LegendEntry::new(Swatch::Hatched { fill: grey, hatch: tint(grey, 0.45) }, "backward (B)"));
     }
-    for kind in
-        [EventKind::AllReduce, EventKind::SendRecv, EventKind::Optimizer, EventKind::HostToDevice, EventKind::DataWait]
-    {
-        if has(kind) {
-            let probe = TimelineEvent { worker: 0, kind, micro_batch: None, start_s: 0.0, end_s: 0.0 };
-            let (fill, _, _, short) = block_look(&probe);
-            let name = match kind {
-                EventKind::AllReduce => "all-reduce",
-                EventKind::SendRecv => "send/receive",
-                EventKind::Optimizer => "optimizer step",
-                EventKind::HostToDevice => "host-to-device copy",
+    for block in [Block::Collective, Block::SendRecv, Block::Optimizer, Block::HostToDevice, Block::DataWait] {
+        if has(block) {
+            let (fill, _, _, short) = block_look(block, None);
+            let name = match block {
+                Block::Collective => "all-reduce",
+                Block::SendRecv => "send/receive",
+                Block::Optimizer => "optimizer step",
+                Block::HostToDevice => "host-to-device copy",
                 _ => "data wait (idle)",
             };
             entries.push(LegendEntry::new(Swatch::Fill(fill), format!("{name} ({short})")));
@@ -320,13 +331,13 @@ mod tests {
 
     #[test]
     fn idle_share_counts_overlaps_once_and_data_wait_as_idle() {
-        let t = Timeline {
+        let t = PipelineTimeline {
             title: String::new(),
             workers: 2,
             worker_labels: Vec::new(),
             events: vec![
                 event(0, EventKind::Forward, 0.0, 4.0),
-                event(0, EventKind::SendRecv, 3.0, 5.0),
+                event(0, EventKind::Send, 3.0, 5.0),
                 event(0, EventKind::DataWait, 5.0, 8.0),
                 event(1, EventKind::Backward, 2.0, 10.0),
             ],

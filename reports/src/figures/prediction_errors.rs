@@ -11,13 +11,13 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::draw::axes::{axis_top, panel_grid};
-use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Reference, YScale};
+use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Mark, Reference, YScale};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
-use crate::figures::{check_non_negative, strategies_in_order, unique_in_order};
+use crate::figures::{check_non_negative, unique_in_order};
 use crate::render::{render, DrawError, Figure};
 use crate::style::{category_color, REFERENCE};
-use crate::{FigureTarget, Outcome, ReportError, Stat};
+use crate::{FigureTarget, Plotted, ReportError, Stat, StrategySeries};
 
 const FIGURE: &str = "prediction_errors";
 
@@ -27,8 +27,8 @@ const TARGET_PERCENT: f64 = 10.0;
 /// One cell's step error by one predictor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PredictionError {
-    /// Strategy name, e.g. `"gpipe"`; one panel each.
-    pub strategy: String,
+    /// The strategy; one panel each.
+    pub series: StrategySeries,
     /// Network name; one group of bars each.
     pub network: String,
     /// The predictor, e.g. `"stratlab model"`; one bar colour each.
@@ -53,21 +53,23 @@ struct PredictionErrors<'a> {
 }
 
 /// The median and range of the errors of each (strategy, network, predictor).
-fn outcomes(errors: &[PredictionError]) -> BTreeMap<(&str, &str, &str), Outcome> {
-    let mut grouped: BTreeMap<(&str, &str, &str), Vec<f64>> = BTreeMap::new();
+fn outcomes(errors: &[PredictionError]) -> BTreeMap<(StrategySeries, &str, &str), Plotted> {
+    let mut grouped: BTreeMap<(StrategySeries, &str, &str), Vec<f64>> = BTreeMap::new();
     for error in errors {
-        let key = (error.strategy.as_str(), error.network.as_str(), error.predictor.as_str());
+        let key = (error.series.strategy(), error.network.as_str(), error.predictor.as_str());
         grouped.entry(key).or_default().push(error.abs_error_percent);
     }
     grouped
         .into_iter()
-        .filter_map(|(key, errors)| Some((key, Outcome::Measured(Stat::from_samples(&errors)?))))
+        .filter_map(|(key, errors)| Some((key, Plotted::Measured(Stat::from_samples(&errors)?))))
         .collect()
 }
 
 impl Figure for PredictionErrors<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
-        let strategies = strategies_in_order(self.errors.iter().map(|e| e.strategy.as_str()));
+        let mut strategies: Vec<StrategySeries> = self.errors.iter().map(|e| e.series.strategy()).collect();
+        strategies.sort();
+        strategies.dedup();
         let networks = unique_in_order(self.errors.iter().map(|e| e.network.as_str()));
         let predictors = unique_in_order(self.errors.iter().map(|e| e.predictor.as_str()));
         let outcomes = outcomes(self.errors);
@@ -96,14 +98,14 @@ impl Figure for PredictionErrors<'_> {
                         .iter()
                         .enumerate()
                         .map(|(pi, predictor)| {
-                            let outcome = outcomes.get(&(strategy.as_str(), network.as_str(), predictor.as_str()))?;
-                            Some(Bar { color: category_color(pi), outcome: outcome.clone() })
+                            let outcome = outcomes.get(&(strategy.clone(), network.as_str(), predictor.as_str()))?;
+                            Some(Bar { color: category_color(pi), outcome: outcome.clone(), mark: Mark::Plain })
                         })
                         .collect(),
                 })
                 .collect();
             let panel = BarPanel {
-                title: strategy.clone(),
+                title: strategy.label.clone(),
                 y_desc: "|step error| (%)".into(),
                 x_desc: Some("network".into()),
                 groups,
@@ -125,7 +127,7 @@ mod tests {
 
     fn error(strategy: &str, network: &str, predictor: &str, abs_error_percent: f64) -> PredictionError {
         PredictionError {
-            strategy: strategy.into(),
+            series: StrategySeries::of(strategy.parse().unwrap()),
             network: network.into(),
             predictor: predictor.into(),
             abs_error_percent,

@@ -11,18 +11,42 @@ use crate::draw::bars::any_repeats;
 use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
-use crate::figures::{check_outcome, strategies_in_order, unique_in_order};
+use crate::figures::{check_outcome, unique_in_order};
 use crate::render::{render, DrawError, Figure};
-use crate::style::{font, line_colors, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
-use crate::{FigureTarget, Outcome, ReportError, Stat};
+use crate::style::{category_color, font, strategy_color, tint, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
+use crate::{FigureTarget, Plotted, ReportError, Stat, StrategySeries};
 
 const FIGURE: &str = "speedup_scaling";
+
+/// What a line of the scaling figure stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScalingLine {
+    /// A strategy: its colour, a lighter one for each further compute choice.
+    Strategy(StrategySeries),
+    /// A strategy's numbers from another source beside its own (the measured speedups
+    /// beside predicted ones): its colour, dashed, named `<label> (<source>)`.
+    Also(StrategySeries, String),
+    /// A figure's own series that is no strategy (`published`, `model`): the category
+    /// palette's colours in order.
+    Named(String),
+}
+
+impl ScalingLine {
+    /// The legend's name of the line.
+    pub fn label(&self) -> String {
+        match self {
+            ScalingLine::Strategy(series) => series.full_label(),
+            ScalingLine::Also(series, source) => format!("{} ({source})", series.full_label()),
+            ScalingLine::Named(name) => name.clone(),
+        }
+    }
+}
 
 /// One point: a strategy's speedup over `single` on one network and data set at W workers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScalingPoint {
-    /// Strategy name; one line each, in its colour.
-    pub strategy: String,
+    /// The line it belongs to.
+    pub line: ScalingLine,
     /// Network name; one panel per network and data set.
     pub network: String,
     /// Data set name.
@@ -30,7 +54,7 @@ pub struct ScalingPoint {
     /// Worker count W (x axis).
     pub workers: u32,
     /// Speedup over `single` (×), or why the trial failed.
-    pub speedup: Outcome,
+    pub speedup: Plotted,
 }
 
 /// Draws speedup against W into `target`; returns the files.
@@ -69,7 +93,10 @@ struct Scaling<'a> {
 
 impl Figure for Scaling<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
-        let strategies = strategies_in_order(self.points.iter().map(|p| p.strategy.as_str()));
+        let mut lines: Vec<ScalingLine> = self.points.iter().map(|p| p.line.clone()).collect();
+        lines.sort();
+        lines.dedup();
+        let looks = line_looks(&lines);
         let mut cases: Vec<(String, String)> = Vec::new();
         for p in self.points {
             let case = (p.network.clone(), p.dataset.clone());
@@ -79,7 +106,7 @@ impl Figure for Scaling<'_> {
         }
         let one_dataset = unique_in_order(self.points.iter().map(|p| p.dataset.as_str())).len() == 1;
         let outcomes = self.points.iter().map(|p| &p.speedup);
-        let stats = || outcomes.clone().filter_map(Outcome::stat);
+        let stats = || outcomes.clone().filter_map(Plotted::stat);
         let mut title = "Speedup over a single device against worker count".to_string();
         if one_dataset {
             title.push_str(&format!(" — {}", cases[0].1));
@@ -93,17 +120,19 @@ impl Figure for Scaling<'_> {
         };
         let body = with_title(root, &title, Some(note))?;
 
-        let colors = line_colors(&strategies);
-        let mut legend: Vec<LegendEntry> = strategies
+        let mut legend: Vec<LegendEntry> = lines
             .iter()
-            .zip(&colors)
-            .map(|(s, color)| LegendEntry::new(Swatch::LineDot(*color), s.clone()))
+            .zip(&looks)
+            .map(|(line, (color, dashed))| match dashed {
+                true => LegendEntry::new(Swatch::Line { color: *color, dashed: true }, line.label()),
+                false => LegendEntry::new(Swatch::LineDot(*color), line.label()),
+            })
             .collect();
         legend.push(LegendEntry::new(Swatch::Line { color: REFERENCE, dashed: true }, "ideal (speedup = W)"));
         if stats().any(|s| s.n == 1) && stats().any(|s| s.n > 1) {
             legend.push(LegendEntry::new(Swatch::HollowDot(INK), "single run (n=1)"));
         }
-        if outcomes.clone().any(|o| matches!(o, Outcome::Failed(_))) {
+        if outcomes.clone().any(|o| !matches!(o, Plotted::Measured(_))) {
             legend.push(LegendEntry::new(Swatch::Cross(INK), "failed trial (reason beside ×)"));
         }
         let plot = with_legend_below(&body, &legend)?;
@@ -123,7 +152,7 @@ impl Figure for Scaling<'_> {
             let caption = if one_dataset { network.clone() } else { format!("{network} / {dataset}") };
             let in_case: Vec<&ScalingPoint> =
                 self.points.iter().filter(|p| &p.network == network && &p.dataset == dataset).collect();
-            draw_panel(&area, &caption, &strategies, &in_case, &ticks, x_max, y_max)?;
+            draw_panel(&area, &caption, (&lines, &looks), &in_case, &ticks, x_max, y_max)?;
         }
         Ok(())
     }
@@ -133,7 +162,7 @@ impl Figure for Scaling<'_> {
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     caption: &str,
-    strategies: &[String],
+    (lines, looks): (&[ScalingLine], &[(RGBColor, bool)]),
     points: &[&ScalingPoint],
     ticks: &[u32],
     x_max: f64,
@@ -174,21 +203,25 @@ fn draw_panel<DB: DrawingBackend>(
     let screen = area.use_screen_coord();
     // Failures at the same W stack their labels instead of overprinting.
     let mut failures_at: Vec<(u32, i32)> = Vec::new();
-    for (strategy, color) in strategies.iter().zip(line_colors(strategies)) {
-        let mut mine: Vec<&ScalingPoint> = points.iter().copied().filter(|p| &p.strategy == strategy).collect();
+    for (line, &(color, dashed)) in lines.iter().zip(looks) {
+        let mut mine: Vec<&ScalingPoint> = points.iter().copied().filter(|p| &p.line == line).collect();
         mine.sort_by_key(|p| p.workers);
         let measured: Vec<(f64, Stat)> =
             mine.iter().filter_map(|p| p.speedup.stat().map(|s| (f64::from(p.workers), *s))).collect();
-        chart.draw_series(LineSeries::new(measured.iter().map(|(w, s)| (*w, s.median)), color.stroke_width(3)))?;
+        let path = measured.iter().map(|(w, s)| (*w, s.median));
+        match dashed {
+            true => chart.draw_series(DashedLineSeries::new(path, 12, 8, color.stroke_width(3)))?,
+            false => chart.draw_series(LineSeries::new(path, color.stroke_width(3)))?,
+        };
         for (w, s) in &measured {
             draw_median_point(&mut chart, &screen, *w, s, color)?;
         }
-        for p in mine.iter().filter(|p| matches!(p.speedup, Outcome::Failed(_))) {
-            let Outcome::Failed(failure) = &p.speedup else { continue };
+        for p in mine.iter().filter(|p| !matches!(p.speedup, Plotted::Measured(_))) {
+            let Some(label) = p.speedup.gap_label() else { continue };
             let stacked = failures_at.iter().filter(|(w, _)| *w == p.workers).count() as i32;
             failures_at.push((p.workers, stacked));
             let at = chart.backend_coord(&(f64::from(p.workers), 0.0));
-            draw_failure_on_axis(&screen, at, stacked, failure.label(), color)?;
+            draw_failure_on_axis(&screen, at, stacked, &label, color)?;
         }
     }
 
@@ -197,4 +230,29 @@ fn draw_panel<DB: DrawingBackend>(
         ticks.iter().map(|&w| (chart.backend_coord(&(f64::from(w), 0.0)).0, w.to_string())).collect();
     draw_x_categories(&screen, &labels, top_px, LabelLayout::Horizontal)?;
     Ok(())
+}
+
+/// Each line's colour and whether it is dashed: a strategy its own colour (lighter for each
+/// further compute choice of the same strategy), its other source dashed in the same
+/// colour, a figure's own series the category palette's colours in order.
+fn line_looks(lines: &[ScalingLine]) -> Vec<(RGBColor, bool)> {
+    let mut named = 0;
+    let mut seen: Vec<StrategySeries> = Vec::new();
+    lines
+        .iter()
+        .map(|line| match line {
+            ScalingLine::Strategy(series) | ScalingLine::Also(series, _) => {
+                let computes = seen.iter().filter(|s| s.strategy() == series.strategy() && *s != series).count();
+                if !seen.contains(series) {
+                    seen.push(series.clone());
+                }
+                let color = tint(strategy_color(series.kind), (0.35 * computes as f64).min(0.7));
+                (color, matches!(line, ScalingLine::Also(..)))
+            }
+            ScalingLine::Named(_) => {
+                named += 1;
+                (category_color(named - 1), false)
+            }
+        })
+        .collect()
 }

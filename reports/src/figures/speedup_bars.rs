@@ -7,21 +7,24 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::draw::axes::{axis_top, panel_grid};
-use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, Reference, YScale};
+use crate::draw::bars::{
+    any_repeats, compute_marks, draw_bar_panel, mark_legend, max_value, Bar, BarGroup, BarPanel, Mark, Reference,
+    YScale,
+};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
-use crate::figures::{check_outcome, repeat_note, strategies_in_order, unique_in_order};
+use crate::figures::{check_outcome, repeat_note, unique_in_order};
 use crate::render::{render, DrawError, Figure};
 use crate::style::{category_color, REFERENCE};
-use crate::{FigureTarget, Outcome, ReportError};
+use crate::{FigureTarget, Plotted, ReportError, StrategySeries};
 
 const FIGURE: &str = "speedup_bars";
 
 /// One bar: a strategy's speedup over `single` for one network and data set at `workers`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpeedupBar {
-    /// Strategy name, e.g. `"data-parallel"`; one panel each.
-    pub strategy: String,
+    /// The strategy: one panel each, whatever it computed in (that is the bar's mark).
+    pub series: StrategySeries,
     /// Network name, e.g. `"resnet50"`; one bar colour each.
     pub network: String,
     /// Data set name, e.g. `"cifar10"`; one group of bars each.
@@ -29,7 +32,7 @@ pub struct SpeedupBar {
     /// Worker count W; the same for every bar of the figure.
     pub workers: u32,
     /// Speedup over `single` (×), or why the trial failed.
-    pub speedup: Outcome,
+    pub speedup: Plotted,
 }
 
 /// Draws thesis fig. 3.1 from `bars` (all at the same W) into `target`; returns the files.
@@ -56,7 +59,11 @@ struct SpeedupBars<'a> {
 
 impl Figure for SpeedupBars<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
-        let strategies = strategies_in_order(self.bars.iter().map(|b| b.strategy.as_str()));
+        let mut strategies: Vec<StrategySeries> = self.bars.iter().map(|b| b.series.strategy()).collect();
+        strategies.sort();
+        strategies.dedup();
+        let marks = compute_marks(self.bars.iter().map(|b| b.series.compute.as_str()));
+        let mark_of = |compute: &str| marks.iter().find(|(c, _)| c == compute).map_or(Mark::Plain, |(_, m)| *m);
         let networks = unique_in_order(self.bars.iter().map(|b| b.network.as_str()));
         let datasets = unique_in_order(self.bars.iter().map(|b| b.dataset.as_str()));
         let outcomes = self.bars.iter().map(|b| &b.speedup);
@@ -77,7 +84,8 @@ impl Figure for SpeedupBars<'_> {
             Swatch::Line { color: REFERENCE, dashed: true },
             format!("ideal (speedup = W = {w})"),
         ));
-        if self.bars.iter().any(|b| matches!(b.speedup, Outcome::Failed(_))) {
+        legend.extend(mark_legend(marks.iter().map(|(compute, mark)| (compute.as_str(), *mark))));
+        if self.bars.iter().any(|b| !matches!(b.speedup, Plotted::Measured(_))) {
             legend.push(LegendEntry::new(Swatch::Failed, "failed trial (reason above)"));
         }
         let plot = with_legend_below(&body, &legend)?;
@@ -89,20 +97,38 @@ impl Figure for SpeedupBars<'_> {
                 .iter()
                 .map(|dataset| BarGroup {
                     label: dataset.clone(),
+                    // A slot per network and compute choice, so slots line up across groups.
                     bars: networks
                         .iter()
                         .enumerate()
-                        .map(|(ni, network)| {
+                        .flat_map(|(ni, network)| marks.iter().map(move |(compute, _)| (ni, network, compute)))
+                        .filter(|(_, network, compute)| {
+                            self.bars.iter().any(|b| {
+                                b.series.strategy() == *strategy
+                                    && &b.network == *network
+                                    && &b.series.compute == *compute
+                            })
+                        })
+                        .map(|(ni, network, compute)| {
                             self.bars
                                 .iter()
-                                .find(|b| &b.strategy == strategy && &b.network == network && &b.dataset == dataset)
-                                .map(|b| Bar { color: category_color(ni), outcome: b.speedup.clone() })
+                                .find(|b| {
+                                    b.series.strategy() == *strategy
+                                        && &b.network == network
+                                        && &b.dataset == dataset
+                                        && &b.series.compute == compute
+                                })
+                                .map(|b| Bar {
+                                    color: category_color(ni),
+                                    outcome: b.speedup.clone(),
+                                    mark: mark_of(compute),
+                                })
                         })
                         .collect(),
                 })
                 .collect();
             let panel = BarPanel {
-                title: strategy.clone(),
+                title: strategy.label.clone(),
                 y_desc: "speedup over single (×)".into(),
                 x_desc: Some("data set".into()),
                 groups,

@@ -16,10 +16,12 @@ use crate::draw::hatch::hatch_rect;
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::check_non_negative;
+use crate::plotted::outcome_mark;
 use crate::render::{render, DrawError, Figure};
 use crate::style::{font, is_light, shade, AXIS_PX, GRID, INK, NOTE_PX, TICK_PX};
 use crate::tables::three_significant;
-use crate::{Failure, FigureTarget, ReportError};
+use crate::{FigureTarget, ReportError, StrategySeries};
+use stratlab_results::Outcome;
 
 const FIGURE: &str = "step_breakdown";
 /// Pixels per bar row; the canvas height [`fitting_height_px`] gives keeps labels apart.
@@ -34,8 +36,8 @@ pub struct StepBreakdownBar {
     pub network: String,
     /// Data set name (`cifar10:synthetic` for synthetic data).
     pub dataset: String,
-    /// Strategy name.
-    pub strategy: String,
+    /// The strategy (with what it computed in, where that was not the default).
+    pub series: StrategySeries,
     /// Worker count W.
     pub workers: u32,
     /// Samples per worker per step; shown when a panel holds several.
@@ -45,7 +47,7 @@ pub struct StepBreakdownBar {
     /// The rank, from 0.
     pub rank: u32,
     /// How the trial ended, when not `ok`: its bar is what it recorded before that.
-    pub failure: Option<Failure>,
+    pub failure: Option<Outcome>,
     /// The mean counted step; `None` when no step was counted after warm-up.
     pub per_step: Option<StepSegments>,
 }
@@ -136,7 +138,7 @@ fn legend() -> Vec<LegendEntry> {
 
 /// A row's label: strategy, W, rank, and batch or repeat only where the panel varies them.
 fn row_label(bar: &StepBreakdownBar, several_batches: bool, repeats: bool) -> String {
-    let mut label = format!("{} W={}", bar.strategy, bar.workers);
+    let mut label = format!("{} W={}", bar.series.full_label(), bar.workers);
     if several_batches {
         label.push_str(&format!(" b{}", bar.batch_size));
     }
@@ -145,7 +147,7 @@ fn row_label(bar: &StepBreakdownBar, several_batches: bool, repeats: bool) -> St
     }
     label.push_str(&format!(" · rank {}", bar.rank));
     if let Some(failure) = &bar.failure {
-        label.push_str(&format!(" ({})", failure.label().to_uppercase()));
+        label.push_str(&format!(" ({})", outcome_mark(*failure).to_uppercase()));
     }
     label
 }
@@ -335,7 +337,7 @@ mod tests {
         StepBreakdownBar {
             network: "resnet18".into(),
             dataset: "cifar10".into(),
-            strategy: "data-parallel".into(),
+            series: StrategySeries::of(stratlab_strategy_spec::StrategyKind::DataParallel),
             workers: 2,
             batch_size: 64,
             repeat: 0,
@@ -357,7 +359,7 @@ mod tests {
     #[test]
     fn labels_name_batch_repeat_and_failure_only_when_needed() {
         let mut failed = bar(1, None);
-        failed.failure = Some(Failure::Crashed);
+        failed.failure = Some(Outcome::Crashed);
         assert_eq!(row_label(&failed, false, false), "data-parallel W=2 · rank 1 (CRASHED)");
         assert_eq!(row_label(&bar(0, None), true, true), "data-parallel W=2 b64 r0 · rank 0");
     }

@@ -7,21 +7,24 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::draw::axes::{axis_top, panel_grid};
-use crate::draw::bars::{any_repeats, draw_bar_panel, max_value, Bar, BarGroup, BarPanel, YScale};
+use crate::draw::bars::{
+    any_repeats, compute_marks, draw_bar_panel, mark_legend, max_value, Bar, BarGroup, BarPanel, Mark, YScale,
+};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{case_label, repeat_note, unique_in_order};
 use crate::render::DrawError;
-use crate::style::{strategy_color, strategy_rank, tint};
-use crate::Outcome;
+use crate::style::{strategy_color, tint};
+use crate::{Plotted, StrategySeries};
+use stratlab_strategy_spec::StrategyKind;
 
 /// One trial's values, one per panel, in panel order.
 pub(crate) struct CaseRow<'a> {
-    pub strategy: &'a str,
+    pub series: &'a StrategySeries,
     pub network: &'a str,
     pub dataset: &'a str,
     pub workers: u32,
-    pub values: Vec<Outcome>,
+    pub values: Vec<Plotted>,
 }
 
 /// A panel's caption and y axis description (with unit).
@@ -30,40 +33,99 @@ pub(crate) struct MetricPanel {
     pub y_desc: &'static str,
 }
 
-/// A bar series: a strategy at one worker count.
+/// A bar series: a strategy at one worker count, computing one way.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Series {
-    pub strategy: String,
+    /// The strategy (its compute choice in `compute`).
+    pub strategy: StrategySeries,
     pub workers: u32,
+    /// What it computed in, empty for the default.
+    pub compute: String,
     pub color: RGBColor,
+    pub mark: Mark,
 }
 
 impl Series {
-    /// "gpipe (W=4)"; plain "single" for the baseline.
+    /// "gpipe (W=4)"; plain "single" for the baseline. What it computed in is the mark's
+    /// own legend entry.
     pub(crate) fn label(&self) -> String {
-        if self.strategy.eq_ignore_ascii_case("single") && self.workers == 1 {
-            self.strategy.clone()
+        if self.strategy.kind == StrategyKind::Single && self.workers == 1 {
+            self.strategy.label.clone()
         } else {
-            format!("{} (W={})", self.strategy, self.workers)
+            format!("{} (W={})", self.strategy.label, self.workers)
         }
     }
 }
 
-/// The series of `pairs` in `style.rs`'s strategy order, then by W; a strategy seen at several W
-/// keeps its hue, lighter for larger W, so colour still names the strategy.
-pub(crate) fn strategy_series<'a>(pairs: impl IntoIterator<Item = (&'a str, u32)>) -> Vec<Series> {
-    let mut keys: Vec<(String, u32)> = Vec::new();
-    for (strategy, workers) in pairs {
-        if !keys.iter().any(|(s, w)| s == strategy && *w == workers) {
-            keys.push((strategy.to_string(), workers));
+/// The series of `pairs` in the figures' strategy order, then by W and compute; a strategy
+/// seen at several W keeps its hue, lighter for larger W, so colour still names the
+/// strategy, and what it computed in is its mark ([`compute_marks`]).
+pub(crate) fn strategy_series<'a>(pairs: impl IntoIterator<Item = (&'a StrategySeries, u32)>) -> Vec<Series> {
+    let mut keys: Vec<(StrategySeries, u32, String)> = Vec::new();
+    for (series, workers) in pairs {
+        let key = (series.strategy(), workers, series.compute.clone());
+        if !keys.contains(&key) {
+            keys.push(key);
         }
     }
-    keys.sort_by_key(|(s, w)| (strategy_rank(s), *w));
+    keys.sort();
+    let marks = compute_marks(keys.iter().map(|(_, _, compute)| compute.as_str()));
+    let mut widths: Vec<(StrategySeries, u32)> = keys.iter().map(|(s, w, _)| (s.clone(), *w)).collect();
+    widths.dedup();
     keys.iter()
-        .map(|(strategy, workers)| {
-            let rank = keys.iter().filter(|(s, w)| s == strategy && w < workers).count();
-            let color = tint(strategy_color(strategy), (0.3 * rank as f64).min(0.7));
-            Series { strategy: strategy.clone(), workers: *workers, color }
+        .map(|(strategy, workers, compute)| {
+            let rank = widths.iter().filter(|(s, w)| s == strategy && w < workers).count();
+            let color = tint(strategy_color(strategy.kind), (0.3 * rank as f64).min(0.7));
+            let mark = marks.iter().find(|(c, _)| c == compute).map_or(Mark::Plain, |(_, mark)| *mark);
+            Series { strategy: strategy.clone(), workers: *workers, compute: compute.clone(), color, mark }
+        })
+        .collect()
+}
+
+/// A curve's series: a strategy at one worker count computing one way, in its strategy's
+/// colour, lighter for each further worker count or compute choice of the strategy.
+pub(crate) struct CurveSeries {
+    series: StrategySeries,
+    workers: u32,
+    pub color: RGBColor,
+}
+
+impl CurveSeries {
+    /// Whether a curve of `series` at `workers` belongs to this series.
+    pub(crate) fn is(&self, series: &StrategySeries, workers: u32) -> bool {
+        &self.series == series && self.workers == workers
+    }
+
+    /// "gpipe (W=4) · bf16"; plain "single" for the baseline.
+    pub(crate) fn label(&self) -> String {
+        let compute = match self.series.compute.is_empty() {
+            true => String::new(),
+            false => format!(" · {}", self.series.compute),
+        };
+        if self.series.kind == StrategyKind::Single && self.workers == 1 {
+            format!("{}{compute}", self.series.label)
+        } else {
+            format!("{} (W={}){compute}", self.series.label, self.workers)
+        }
+    }
+}
+
+/// The curve series of `pairs` in the figures' strategy order, then by W and compute.
+pub(crate) fn curve_series<'a>(pairs: impl IntoIterator<Item = (&'a StrategySeries, u32)>) -> Vec<CurveSeries> {
+    let mut keys: Vec<(StrategySeries, u32, String, StrategySeries)> = Vec::new();
+    for (series, workers) in pairs {
+        let key = (series.strategy(), workers, series.compute.clone(), series.clone());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.sort();
+    keys.iter()
+        .enumerate()
+        .map(|(i, (strategy, workers, _, series))| {
+            let rank = keys[..i].iter().filter(|(s, ..)| s == strategy).count();
+            let color = tint(strategy_color(strategy.kind), (0.3 * rank as f64).min(0.7));
+            CurveSeries { series: series.clone(), workers: *workers, color }
         })
         .collect()
 }
@@ -87,15 +149,21 @@ pub(crate) fn draw_strategy_bars<DB: DrawingBackend>(
         }
         cases
     };
-    let series = strategy_series(rows.iter().map(|r| (r.strategy, r.workers)));
+    let series = strategy_series(rows.iter().map(|r| (r.series, r.workers)));
     let all = rows.iter().flat_map(|r| r.values.iter());
     let repeats = any_repeats(all.clone());
     let title = if one_dataset { format!("{title} — {}", datasets[0]) } else { title.to_string() };
 
     let body = with_title(root, &title, Some(&repeat_note(all.clone())))?;
-    let mut legend: Vec<LegendEntry> =
-        series.iter().map(|s| LegendEntry::new(Swatch::Fill(s.color), s.label())).collect();
-    if all.clone().any(|o| matches!(o, Outcome::Failed(_))) {
+    let mut legend: Vec<LegendEntry> = Vec::new();
+    for s in &series {
+        let entry = LegendEntry::new(Swatch::Fill(s.color), s.label());
+        if !legend.iter().any(|known| known.label == entry.label) {
+            legend.push(entry);
+        }
+    }
+    legend.extend(mark_legend(series.iter().map(|s| (s.compute.as_str(), s.mark))));
+    if all.clone().any(|o| !matches!(o, Plotted::Measured(_))) {
         legend.push(LegendEntry::new(Swatch::Failed, "failed trial (reason above)"));
     }
     let plot = with_legend_below(&body, &legend)?;
@@ -110,12 +178,13 @@ pub(crate) fn draw_strategy_bars<DB: DrawingBackend>(
                     .map(|s| {
                         rows.iter()
                             .find(|r| {
-                                r.strategy == s.strategy
+                                r.series.strategy() == s.strategy
+                                    && r.series.compute == s.compute
                                     && r.workers == s.workers
                                     && r.network == network
                                     && r.dataset == dataset
                             })
-                            .map(|r| Bar { color: s.color, outcome: r.values[pi].clone() })
+                            .map(|r| Bar { color: s.color, outcome: r.values[pi].clone(), mark: s.mark })
                     })
                     .collect(),
             })
@@ -142,11 +211,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn series_follow_spec_order_then_workers() {
-        let series = strategy_series([("gpipe", 4), ("single", 1), ("data-parallel", 8), ("data-parallel", 4)]);
+    fn series_follow_the_strategy_order_then_workers_and_keep_one_colour_per_strategy() {
+        let (gpipe, single, dp) = (
+            StrategySeries::of(StrategyKind::Gpipe),
+            StrategySeries::of(StrategyKind::Single),
+            StrategySeries::of(StrategyKind::DataParallel),
+        );
+        let dp_bf16 = dp.clone().computing("bf16");
+        let series = strategy_series([(&gpipe, 4), (&single, 1), (&dp, 8), (&dp, 4), (&dp_bf16, 4)]);
         let labels: Vec<String> = series.iter().map(Series::label).collect();
-        assert_eq!(labels, ["single", "data-parallel (W=4)", "data-parallel (W=8)", "gpipe (W=4)"]);
-        assert_eq!(series[1].color, strategy_color("data-parallel"));
-        assert_ne!(series[2].color, series[1].color);
+        assert_eq!(
+            labels,
+            ["single", "data-parallel (W=4)", "data-parallel (W=4)", "data-parallel (W=8)", "gpipe (W=4)"]
+        );
+        assert_eq!(series[1].color, strategy_color(StrategyKind::DataParallel));
+        // bf16 is a mark within data-parallel's colour, not another strategy.
+        assert_eq!((series[2].color, series[2].mark), (series[1].color, Mark::Hatched));
+        assert_ne!(series[3].color, series[1].color);
     }
 }

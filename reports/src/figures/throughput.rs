@@ -10,15 +10,15 @@ use plotters::prelude::*;
 use crate::figures::check_outcome;
 use crate::figures::strategy_bars::{draw_strategy_bars, CaseRow, MetricPanel};
 use crate::render::{render, DrawError, Figure};
-use crate::{FigureTarget, Outcome, ReportError};
+use crate::{FigureTarget, Plotted, ReportError, StrategySeries};
 
 const FIGURE: &str = "throughput";
 
 /// One trial's speed: throughput and epoch time for a strategy, network, data set and W.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThroughputBar {
-    /// Strategy name; bar colour.
-    pub strategy: String,
+    /// The strategy: its bar colour, and what it computed in as the bar's mark.
+    pub series: StrategySeries,
     /// Network name; x category.
     pub network: String,
     /// Data set name; x category (with the network) when the figure has several.
@@ -26,9 +26,9 @@ pub struct ThroughputBar {
     /// Worker count W.
     pub workers: u32,
     /// Training samples per second over all workers.
-    pub samples_per_s: Outcome,
+    pub samples_per_s: Plotted,
     /// Seconds per training epoch.
-    pub epoch_time_s: Outcome,
+    pub epoch_time_s: Plotted,
 }
 
 /// Draws throughput and epoch time per strategy into `target`; returns the files.
@@ -53,7 +53,7 @@ impl Figure for Throughput<'_> {
             .bars
             .iter()
             .map(|b| CaseRow {
-                strategy: &b.strategy,
+                series: &b.series,
                 network: &b.network,
                 dataset: &b.dataset,
                 workers: b.workers,

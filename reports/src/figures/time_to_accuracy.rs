@@ -13,10 +13,12 @@ use crate::draw::curves::{draw_curve_panel, Curve, CurvePanel};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::check_non_negative;
-use crate::figures::strategy_bars::strategy_series;
+use crate::figures::strategy_bars::curve_series;
+use crate::plotted::outcome_mark;
 use crate::render::{render, DrawError, Figure};
 use crate::style::REFERENCE;
-use crate::{Failure, FigureTarget, ReportError};
+use crate::{FigureTarget, ReportError, StrategySeries};
+use stratlab_results::Outcome;
 
 const FIGURE: &str = "time_to_accuracy";
 
@@ -32,14 +34,14 @@ pub struct AccuracyPoint {
 /// One run's accuracy over time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccuracyCurve {
-    /// Strategy name; curve colour.
-    pub strategy: String,
+    /// The strategy: the curve's colour (lighter for more workers or another compute choice).
+    pub series: StrategySeries,
     /// Worker count W.
     pub workers: u32,
     /// Evaluations in time order (may be empty for a run that failed before its first).
     pub points: Vec<AccuracyPoint>,
-    /// Why the run stopped early, if it did; drawn as an × where it stopped.
-    pub failure: Option<Failure>,
+    /// How the run ended where it stopped early; drawn as an × where it stopped.
+    pub failure: Option<Outcome>,
 }
 
 /// The curves of one network and data set, with the data set's target accuracy.
@@ -100,30 +102,23 @@ impl Figure for Tta<'_> {
         let max_s = f.curves.iter().flat_map(|c| c.points.iter().map(|p| p.wall_s)).fold(0.0, f64::max);
         let (divisor, unit) = time_unit(max_s);
         let target_pct = f.target_accuracy * 100.0;
-        let series = strategy_series(f.curves.iter().map(|c| (c.strategy.as_str(), c.workers)));
-        let color_of = |c: &AccuracyCurve| {
-            series
-                .iter()
-                .find(|s| s.strategy == c.strategy && s.workers == c.workers)
-                .map(|s| s.color)
-                .unwrap_or(REFERENCE)
-        };
+        let series = curve_series(f.curves.iter().map(|c| (&c.series, c.workers)));
 
         let mut legend = Vec::new();
         let mut curves = Vec::new();
         // Legend entries in series order, so the same strategy sits in the same place everywhere.
         for s in &series {
-            for c in f.curves.iter().filter(|c| c.strategy == s.strategy && c.workers == s.workers) {
+            for c in f.curves.iter().filter(|c| s.is(&c.series, c.workers)) {
                 let reached = c.first_reaching(f.target_accuracy);
                 let status = match (&c.failure, reached) {
                     (_, Some(p)) => format!("{} {unit} to target", crate::draw::axes::fmt_tick(&(p.wall_s / divisor))),
                     (Some(failure), None) => match c.points.last() {
                         Some(last) => format!(
                             "{} at {} {unit}",
-                            failure.label(),
+                            outcome_mark(*failure),
                             crate::draw::axes::fmt_tick(&(last.wall_s / divisor))
                         ),
-                        None => format!("{} before first evaluation", failure.label()),
+                        None => format!("{} before first evaluation", outcome_mark(*failure)),
                     },
                     (None, None) => "target not reached".into(),
                 };
@@ -134,9 +129,9 @@ impl Figure for Tta<'_> {
                 };
                 legend.push(LegendEntry::new(swatch, format!("{}: {status}", s.label())));
                 curves.push(Curve {
-                    color: color_of(c),
+                    color: s.color,
                     points: c.points.iter().map(|p| (p.wall_s / divisor, p.test_accuracy * 100.0)).collect(),
-                    failure: c.failure.as_ref().map(|f| f.label().to_string()),
+                    failure: c.failure.map(|outcome| outcome_mark(outcome).to_owned()),
                     highlight: reached.map(|p| {
                         let x = p.wall_s / divisor;
                         ((x, p.test_accuracy * 100.0), format!("{} {unit}", crate::draw::axes::fmt_tick(&x)))

@@ -4,7 +4,7 @@
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use super::embed::data_uri;
-use super::page::{FailedTrial, HtmlTable, ReportPage, ReportSection};
+use super::page::{FailedTrialRow, HtmlTable, ReportPage, ReportSection};
 use crate::ReportError;
 
 /// The page's styles, inline so the file needs nothing beside it.
@@ -126,7 +126,7 @@ fn figure_section(section: &ReportSection, uris: &[String]) -> Markup {
 
 /// Failed trials in a highlighted box; an explicit "none" when there are none, so a reader
 /// can tell an empty list from a missing one.
-fn failures(failures: &[FailedTrial]) -> Markup {
+fn failures(failures: &[FailedTrialRow]) -> Markup {
     let header = ["trial", "network", "data set", "strategy", "W", "outcome", "reason"];
     html! {
         section #failures .failures[!failures.is_empty()] {
@@ -146,7 +146,7 @@ fn failures(failures: &[FailedTrial]) -> Markup {
                                     td { (f.dataset) }
                                     td { (f.strategy) }
                                     td.num { (f.workers) }
-                                    td { span.outcome { (f.outcome) } }
+                                    td { span.outcome { (f.outcome.name()) } }
                                     td.reason { (f.reason) }
                                 }
                             }

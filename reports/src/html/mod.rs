@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::report_error::write_file;
 use crate::ReportError;
 
-pub use page::{FailedTrial, HtmlTable, ReportFigure, ReportPage, ReportSection};
+pub use page::{FailedTrialRow, HtmlTable, ReportFigure, ReportPage, ReportSection};
 
 /// The name of the report's "figure" in [`ReportError::InvalidInput`].
 const PAGE: &str = "html report";

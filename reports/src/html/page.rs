@@ -17,7 +17,7 @@ pub struct ReportPage {
     /// One section per figure kind, in the order given.
     pub sections: Vec<ReportSection>,
     /// Failed trials with their reasons; an empty list prints "no trial failed".
-    pub failures: Vec<FailedTrial>,
+    pub failures: Vec<FailedTrialRow>,
     /// The environment fingerprint as key/value pairs, in the order given.
     pub fingerprint: Vec<(String, String)>,
     /// The suite file as it was run, shown verbatim.
@@ -77,21 +77,22 @@ pub struct HtmlTable {
     pub numeric_columns: Vec<bool>,
 }
 
-/// A trial that produced no result, listed with the reason so a failure is never a gap.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FailedTrial {
+/// A trial that produced no result, as the page lists it with the reason, so a failure is
+/// never a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedTrialRow {
     /// The trial's identifier, as stored.
     pub trial_id: String,
     /// Network name.
     pub network: String,
     /// Data set name.
     pub dataset: String,
-    /// Strategy name.
+    /// The strategy as the report names it (`gpipe (m4) · bf16`).
     pub strategy: String,
     /// Worker count W.
     pub workers: u32,
-    /// The recorded outcome, e.g. `"oom"`, `"crashed"`, `"timeout"`.
-    pub outcome: String,
+    /// How it ended.
+    pub outcome: stratlab_results::Outcome,
     /// The recorded reason (an error message or the tail of a log), shown verbatim.
     pub reason: String,
 }

@@ -46,13 +46,13 @@ fn page(sections: Vec<ReportSection>) -> ReportPage {
         generated_at: "2025-06-01T10:00:00Z".into(),
         headline: Some(table("results", 3)),
         sections,
-        failures: vec![FailedTrial {
+        failures: vec![FailedTrialRow {
             trial_id: "t7".into(),
             network: "vgg16".into(),
             dataset: "imagenet".into(),
             strategy: "data-parallel".into(),
             workers: 4,
-            outcome: "oom".into(),
+            outcome: stratlab_results::Outcome::Oom,
             reason: "CUDA out of memory".into(),
         }],
         fingerprint: vec![("cpu".into(), "x86_64".into()), ("torch".into(), "2.13.0".into())],

@@ -5,32 +5,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use stratlab_perf_model::recommend::recommended;
-use stratlab_regressions::CellKey;
 use stratlab_results::stats::{kendall_tau, median};
-use stratlab_results::{PredictionRow, TrialRow};
-use stratlab_strategy_spec::compute_label;
+use stratlab_results::{CellKey, PredictionRow, RunView, TrialRow};
+use stratlab_units::Link;
 
 use super::machine_speed::trial_slowdowns;
 
 /// One cell: what was predicted before training and what its trials measured.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct JudgedCell {
-    pub(crate) network: String,
-    pub(crate) dataset: String,
-    pub(crate) strategy: String,
+    /// The cell.
+    pub(crate) key: CellKey,
     /// The strategy with the parameters it was given, and what it computes in where that is
     /// not float32 with SGD: `sharded-data-parallel (ZeRO-1) · adam`, `gpipe (m4)`.
     pub(crate) label: String,
-    pub(crate) workers: i64,
-    pub(crate) batch: i64,
-    /// The question the cell answers with the others of its group: network, data set,
-    /// batch and threads, and the link where one was emulated.
-    pub(crate) group: String,
-    /// The group without its link: a single worker talks to no one, runs once per such
-    /// group on loopback, and joins the group of every link its group ran over.
-    pub(crate) linkless_group: String,
-    /// The emulated link (`None`: loopback).
-    pub(crate) link: Option<String>,
     /// Samples per step over all workers: steps of different strategies compare per sample.
     pub(crate) global_batch: f64,
     pub(crate) prediction: PredictionRow,
@@ -45,6 +33,20 @@ pub(crate) struct JudgedCell {
     /// How much slower the machine ran during the cell's repeats than while the profiles
     /// were taken (their median; [`trial_slowdowns`]), where the run timed it.
     pub(crate) machine_slowdown: Option<f64>,
+}
+
+/// The question a cell answers with the others of its group: its network, data set, batch,
+/// threads, numerics and link, whatever the strategy and workers (a single cell's key with
+/// the group's link).
+pub(crate) fn group_of(key: &CellKey) -> CellKey {
+    CellKey { link: key.link, ..key.baseline() }
+}
+
+/// How tables name a group: `small-cnn · mnist · b128 · 2 threads · bf16 · 1 Gbit/s`.
+pub(crate) fn group_label(group: &CellKey) -> String {
+    let threads = group.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
+    let link = group.link.map(|link| format!(" · {}", link.name())).unwrap_or_default();
+    format!("{} · {} · b{}{threads}{}{link}", group.network, group.dataset, group.batch_size, group.compute_label())
 }
 
 impl JudgedCell {
@@ -63,7 +65,7 @@ impl JudgedCell {
     }
     /// Whether its errors count in the summaries: `single`'s prediction is its own training steps.
     pub(crate) fn judged(&self) -> bool {
-        self.workers > 1
+        self.key.workers > 1
     }
     /// Measured seconds per sample (the ranking's measure).
     fn measured_per_sample(&self) -> f64 {
@@ -82,50 +84,29 @@ fn relative(predicted: f64, measured: f64) -> f64 {
     (predicted - measured) / measured
 }
 
-/// Every prediction whose cell has an ok trial, judged; in the predictions' order.
-pub(crate) fn judge_cells(predictions: &[PredictionRow], trials: &[TrialRow]) -> Vec<JudgedCell> {
-    // A cell's repeats share `compare`'s cell key: everything of the trial row but the repeat.
-    let mut cells: BTreeMap<CellKey, Vec<&TrialRow>> = BTreeMap::new();
-    for trial in trials.iter().filter(|trial| trial.outcome == "ok") {
-        if let Ok(key) = CellKey::of(trial) {
-            cells.entry(key).or_default().push(trial);
-        }
+/// Every prediction whose cell has an ok trial in `run`, judged; in the predictions' order.
+pub(crate) fn judge_cells(predictions: &[PredictionRow], run: &RunView) -> Vec<JudgedCell> {
+    let mut cells: BTreeMap<&CellKey, Vec<&TrialRow>> = BTreeMap::new();
+    for (trial, key) in run.trials_with_cells().filter(|(trial, _)| trial.outcome.is_ok()) {
+        cells.entry(key).or_default().push(trial);
     }
-    let by_id: BTreeMap<&str, &TrialRow> = trials.iter().map(|trial| (trial.trial_id.as_str(), trial)).collect();
-    let slowdowns = trial_slowdowns(predictions, trials);
+    let by_id: BTreeMap<&str, (&TrialRow, &CellKey)> =
+        run.trials_with_cells().map(|(trial, key)| (trial.trial_id.as_str(), (trial, key))).collect();
+    let slowdowns = trial_slowdowns(predictions, run.trials());
     predictions
         .iter()
         .filter_map(|prediction| {
-            let first = by_id.get(prediction.trial_id.as_str())?;
-            let key = CellKey::of(first).ok()?;
-            let repeats = cells.get(&key)?;
+            let &(first, key) = by_id.get(prediction.trial_id.as_str())?;
+            let repeats = cells.get(key)?;
             let all = |get: fn(&TrialRow) -> Option<f64>| repeats.iter().filter_map(|t| get(t)).collect::<Vec<_>>();
             let of = |get: fn(&TrialRow) -> Option<f64>| median(&all(get));
             let p10s = all(|t| t.training.step_time_p10_s);
             let low = p10s.iter().copied().fold(f64::INFINITY, f64::min);
             let high = p10s.iter().copied().fold(0.0, f64::max);
             let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
-            let threads = first.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
-            // Strategies are ranked against each other in one precision, memory format and
-            // optimizer, as their speedups are measured against single in its own.
-            let compute = compute_label(key.precision, key.memory_format) + &key.optimizer.label();
-            let linkless_group =
-                format!("{} · {} · b{}{threads}{compute}", first.network, first.dataset, first.batch_size);
-            let named = first.strategy.strategy(&first.trial_id).map(|strategy| strategy.report_label(|_| true));
-            let label = named.unwrap_or_else(|_| first.strategy.strategy.clone()) + &compute;
             Some(JudgedCell {
-                network: first.network.clone(),
-                dataset: first.dataset.clone(),
-                strategy: first.strategy.strategy.clone(),
-                label,
-                workers: first.workers,
-                batch: first.batch_size,
-                group: match &first.link {
-                    Some(link) => format!("{linkless_group} · {link}"),
-                    None => linkless_group.clone(),
-                },
-                linkless_group,
-                link: first.link.clone(),
+                key: key.clone(),
+                label: key.strategy.report_label(|_| true) + &key.compute_label(),
                 global_batch: first.global_batch.max(1) as f64,
                 prediction: prediction.clone(),
                 measured_p10_s: median(&p10s)?,
@@ -181,9 +162,8 @@ impl Predictor {
 /// A predictor's recommendation for one group, judged by what the group measured.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Recommendation {
-    pub(crate) group: String,
-    /// The emulated link its cells talked over (`None`: loopback).
-    pub(crate) link: Option<String>,
+    /// The group ([`group_of`]); its link is the one its cells talked over.
+    pub(crate) group: CellKey,
     /// Cells the predictor ranked (those it predicts).
     pub(crate) ranked: usize,
     /// The cell it predicts fastest per sample, as `strategy×W`.
@@ -205,33 +185,37 @@ pub(crate) struct Recommendation {
 
 /// Per group with at least two cells the predictor predicts: its pick, judged.
 pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recommendation> {
-    let mut links: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut links: BTreeMap<CellKey, BTreeSet<Link>> = BTreeMap::new();
     for cell in cells {
-        if let Some(link) = &cell.link {
-            links.entry(cell.linkless_group.as_str()).or_default().insert(link);
+        if let Some(link) = cell.key.link {
+            links.entry(cell.key.baseline()).or_default().insert(link);
         }
     }
-    let mut groups: BTreeMap<String, (Option<String>, Vec<&JudgedCell>)> = BTreeMap::new();
+    let mut groups: BTreeMap<CellKey, Vec<&JudgedCell>> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
-        groups.entry(cell.group.clone()).or_insert_with(|| (cell.link.clone(), Vec::new())).1.push(cell);
-        if cell.workers == 1 && cell.link.is_none() {
-            for &link in links.get(cell.linkless_group.as_str()).into_iter().flatten() {
-                let group = format!("{} · {link}", cell.linkless_group);
-                groups.entry(group).or_insert_with(|| (Some(link.to_owned()), Vec::new())).1.push(cell);
+        groups.entry(group_of(&cell.key)).or_default().push(cell);
+        // A single worker talks to no one: it runs once, on loopback, and joins the group
+        // of every link its group ran over.
+        if cell.key.workers == 1 && cell.key.link.is_none() {
+            for &link in links.get(&cell.key.baseline()).into_iter().flatten() {
+                groups.entry(CellKey { link: Some(link), ..cell.key.baseline() }).or_default().push(cell);
             }
         }
     }
     groups
         .into_iter()
-        .filter(|(_, (_, members))| members.len() >= 2)
-        .map(|(group, (link, members))| {
+        .filter(|(_, members)| members.len() >= 2)
+        .map(|(group, members)| {
             let predicted: Vec<f64> = members
                 .iter()
                 .map(|cell| predictor.step_s(cell).unwrap_or(f64::INFINITY) / cell.global_batch)
                 .collect();
             let measured: Vec<f64> = members.iter().map(|cell| cell.measured_per_sample()).collect();
-            let options: Vec<(f64, usize)> =
-                members.iter().zip(&predicted).map(|(cell, &per_sample)| (per_sample, cell.workers as usize)).collect();
+            let options: Vec<(f64, usize)> = members
+                .iter()
+                .zip(&predicted)
+                .map(|(cell, &per_sample)| (per_sample, cell.key.workers as usize))
+                .collect();
             let pick = recommended(&options).unwrap_or(0);
             let best = argmin(&measured);
             let regret = measured[pick] / measured[best] - 1.0;
@@ -239,10 +223,9 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             // both measurements: a cell whose repeats spread by 14 % cannot be said to lose
             // by 6 % to one measured once.
             let noise = members[best].noise().max(members[pick].noise());
-            let name = |cell: &JudgedCell| format!("{}×{}", cell.label, cell.workers);
+            let name = |cell: &JudgedCell| format!("{}×{}", cell.label, cell.key.workers);
             Recommendation {
                 group,
-                link,
                 ranked: members.len(),
                 recommended: name(members[pick]),
                 fastest: name(members[best]),
@@ -264,17 +247,23 @@ fn argmin(values: &[f64]) -> usize {
 mod tests {
     use super::*;
 
-    fn cell(strategy: &str, workers: i64, predicted_s: f64, measured_p10_s: f64, spread: Option<f64>) -> JudgedCell {
+    fn cell(strategy: &str, workers: u32, predicted_s: f64, measured_p10_s: f64, spread: Option<f64>) -> JudgedCell {
+        let kind: stratlab_strategy_spec::StrategyKind = strategy.parse().unwrap();
         JudgedCell {
-            network: "small-cnn".into(),
-            dataset: "mnist".into(),
-            strategy: strategy.into(),
+            key: CellKey {
+                network: "small-cnn".into(),
+                dataset: "mnist".into(),
+                data_source: stratlab_results::DataSource::Real,
+                strategy: stratlab_strategy_spec::Strategy::new(kind, Default::default()).unwrap(),
+                workers,
+                batch_size: 16,
+                swept_threads: None,
+                link: None,
+                precision: Default::default(),
+                memory_format: Default::default(),
+                optimizer: Default::default(),
+            },
             label: strategy.into(),
-            workers,
-            batch: 16,
-            group: "small-cnn · mnist · b16".into(),
-            linkless_group: "small-cnn · mnist · b16".into(),
-            link: None,
             global_batch: (16 * workers) as f64,
             prediction: PredictionRow {
                 run_id: "r".into(),

@@ -10,10 +10,13 @@ mod machine_speed;
 use polars::prelude::Column;
 use stratlab_perf_model::recommend::SCALE_OUT_MARGIN;
 use stratlab_results::stats::{mean, median};
-use stratlab_results::{PredictionRow, TrialRow};
+use stratlab_results::{PredictionRow, RunView};
+use stratlab_strategy_spec::StrategyKind;
+use stratlab_units::Link;
 
-use judge::{judge_cells, recommend, JudgedCell, Predictor, Recommendation};
+use judge::{group_label, judge_cells, recommend, JudgedCell, Predictor, Recommendation};
 
+use crate::aggregate::Labels;
 use crate::tables::SummaryTable;
 use crate::{HtmlTable, PredictionError, ReportError, ReportFigure, ReportSection};
 
@@ -26,14 +29,15 @@ pub(crate) type PredictionSection = ([SummaryTable; 3], Vec<PredictionError>);
 /// prediction meets a finished trial.
 pub(crate) fn prediction_tables(
     predictions: &[PredictionRow],
-    trials: &[TrialRow],
+    run: &RunView,
+    labels: &Labels,
 ) -> Result<Option<PredictionSection>, ReportError> {
-    let cells = judge_cells(predictions, trials);
+    let cells = judge_cells(predictions, run);
     if cells.is_empty() {
         return Ok(None);
     }
     let tables = [cell_table(&cells)?, recommendation_table(&cells)?, summary_table(&cells)?];
-    Ok(Some((tables, step_errors(&cells))))
+    Ok(Some((tables, step_errors(&cells, labels))))
 }
 
 /// The recommendation table (thesis tables 8.1/8.2) and the summary of both predictors,
@@ -41,9 +45,9 @@ pub(crate) fn prediction_tables(
 /// --against`), or `None` when no prediction meets a finished trial.
 pub fn judged_predictions(
     predictions: &[PredictionRow],
-    trials: &[TrialRow],
+    run: &RunView,
 ) -> Result<Option<[SummaryTable; 2]>, ReportError> {
-    let cells = judge_cells(predictions, trials);
+    let cells = judge_cells(predictions, run);
     if cells.is_empty() {
         return Ok(None);
     }
@@ -51,15 +55,15 @@ pub fn judged_predictions(
 }
 
 /// Every judged cell's |step error| by each predictor that has a prediction for it.
-fn step_errors(cells: &[JudgedCell]) -> Vec<PredictionError> {
+fn step_errors(cells: &[JudgedCell], labels: &Labels) -> Vec<PredictionError> {
     cells
         .iter()
         .filter(|cell| cell.judged())
         .flat_map(|cell| {
             Predictor::BOTH.into_iter().filter_map(move |predictor| {
                 Some(PredictionError {
-                    strategy: cell.strategy.clone(),
-                    network: cell.network.clone(),
+                    series: labels.series(&cell.key).strategy(),
+                    network: cell.key.network.clone(),
                     predictor: predictor.name().to_owned(),
                     abs_error_percent: 100.0 * predictor.error(cell)?.abs(),
                 })
@@ -126,12 +130,12 @@ fn cell_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
     let text = |f: &dyn Fn(&JudgedCell) -> String| cells.iter().map(f).collect::<Vec<String>>();
     let float = |f: &dyn Fn(&JudgedCell) -> Option<f64>| cells.iter().map(f).collect::<Vec<Option<f64>>>();
     let columns = vec![
-        Column::new("network".into(), text(&|c| c.network.clone())),
-        Column::new("dataset".into(), text(&|c| c.dataset.clone())),
+        Column::new("network".into(), text(&|c| c.key.network.clone())),
+        Column::new("dataset".into(), text(&|c| c.key.dataset.clone())),
         Column::new("strategy".into(), text(&|c| c.label.clone())),
-        Column::new("W".into(), cells.iter().map(|c| c.workers).collect::<Vec<i64>>()),
-        Column::new("batch/worker".into(), cells.iter().map(|c| c.batch).collect::<Vec<i64>>()),
-        Column::new("link".into(), text(&|c| c.link.clone().unwrap_or_else(|| LOOPBACK.to_owned()))),
+        Column::new("W".into(), cells.iter().map(|c| i64::from(c.key.workers)).collect::<Vec<i64>>()),
+        Column::new("batch/worker".into(), cells.iter().map(|c| i64::from(c.key.batch_size)).collect::<Vec<i64>>()),
+        Column::new("link".into(), text(&|c| c.key.link.map_or_else(|| LOOPBACK.to_owned(), |link| link.name()))),
         Column::new("predicted step (ms)".into(), float(&|c| ms(c.prediction.step_s))),
         Column::new("thesis step (ms)".into(), float(&|c| ms(c.prediction.thesis_step_s))),
         Column::new("measured p10 (ms)".into(), float(&|c| ms(Some(c.measured_p10_s)))),
@@ -161,7 +165,7 @@ fn recommendation_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportErro
         .flat_map(|predictor| recommend(cells, predictor).into_iter().map(move |pick| (predictor, pick)))
         .collect();
     let columns = vec![
-        Column::new("group".into(), rows.iter().map(|(_, r)| r.group.clone()).collect::<Vec<_>>()),
+        Column::new("group".into(), rows.iter().map(|(_, r)| group_label(&r.group)).collect::<Vec<_>>()),
         Column::new("predictor".into(), rows.iter().map(|(p, _)| p.name().to_owned()).collect::<Vec<_>>()),
         Column::new("cells ranked".into(), rows.iter().map(|(_, r)| r.ranked as i64).collect::<Vec<_>>()),
         Column::new("recommended".into(), rows.iter().map(|(_, r)| r.recommended.clone()).collect::<Vec<_>>()),
@@ -188,23 +192,23 @@ fn recommendation_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportErro
 /// over the groups, top-1, regret and τ.
 fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
     let judged: Vec<&JudgedCell> = cells.iter().filter(|cell| cell.judged()).collect();
-    let mut strategies: Vec<String> = judged.iter().map(|cell| cell.strategy.clone()).collect();
-    strategies.dedup();
-    strategies.sort();
+    // Per strategy, in the order of their names.
+    let mut strategies: Vec<StrategyKind> = judged.iter().map(|cell| cell.key.kind()).collect();
+    strategies.sort_by_key(|kind| kind.name());
     strategies.dedup();
     let mut scopes: Vec<(String, Vec<&JudgedCell>)> = strategies
         .iter()
-        .map(|strategy| (strategy.clone(), judged.iter().copied().filter(|cell| &cell.strategy == strategy).collect()))
+        .map(|&kind| (kind.name().to_owned(), judged.iter().copied().filter(|cell| cell.key.kind() == kind).collect()))
         .collect();
     // Where some cells talked over emulated links, each link's cells and groups apart too.
-    let mut links: Vec<Option<String>> = judged.iter().map(|cell| cell.link.clone()).collect();
+    let mut links: Vec<Option<Link>> = judged.iter().map(|cell| cell.key.link).collect();
     links.sort();
     links.dedup();
-    let mut link_scopes: Vec<(String, Option<String>)> = Vec::new();
+    let mut link_scopes: Vec<(String, Option<Link>)> = Vec::new();
     if links.iter().any(Option::is_some) {
         for link in links {
-            let name = format!("multi-worker over {}", link.as_deref().unwrap_or(LOOPBACK));
-            let members = judged.iter().copied().filter(|cell| cell.link == link).collect();
+            let name = format!("multi-worker over {}", link.map_or_else(|| LOOPBACK.to_owned(), |link| link.name()));
+            let members = judged.iter().copied().filter(|cell| cell.key.link == link).collect();
             scopes.push((name.clone(), members));
             link_scopes.push((name, link));
         }
@@ -234,7 +238,7 @@ fn summary_table(cells: &[JudgedCell]) -> Result<SummaryTable, ReportError> {
             let link = link_scopes.iter().find(|(name, _)| name == scope).map(|(_, link)| link);
             let picks: Vec<&Recommendation> = match (scope.as_str(), link) {
                 ("all multi-worker", _) => every_pick.iter().collect(),
-                (_, Some(link)) => every_pick.iter().filter(|pick| &pick.link == link).collect(),
+                (_, Some(link)) => every_pick.iter().filter(|pick| &pick.group.link == link).collect(),
                 _ => Vec::new(),
             };
             let rate = |hit: fn(&Recommendation) -> bool| {

@@ -1,6 +1,7 @@
 //! How table cells read: three significant digits, "—" for nothing, failures in capitals.
 
 use polars::prelude::AnyValue;
+use stratlab_results::Outcome;
 
 /// What a cell with no value shows.
 pub const MISSING: &str = "—";
@@ -25,12 +26,11 @@ pub fn three_significant(value: f64) -> String {
     format!("{rounded:.decimals$}")
 }
 
-/// A stored outcome as a table shows it: `ok` as is, failures in capitals (`OOM`).
-pub fn outcome_label(outcome: &str) -> String {
-    if outcome == "ok" {
-        outcome.to_owned()
-    } else {
-        outcome.to_uppercase()
+/// An outcome as a table shows it: `ok` as is, failures in capitals (`OOM`).
+pub fn outcome_label(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Ok => outcome.name().to_owned(),
+        failed => failed.name().to_uppercase(),
     }
 }
 
@@ -75,8 +75,8 @@ mod tests {
 
     #[test]
     fn failures_are_capitalised() {
-        assert_eq!(outcome_label("oom"), "OOM");
-        assert_eq!(outcome_label("crashed"), "CRASHED");
-        assert_eq!(outcome_label("ok"), "ok");
+        assert_eq!(outcome_label(Outcome::Oom), "OOM");
+        assert_eq!(outcome_label(Outcome::Crashed), "CRASHED");
+        assert_eq!(outcome_label(Outcome::Ok), "ok");
     }
 }

@@ -7,56 +7,54 @@ use polars::prelude::{Column, DataFrame};
 
 use super::format::{outcome_label, three_significant};
 use super::summary_table::{align_numeric, SummaryTable};
-use crate::aggregate::{RunAggregates, ThroughputCell, NOT_RECORDED};
-use crate::{Outcome, ReportError};
-use stratlab_strategy_spec::{compute_label, MemoryFormat, OptimizerKind, Precision};
+use crate::aggregate::{RunAggregates, ThroughputCell};
+use crate::{Plotted, ReportError, StrategySeries, NOT_RECORDED};
+use stratlab_strategy_spec::{MemoryFormat, OptimizerKind, Precision};
 
 /// A matrix row: network, data set, batch per worker, what it computed in and the
 /// optimizer.
-type MatrixRow<'a> = (&'a str, &'a str, u32, (Precision, MemoryFormat), OptimizerKind);
+type MatrixRow = (String, String, u32, (Precision, MemoryFormat), OptimizerKind);
+
+/// A matrix column: a strategy as the run's labels name it (what it computed in is the
+/// row's), and W.
+type MatrixColumn = (StrategySeries, u32);
 
 const TITLE: &str = "Results matrix: training samples/s (median over repeats), ×speedup over single (W = 1)";
 
 /// The results matrix as a table: `network`, `dataset`, `batch/worker`, `compute`
 /// (`bf16 · channels_last`; only where some cell was not float32 on contiguous tensors),
-/// then one text column per `"<strategy> W=<w>"` (strategies in `style.rs`'s order, then W). A cell reads
-/// `1230 ×1.80`, `1230 ×1.80 (1/4 failed)`, `1230` (no baseline), `OOM`, or "—" when the
-/// run has no such trial.
+/// then one text column per `"<strategy> W=<w>"` (strategies in the figures' order, then W).
+/// A cell reads `1230 ×1.80`, `1230 ×1.80 (1/4 failed)`, `1230` (no baseline), `OOM`, or
+/// "—" when the run has no such trial.
 pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let cells = &aggregates.throughput;
     // What a cell computed in is a row of the matrix, not a column: a run whose `auto`
     // chose channels-last everywhere reads `fp32 · channels_last` once per row rather
     // than in every strategy's header, and two precisions of one network are two rows.
-    let keyed: Vec<(MatrixRow<'_>, (String, u32), &ThroughputCell)> = cells
+    let keyed: Vec<(MatrixRow, MatrixColumn, &ThroughputCell)> = cells
         .iter()
         .map(|cell| {
             let key = &cell.key;
-            // The label's compute suffix is what `compute_label` made of these typed fields.
-            let suffix = compute_label(key.precision, key.memory_format) + &key.optimizer.label();
-            let strategy = key.strategy.strip_suffix(suffix.as_str()).unwrap_or(&key.strategy);
             let compute = (key.precision, key.memory_format);
-            let row = (key.network.as_str(), key.dataset.as_str(), key.batch_size, compute, key.optimizer);
-            (row, (strategy.to_owned(), key.workers), cell)
+            let row = (key.network.clone(), key.dataset_label(), key.batch_size, compute, key.optimizer);
+            (row, (aggregates.labels.series(key).strategy(), key.workers), cell)
         })
         .collect();
-    let mut rows: Vec<MatrixRow<'_>> = Vec::new();
-    let mut columns: Vec<(String, u32)> = Vec::new();
+    let mut rows: Vec<MatrixRow> = Vec::new();
+    let mut columns: Vec<MatrixColumn> = Vec::new();
     for (row, column, _) in &keyed {
         if !rows.contains(row) {
-            rows.push(*row);
+            rows.push(row.clone());
         }
         if !columns.contains(column) {
             columns.push(column.clone());
         }
     }
-    // Stable: strategies `style.rs` does not know keep their order of appearance.
-    let first_seen = |strategy: &str| columns.iter().position(|(s, _)| s == strategy).unwrap_or(usize::MAX);
-    let mut ordered = columns.clone();
-    ordered.sort_by_key(|(strategy, workers)| (crate::style::strategy_rank(strategy), first_seen(strategy), *workers));
+    columns.sort();
 
     let mut frame_columns = vec![
-        Column::new("network".into(), rows.iter().map(|r| r.0.to_owned()).collect::<Vec<_>>()),
-        Column::new("dataset".into(), rows.iter().map(|r| r.1.to_owned()).collect::<Vec<_>>()),
+        Column::new("network".into(), rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>()),
+        Column::new("dataset".into(), rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()),
         Column::new("batch/worker".into(), rows.iter().map(|r| i64::from(r.2)).collect::<Vec<_>>()),
     ];
     // Runs that computed in float32 on contiguous tensors only (every run before the axes)
@@ -69,31 +67,31 @@ pub fn results_matrix(aggregates: &RunAggregates) -> Result<SummaryTable, Report
     if rows.iter().any(|row| !row.4.is_sgd()) {
         frame_columns.push(Column::new("optimizer".into(), rows.iter().map(|row| row.4.name()).collect::<Vec<_>>()));
     }
-    for (strategy, workers) in ordered {
+    for column in columns {
         let values: Vec<Option<String>> = rows
             .iter()
             .map(|row| {
                 keyed
                     .iter()
-                    .find(|(cell_row, (s, w), _)| cell_row == row && *s == strategy && *w == workers)
+                    .find(|(cell_row, cell_column, _)| cell_row == row && *cell_column == column)
                     .map(|(_, _, cell)| cell_text(cell))
             })
             .collect();
-        frame_columns.push(Column::new(format!("{strategy} W={workers}").into(), values));
+        frame_columns.push(Column::new(format!("{} W={}", column.0.label, column.1).into(), values));
     }
     let frame = DataFrame::new_infer_height(frame_columns).map_err(|source| ReportError::Column {
         table: "results_matrix".into(),
         column: "(all)".into(),
         source,
     })?;
-    Ok(SummaryTable { name: "results_matrix".into(), title: TITLE.into(), frame })
+    Ok(SummaryTable { name: "results_matrix".into(), title: TITLE.into(), frame, outcomes: Vec::new() })
 }
 
 /// One matrix cell's text.
 fn cell_text(cell: &ThroughputCell) -> String {
     let repeats = &cell.repeats;
     match &cell.wall_samples_per_s {
-        Outcome::Measured(stat) => {
+        Plotted::Measured(stat) => {
             let mut text = three_significant(stat.median);
             if let Some(speedup) = cell.speedup.speedup() {
                 text.push_str(&format!(" ×{}", three_significant(speedup.median)));
@@ -103,8 +101,8 @@ fn cell_text(cell: &ThroughputCell) -> String {
             }
             text
         }
-        Outcome::Failed(_) => match (&repeats.first_failure, repeats.ok()) {
-            (Some(failed), 0) => outcome_label(&failed.outcome),
+        Plotted::Failed(_) | Plotted::Missing(_) => match (&repeats.first_failure, repeats.ok()) {
+            (Some(failed), 0) => outcome_label(failed.outcome),
             _ => NOT_RECORDED.into(),
         },
     }

@@ -5,16 +5,18 @@ use polars::prelude::Column;
 
 use super::summary_table::{SummaryTable, OUTCOME_COLUMN};
 use crate::aggregate::{
-    bubble_share, CellKey, PipelineStage, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo,
+    bubble_share, CellKey, Labels, PipelineStage, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo,
 };
-use crate::{EventKind, Outcome, ReportError, Stat, Timeline};
+use crate::{PipelineTimeline, Plotted, ReportError, Stat};
+use stratlab_results::{EventKind, Outcome};
 
 const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const BYTES_PER_MIB: f64 = 1024.0 * 1024.0;
 
-/// Columns built one by one, then checked into a frame.
+/// Columns built one by one, then checked into a frame, with each row's outcome where the
+/// rows are cells or trials.
 #[derive(Default)]
-struct Columns(Vec<Column>);
+struct Columns(Vec<Column>, Vec<Outcome>);
 
 impl Columns {
     fn text(mut self, name: &str, values: Vec<String>) -> Self {
@@ -33,12 +35,12 @@ impl Columns {
         self.0.push(Column::new(name.into(), values));
         self
     }
-    /// The cell identity: network, data set, strategy, W, batch per worker.
-    fn keys<'a>(self, keys: impl Iterator<Item = &'a CellKey> + Clone) -> Self {
-        let text = |f: fn(&CellKey) -> &String| keys.clone().map(|k| f(k).clone()).collect();
-        self.text("network", text(|k| &k.network))
-            .text("dataset", text(|k| &k.dataset))
-            .text("strategy", text(|k| &k.strategy))
+    /// The cell identity: network, data set, strategy (as the run's labels name it), W,
+    /// batch per worker.
+    fn keys<'a>(self, labels: &Labels, keys: impl Iterator<Item = &'a CellKey> + Clone) -> Self {
+        self.text("network", keys.clone().map(|k| k.network.clone()).collect())
+            .text("dataset", keys.clone().map(CellKey::dataset_label).collect())
+            .text("strategy", keys.clone().map(|k| labels.strategy(k)).collect())
             .int("W", keys.clone().map(|k| Some(i64::from(k.workers))).collect())
             .int("batch/worker", keys.map(|k| Some(i64::from(k.batch_size))).collect())
     }
@@ -46,18 +48,24 @@ impl Columns {
     fn repeats<'a>(self, repeats: impl Iterator<Item = &'a Repeats> + Clone) -> Self {
         self.int("repeats ok", repeats.clone().map(|r| Some(r.ok() as i64)).collect())
             .int("repeats failed", repeats.clone().map(|r| Some(r.failed as i64)).collect())
-            .text(OUTCOME_COLUMN, repeats.map(cell_outcome).collect())
+            .outcomes(repeats.map(cell_outcome).collect())
+    }
+    /// The outcome column, and each row's outcome for display.
+    fn outcomes(mut self, outcomes: Vec<Outcome>) -> Self {
+        self = self.text(OUTCOME_COLUMN, outcomes.iter().map(|outcome| outcome.name().to_owned()).collect());
+        self.1 = outcomes;
+        self
     }
     fn finish(self, name: &str, title: &str) -> Result<SummaryTable, ReportError> {
-        SummaryTable::from_columns(name, title, self.0)
+        Ok(SummaryTable::from_columns(name, title, self.0)?.with_outcomes(self.1))
     }
 }
 
-/// The stored outcome that stands for a cell: `ok` when any repeat is, else the first failure.
-fn cell_outcome(repeats: &Repeats) -> String {
+/// The outcome that stands for a cell: `ok` when any repeat is, else the first failure.
+fn cell_outcome(repeats: &Repeats) -> Outcome {
     match (&repeats.first_failure, repeats.ok()) {
-        (Some(failed), 0) => failed.outcome.clone(),
-        _ => "ok".into(),
+        (Some(failed), 0) => failed.outcome,
+        _ => Outcome::Ok,
     }
 }
 
@@ -67,11 +75,11 @@ fn failure_note(repeats: &Repeats) -> Option<String> {
     let reason = failed.reason.as_deref().unwrap_or("no reason recorded");
     Some(match repeats.ok() {
         0 => reason.to_owned(),
-        _ => format!("first failed repeat: {} ({reason})", failed.outcome),
+        _ => format!("first failed repeat: {} ({reason})", failed.outcome.name()),
     })
 }
 
-fn stat_of(outcome: &Outcome) -> Option<Stat> {
+fn stat_of(outcome: &Plotted) -> Option<Stat> {
     outcome.stat().copied()
 }
 
@@ -94,7 +102,7 @@ pub fn speedup_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportE
     let notes =
         cells.iter().map(|c| c.speedup.missing_baseline().map(str::to_owned).or_else(|| failure_note(&c.repeats)));
     Columns::default()
-        .keys(cells.iter().map(|c| &c.key))
+        .keys(&aggregates.labels, cells.iter().map(|c| &c.key))
         .float("speedup (×, median)", medians(&speedup, 1.0))
         .float("speedup (×, min)", mins(&speedup))
         .float("speedup (×, max)", maxs(&speedup))
@@ -115,7 +123,7 @@ pub fn throughput_table(aggregates: &RunAggregates) -> Result<SummaryTable, Repo
         .zip(&epoch)
         .map(|(c, e)| e.map(|_| if c.epoch_time_estimated { "estimated" } else { "measured" }.to_owned()));
     Columns::default()
-        .keys(cells.iter().map(|c| &c.key))
+        .keys(&aggregates.labels, cells.iter().map(|c| &c.key))
         .float("samples/s (median)", medians(&wall, 1.0))
         .float("samples/s (min)", mins(&wall))
         .float("samples/s (max)", maxs(&wall))
@@ -131,11 +139,11 @@ pub fn throughput_table(aggregates: &RunAggregates) -> Result<SummaryTable, Repo
 /// Device utilisation and memory per cell, medians over repeats.
 pub fn device_usage_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let cells = &aggregates.device_usage;
-    let of = |f: fn(&crate::aggregate::DeviceUsageCell) -> &Outcome| -> Vec<Option<Stat>> {
+    let of = |f: fn(&crate::aggregate::DeviceUsageCell) -> &Plotted| -> Vec<Option<Stat>> {
         cells.iter().map(|c| stat_of(f(c))).collect()
     };
     Columns::default()
-        .keys(cells.iter().map(|c| &c.key))
+        .keys(&aggregates.labels, cells.iter().map(|c| &c.key))
         .float("utilisation mean (%, median)", medians(&of(|c| &c.utilisation_mean_pct), 1.0))
         .float("utilisation max (%, median)", medians(&of(|c| &c.utilisation_max_pct), 1.0))
         .float("memory mean (GiB, median)", medians(&of(|c| &c.memory_mean_bytes), 1.0 / BYTES_PER_GIB))
@@ -145,32 +153,33 @@ pub fn device_usage_table(aggregates: &RunAggregates) -> Result<SummaryTable, Re
 }
 
 /// Per-trial identity columns, the trial's outcome and its reason.
-fn trial_columns<'a>(trials: impl Iterator<Item = &'a TrialInfo> + Clone) -> (Columns, Columns) {
+fn trial_columns<'a>(labels: &Labels, trials: impl Iterator<Item = &'a TrialInfo> + Clone) -> (Columns, Columns) {
     let head = Columns::default()
-        .keys(trials.clone().map(|t| &t.key))
+        .keys(labels, trials.clone().map(|t| &t.key))
         .int("repeat", trials.clone().map(|t| Some(t.repeat)).collect());
-    let outcome = trials.clone().map(|t| t.failure.as_ref().map_or("ok".into(), |f| f.outcome.clone())).collect();
+    let outcome = trials.clone().map(|t| t.failure.as_ref().map_or(Outcome::Ok, |f| f.outcome)).collect();
     let reason = trials.map(|t| t.failure.as_ref().and_then(|f| f.reason.clone())).collect();
-    (head, Columns::default().text(OUTCOME_COLUMN, outcome).maybe_text("reason", reason))
+    (head, Columns::default().outcomes(outcome).maybe_text("reason", reason))
 }
 
 /// Time-to-accuracy, final accuracy and evaluation count per trial.
 pub fn time_to_accuracy_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let trials = &aggregates.accuracy;
-    let (head, tail) = trial_columns(trials.iter().map(|t| &t.trial));
+    let (head, tail) = trial_columns(&aggregates.labels, trials.iter().map(|t| &t.trial));
     let mut columns = head
         .float("target accuracy (%)", trials.iter().map(|t| Some(t.target_accuracy * 100.0)).collect())
         .float("time to accuracy (s)", trials.iter().map(|t| t.time_to_accuracy_s).collect())
         .float("final accuracy (%)", trials.iter().map(|t| t.final_accuracy.map(|a| a * 100.0)).collect())
         .int("evaluations", trials.iter().map(|t| Some(t.points.len() as i64)).collect());
     columns.0.extend(tail.0);
+    columns.1 = tail.1;
     columns.finish("time_to_accuracy", "Time to target test accuracy (wall seconds from the start of training)")
 }
 
 /// Loss-curve summary per trial: how many steps, where the loss started, ended and diverged.
 pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let trials = &aggregates.loss;
-    let (head, tail) = trial_columns(trials.iter().map(|t| &t.trial));
+    let (head, tail) = trial_columns(&aggregates.labels, trials.iter().map(|t| &t.trial));
     let source = trials.iter().map(|t| {
         t.steps_per_epoch.map(|spe| match spe {
             StepsPerEpoch::Counted(_) => "counted".to_owned(),
@@ -191,6 +200,7 @@ pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportErro
         columns = columns.int("skipped updates (fp16)", trials.iter().map(|t| t.skipped_updates).collect());
     }
     columns.0.extend(tail.0);
+    columns.1 = tail.1;
     columns.finish("loss_curves", "Training loss per trial (cross-entropy)")
 }
 
@@ -198,7 +208,7 @@ pub fn loss_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportErro
 /// warm-up) of compute, exposed and overlapped communication and idle time, and the shares.
 pub fn step_breakdown_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportError> {
     let ranks = &aggregates.step_breakdown;
-    let (head, tail) = trial_columns(ranks.iter().map(|r| &r.trial));
+    let (head, tail) = trial_columns(&aggregates.labels, ranks.iter().map(|r| &r.trial));
     let ms = |f: fn(&StepTimes) -> f64| -> Vec<Option<f64>> {
         ranks.iter().map(|r| r.per_step.as_ref().map(|s| f(s) * 1e3)).collect()
     };
@@ -218,6 +228,7 @@ pub fn step_breakdown_table(aggregates: &RunAggregates) -> Result<SummaryTable, 
         .float("comm (% of step)", pct(|s| s.communication_share))
         .float("overlapped (% of comm)", pct(|s| s.overlap_share));
     columns.0.extend(tail.0);
+    columns.1 = tail.1;
     columns.finish(
         "step_breakdown",
         "Step-time breakdown per rank: ms per step after warm-up and the share communication takes",
@@ -232,7 +243,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
         .iter()
         .flat_map(|pipeline| pipeline.stages().into_iter().map(move |stage| (&pipeline.trial, stage)))
         .collect();
-    let (head, tail) = trial_columns(stages.iter().map(|(trial, _)| *trial));
+    let (head, tail) = trial_columns(&aggregates.labels, stages.iter().map(|(trial, _)| *trial));
     let text = |f: fn(&PipelineStage) -> &String| -> Vec<String> { stages.iter().map(|(_, s)| f(s).clone()).collect() };
     let int = |f: fn(&PipelineStage) -> u32| -> Vec<Option<i64>> {
         stages.iter().map(|(_, s)| Some(i64::from(f(s)))).collect()
@@ -243,7 +254,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
     let mut columns = head
         .int("stage", int(|s| s.info.stage))
         .int("replicas", int(|s| s.replicas))
-        .text("schedule", text(|s| &s.info.schedule))
+        .text("schedule", stages.iter().map(|(_, s)| s.info.schedule.name().to_owned()).collect())
         .int("m", int(|s| s.info.micro_batches))
         .text("balance", text(|s| &s.info.balance))
         .text("layers", text(|s| &s.info.layers))
@@ -259,6 +270,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
         .float("compute (ms/step)", stages.iter().map(|(_, s)| s.compute_s.map(|c| c * 1e3)).collect())
         .int("timed steps", int(|s| s.timed_steps));
     columns.0.extend(tail.0);
+    columns.1 = tail.1;
     columns.finish(
         "pipeline_stages",
         "Pipeline stages: imbalance predicted by the partitioner and measured, bubble measured and (p − 1)/(m + p − 1)",
@@ -267,7 +279,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
 
 /// Measured and theoretical (GPipe) bubble share of each timeline (hand-built or scheduled
 /// timelines; a run's stored pipeline trials are tabled by [`pipeline_stages_table`]).
-pub fn bubble_table(timelines: &[Timeline]) -> Result<SummaryTable, ReportError> {
+pub fn bubble_table(timelines: &[PipelineTimeline]) -> Result<SummaryTable, ReportError> {
     let shares: Vec<_> = timelines.iter().map(bubble_share).collect();
     let micro_batches = timelines.iter().map(|t| {
         let mut ids: Vec<u32> =

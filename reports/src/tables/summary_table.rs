@@ -9,9 +9,9 @@ use polars::prelude::{AnyValue, Column, CsvWriter, DataFrame, SerWriter};
 use super::format::{cell_text, outcome_label};
 use crate::report_error::write_file;
 use crate::ReportError;
+use stratlab_results::Outcome;
 
-/// Name of the column holding a row's stored outcome (`ok`, `oom`, …). On display, the
-/// empty numeric cells of a row whose outcome is not `ok` show that outcome in capitals.
+/// Name of the column holding a row's outcome (`ok`, `oom`, …).
 pub const OUTCOME_COLUMN: &str = "outcome";
 
 /// One summary table: a frame of display columns with units in their names.
@@ -23,6 +23,10 @@ pub struct SummaryTable {
     pub title: String,
     /// The columns, full precision; units in the names (`"samples/s (median)"`).
     pub frame: DataFrame,
+    /// Each row's outcome, where the rows are cells or trials (empty otherwise): on
+    /// display, the empty numeric cells of a row whose outcome is not `ok` show that
+    /// outcome in capitals, and so does its outcome column.
+    pub outcomes: Vec<Outcome>,
 }
 
 impl SummaryTable {
@@ -33,7 +37,13 @@ impl SummaryTable {
             column: "(all)".into(),
             source,
         })?;
-        Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame })
+        Ok(SummaryTable { name: name.to_owned(), title: title.to_owned(), frame, outcomes: Vec::new() })
+    }
+
+    /// The same table with each row's outcome.
+    pub fn with_outcomes(mut self, outcomes: Vec<Outcome>) -> SummaryTable {
+        self.outcomes = outcomes;
+        self
     }
 
     /// Writes `dir/<name>.csv` (full-precision numbers, empty for null) and returns its path.
@@ -69,10 +79,10 @@ impl SummaryTable {
         let columns = self.frame.columns();
         let header = columns.iter().map(|c| c.name().to_string()).collect();
         let numeric: Vec<bool> = columns.iter().map(|c| c.dtype().is_primitive_numeric()).collect();
-        let outcome = self.frame.column(OUTCOME_COLUMN).ok().and_then(|c| c.str().ok());
         let rows = (0..self.frame.height())
             .map(|i| {
-                let failed = outcome.and_then(|o| o.get(i)).filter(|o| *o != "ok").map(outcome_label);
+                let failed =
+                    self.outcomes.get(i).filter(|outcome| !outcome.is_ok()).map(|&outcome| outcome_label(outcome));
                 columns
                     .iter()
                     .zip(&numeric)

@@ -10,13 +10,15 @@ use stratlab_reports::aggregate::{
 };
 use stratlab_reports::tables::{loss_table, speedup_table};
 use stratlab_reports::{
-    aggregate_run, matrix_for_terminal, summary_tables, EventKind, Failure, Outcome, RunAggregates, Stat, Timeline,
-    TimelineEvent,
+    aggregate_run, matrix_for_terminal, summary_tables, PipelineTimeline, Plotted, RunAggregates, Stat, TimelineEvent,
 };
 use stratlab_results::{
-    DeviceLoad, EpochRecord, EpochRow, Fingerprint, RunStore, StepRecord, StepRow, TrainingSummary, TrialRow,
-    TrialTables,
+    DataSource, DeviceLoad, EpochRecord, EpochRow, EventKind, Fingerprint, Outcome, RunStore, StepRecord, StepRow,
+    TrainingSummary, TrialDevice, TrialRow, TrialTables, UtcTime,
 };
+use stratlab_units::Link;
+
+use crate::common::{series, strategy_of};
 
 const GIB: u64 = 1 << 30;
 
@@ -41,14 +43,16 @@ pub(crate) fn trial(
     wall: Option<f64>,
 ) -> TrialRow {
     let ok = outcome == "ok";
+    let outcome: Outcome = outcome.parse().expect("an outcome name");
     TrialRow {
         run_id: "run".into(),
         trial_id: format!("small-cnn__mnist__{strategy}__w{workers}__b{batch}__r{repeat}"),
         index,
         network: "small-cnn".into(),
         dataset: "mnist".into(),
-        data_source: "real".into(),
-        strategy: crate::common::strategy_columns(strategy, (strategy == "gpipe").then_some(4)),
+        data_source: DataSource::Real,
+        strategy: strategy.parse().unwrap(),
+        parameters: (&strategy_of(strategy, (strategy == "gpipe").then_some(4))).into(),
         workers,
         batch_size: batch,
         global_batch: batch * workers,
@@ -58,17 +62,17 @@ pub(crate) fn trial(
         min_timed_steps_budget: None,
         repeat,
         seed: repeat,
-        device: "cpu".into(),
+        device: TrialDevice::Cpu,
         device_name: None,
         device_ids: None,
         host_name: None,
         threads: 1,
         swept_threads: None,
-        precision: None,
-        memory_format: None,
+        stored_precision: None,
+        stored_memory_format: None,
         precision_auto: None,
         memory_format_auto: None,
-        optimizer: None,
+        stored_optimizer: None,
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
@@ -79,13 +83,13 @@ pub(crate) fn trial(
         cudnn_tf32: None,
         metrics_every_steps: 1,
         target_accuracy: 0.8,
-        outcome: outcome.into(),
+        outcome,
         reason: (!ok).then(|| format!("{outcome} in repeat {repeat}")),
         reason_detail: None,
+        epochs_completed: 2,
+        steps_completed: 8,
         warmup_steps: 1,
         training: TrainingSummary {
-            epochs_completed: 2,
-            steps_completed: 8,
             seconds_per_epoch_mean: wall.map(|w| 60_000.0 / w),
             seconds_per_epoch_estimate: Some(600.0),
             step_time_median_s: None,
@@ -114,8 +118,8 @@ pub(crate) fn trial(
             energy_source: None,
         },
         wall_time_s: 100.0,
-        started_at: "2026-11-23T10:01:15Z".into(),
-        finished_at: "2026-11-23T10:02:55Z".into(),
+        started_at: UtcTime::parse_rfc3339("2026-11-23T10:01:15Z").unwrap(),
+        finished_at: UtcTime::parse_rfc3339("2026-11-23T10:02:55Z").unwrap(),
     }
 }
 
@@ -182,7 +186,7 @@ pub(crate) fn hand_made_run(root: &Path) -> RunStore {
         index - 1
     };
     let write = |row: TrialRow, steps: Vec<StepRow>| {
-        let epochs = if row.outcome == "ok" { epochs(&row) } else { Vec::new() };
+        let epochs = if row.outcome.is_ok() { epochs(&row) } else { Vec::new() };
         store
             .write_trial(TrialTables { epochs: &epochs, steps: &steps, ..TrialTables::new(&row) })
             .expect("write trial");
@@ -213,7 +217,8 @@ fn cell<'a>(aggregates: &'a RunAggregates, strategy: &str, workers: u32, batch_s
     let key = CellKey {
         network: "small-cnn".into(),
         dataset: "mnist".into(),
-        strategy: strategy.into(),
+        data_source: DataSource::Real,
+        strategy: strategy_of(strategy, (strategy == "gpipe").then_some(4)),
         workers,
         batch_size,
         swept_threads: None,
@@ -237,13 +242,14 @@ fn a_cell_over_a_link_with_latency_keeps_its_speedup_over_single() {
     {
         let mut row = trial(index as i64, strategy, workers, 128, 0, "ok", Some(wall));
         row.swept_threads = Some(2);
-        row.link = link.map(str::to_owned);
+        row.link = link.map(|name| Link::from_name(name).unwrap());
         store.write_trial(TrialTables { epochs: &epochs(&row), ..TrialTables::new(&row) }).expect("write trial");
     }
     let aggregates = aggregate_run(&store).expect("aggregate");
     let over_link = aggregates.throughput.iter().find(|c| c.key.workers == 2).expect("the data-parallel cell");
-    assert_eq!(over_link.key.strategy, format!("data-parallel · 2 threads over {link}"));
-    assert_eq!((over_link.key.swept_threads, over_link.key.link.as_deref()), (Some(2), Some(link)));
+    assert_eq!(aggregates.labels.strategy(&over_link.key), format!("data-parallel · 2 threads over {link}"));
+    let stored = over_link.key.link.map(|link| link.name());
+    assert_eq!((over_link.key.swept_threads, stored.as_deref()), (Some(2), Some(link)));
     let (speedup, efficiency) = speedup_of(over_link);
     assert_stat(&speedup, 1.5, 1.5, 1.5, 1);
     assert_stat(&efficiency, 0.75, 0.75, 0.75, 1);
@@ -287,19 +293,19 @@ fn throughput_speedup_and_efficiency_over_repeats() {
     assert_stat(w4.wall_samples_per_s.stat().expect("measured"), 300.0, 290.0, 310.0, 3);
     assert_eq!((w4.repeats.trials, w4.repeats.failed, w4.repeats.ok()), (4, 1, 3));
     let first = w4.repeats.first_failure.as_ref().expect("a failed repeat");
-    assert_eq!((first.outcome.as_str(), first.reason.as_deref()), ("crashed", Some("crashed in repeat 3")));
+    assert_eq!((first.outcome, first.reason.as_deref()), (Outcome::Crashed, Some("crashed in repeat 3")));
     let (speedup, efficiency) = speedup_of(w4);
     assert_stat(&speedup, 3.0, 290.0 / 110.0, 310.0 / 95.0, 3);
     assert_stat(&efficiency, 0.75, 290.0 / 440.0, 310.0 / 380.0, 3);
 
     let gpipe = cell(&aggregates, "gpipe", 2, 32);
-    assert_eq!(gpipe.wall_samples_per_s, Outcome::Failed(Failure::OutOfMemory));
-    assert_eq!(gpipe.seconds_per_epoch, Outcome::Failed(Failure::OutOfMemory));
-    assert_eq!(gpipe.speedup, Speedup::Failed(Failure::OutOfMemory));
+    assert_eq!(gpipe.wall_samples_per_s, Plotted::Failed(Outcome::Oom));
+    assert_eq!(gpipe.seconds_per_epoch, Plotted::Failed(Outcome::Oom));
+    assert_eq!(gpipe.speedup, Speedup::Failed(Plotted::Failed(Outcome::Oom)));
     assert_eq!((gpipe.repeats.trials, gpipe.repeats.failed), (2, 2));
 
     let diverged = cell(&aggregates, "data-parallel", 8, 32);
-    assert_eq!(diverged.speedup, Speedup::Failed(Failure::Diverged));
+    assert_eq!(diverged.speedup, Speedup::Failed(Plotted::Failed(Outcome::Diverged)));
 
     let no_baseline = cell(&aggregates, "data-parallel", 2, 64);
     assert_stat(no_baseline.wall_samples_per_s.stat().expect("measured"), 350.0, 350.0, 350.0, 1);
@@ -309,14 +315,14 @@ fn throughput_speedup_and_efficiency_over_repeats() {
     let sets = aggregates.speedup_bars_by_workers();
     assert_eq!(sets.iter().map(|s| s[0].workers).collect::<Vec<_>>(), [2, 4, 8]);
     assert_eq!(sets[0].len(), 3);
-    let bar = sets[0].iter().find(|b| b.strategy == "data-parallel" && b.speedup.stat().is_none()).expect("bar");
-    assert_eq!(bar.speedup, Outcome::Failed(Failure::Other(NO_BASELINE.into())));
+    let bar = sets[0].iter().find(|b| b.series == series("data-parallel") && b.speedup.stat().is_none()).expect("bar");
+    assert_eq!(bar.speedup, Plotted::Missing(NO_BASELINE.into()));
     assert_eq!(aggregates.scaling_points().len(), 6);
     assert_eq!(aggregates.throughput_bars().len(), 6);
 
     // Device usage: medians over the ok repeats, failures carried.
     let usage = aggregates.device_usage_bars();
-    let single_usage = usage.iter().find(|b| b.strategy == "single").expect("single");
+    let single_usage = usage.iter().find(|b| b.series == series("single")).expect("single");
     assert_stat(single_usage.utilisation_mean_pct.stat().expect("measured"), 50.0, 40.0, 60.0, 3);
     assert_stat(
         single_usage.memory_max_bytes.stat().expect("measured"),
@@ -326,8 +332,8 @@ fn throughput_speedup_and_efficiency_over_repeats() {
         3,
     );
     assert!(single_usage.memory_mean_bytes.stat().is_none(), "not recorded stays absent");
-    let gpipe_usage = usage.iter().find(|b| b.strategy == "gpipe").expect("gpipe");
-    assert_eq!(gpipe_usage.utilisation_max_pct, Outcome::Failed(Failure::OutOfMemory));
+    let gpipe_usage = usage.iter().find(|b| b.series == series("gpipe")).expect("gpipe");
+    assert_eq!(gpipe_usage.utilisation_max_pct, Plotted::Failed(Outcome::Oom));
 }
 
 #[test]
@@ -344,11 +350,11 @@ fn time_to_accuracy_and_loss_curves_per_trial() {
     assert_eq!((figure.network.as_str(), figure.dataset.as_str(), figure.target_accuracy), ("small-cnn", "mnist", 0.8));
     assert_eq!(figure.curves.len(), 14);
     // Both ranks of a W = 2 trial evaluate: the curve is the lead's, three points.
-    let w2 = figure.curves.iter().find(|c| c.strategy == "data-parallel" && c.workers == 2).expect("W=2 curve");
+    let w2 = figure.curves.iter().find(|c| c.series == series("data-parallel") && c.workers == 2).expect("W=2 curve");
     assert_eq!(w2.points.len(), 3);
     assert_eq!(w2.first_reaching(0.8).expect("reached").wall_s, 20.0);
-    let oom = figure.curves.iter().find(|c| c.strategy == "gpipe").expect("gpipe curve");
-    assert_eq!((oom.points.len(), oom.failure.clone()), (0, Some(Failure::OutOfMemory)));
+    let oom = figure.curves.iter().find(|c| c.series == series("gpipe")).expect("gpipe curve");
+    assert_eq!((oom.points.len(), oom.failure.clone()), (0, Some(Outcome::Oom)));
 
     let single = &aggregates.loss[0];
     assert_eq!(single.steps_per_epoch, Some(StepsPerEpoch::Counted(4)));
@@ -368,7 +374,7 @@ fn time_to_accuracy_and_loss_curves_per_trial() {
     let curves = aggregates.loss_curves();
     assert_eq!(curves.len(), 1);
     let failed = curves[0].curves.iter().find(|c| c.workers == 8).expect("curve");
-    assert_eq!(failed.failure, Some(Failure::Diverged));
+    assert_eq!(failed.failure, Some(Outcome::Diverged));
 
     // Skipped fp16 updates have a column only where some trial scaled its loss.
     const SKIPPED: &str = "skipped updates (fp16)";
@@ -404,8 +410,12 @@ fn gpipe_bubble_of_two_stages_and_four_micro_batches() {
             events.push(event(EventKind::Backward, backward));
         }
     }
-    let timeline =
-        Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, worker_labels: Vec::new(), events };
+    let timeline = PipelineTimeline {
+        title: "GPipe, 2 workers, 4 micro-batches".into(),
+        workers: 2,
+        worker_labels: Vec::new(),
+        events,
+    };
     let share = bubble_share(&timeline);
     assert!((share.measured - 0.2).abs() < 1e-12, "{share:?}");
     assert!((share.theoretical.expect("a pipeline") - 0.2).abs() < 1e-12);
@@ -479,5 +489,5 @@ fn a_run_of_only_single_trials_draws_single_at_speedup_one() {
     store.write_trial(TrialTables::new(&row)).expect("write");
     let bars = aggregate_run(&store).expect("aggregate").speedup_bars();
     assert_eq!(bars.len(), 1);
-    assert_eq!((bars[0].workers, bars[0].speedup.clone()), (1, Outcome::Measured(Stat::single(1.0))));
+    assert_eq!((bars[0].workers, bars[0].speedup.clone()), (1, Plotted::Measured(Stat::single(1.0))));
 }

@@ -80,7 +80,7 @@ fn speedup_bars_say_once_when_every_value_is_a_single_run() {
     let dir = tempfile::tempdir().unwrap();
     let bars: Vec<SpeedupBar> = speedup_bars_input()
         .into_iter()
-        .map(|b| SpeedupBar { speedup: b.speedup.stat().map_or(b.speedup.clone(), |s| Outcome::single(s.median)), ..b })
+        .map(|b| SpeedupBar { speedup: b.speedup.stat().map_or(b.speedup.clone(), |s| Plotted::single(s.median)), ..b })
         .collect();
     let written = speedup_bars(&bars, &FigureTarget::new(dir.path(), "single_runs")).unwrap();
     let (svg, png) = outputs(&written, dir.path(), "single_runs");
@@ -325,7 +325,7 @@ fn figures_without_data_are_an_error_not_an_empty_file() {
 #[test]
 fn non_finite_measurements_are_rejected_with_their_field() {
     let mut bars = throughput_input();
-    bars[2].samples_per_s = Outcome::Measured(Stat { median: f64::NAN, min: 1.0, max: 2.0, n: 3 });
+    bars[2].samples_per_s = Plotted::Measured(Stat { median: f64::NAN, min: 1.0, max: 2.0, n: 3 });
     let err = throughput(&bars, &FigureTarget::new(std::env::temp_dir(), "never")).unwrap_err();
     assert!(err.to_string().contains("bars[2].samples_per_s"), "{err}");
 }

@@ -341,14 +341,14 @@ fn text_table(title: &str, rows: usize, columns: usize) -> HtmlTable {
     }
 }
 
-fn failed(trial_id: &str, outcome: &str, reason: &str) -> FailedTrial {
-    FailedTrial {
+fn failed(trial_id: &str, outcome: &str, reason: &str) -> FailedTrialRow {
+    FailedTrialRow {
         trial_id: trial_id.into(),
         network: "vgg16".into(),
         dataset: "imagenet".into(),
         strategy: "data-parallel".into(),
         workers: 4,
-        outcome: outcome.into(),
+        outcome: outcome.parse().unwrap(),
         reason: reason.into(),
     }
 }

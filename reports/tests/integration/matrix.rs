@@ -48,8 +48,8 @@ fn what_a_cell_computed_in_is_a_row_of_the_matrix_not_a_column() {
         let mut row = trial(index as i64, strategy, workers, 32, 0, "ok", Some(wall));
         if let Some(precision) = precision {
             row.trial_id += "__bf16__channels-last";
-            row.precision = Some(precision.into());
-            row.memory_format = Some("channels_last".into());
+            row.stored_precision = Some(precision.parse().unwrap());
+            row.stored_memory_format = Some("channels_last".parse().unwrap());
         }
         let epochs = epochs(&row);
         store.write_trial(TrialTables { epochs: &epochs, ..TrialTables::new(&row) }).expect("write trial");
@@ -71,7 +71,7 @@ fn the_optimizer_is_a_row_of_the_matrix_with_its_own_single_baseline() {
         let mut row = trial(index as i64, strategy, workers, 32, 0, "ok", Some(wall));
         if let Some(optimizer) = optimizer {
             row.trial_id += "__adam";
-            row.optimizer = Some(optimizer.into());
+            row.stored_optimizer = Some(optimizer.parse().unwrap());
         }
         let epochs = epochs(&row);
         store.write_trial(TrialTables { epochs: &epochs, ..TrialTables::new(&row) }).expect("write trial");

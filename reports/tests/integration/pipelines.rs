@@ -12,7 +12,8 @@ use std::path::Path;
 
 use stratlab_reports::aggregate::PipelineTrial;
 use stratlab_reports::tables::pipeline_stages_table;
-use stratlab_reports::{aggregate_run, summary_tables, write_run_report, EventKind as DrawnKind, Format};
+use stratlab_reports::{aggregate_run, summary_tables, write_run_report, Format};
+use stratlab_results::DataSource;
 use stratlab_results::{pipeline_stage_rows, EventKind, EventRow, PipelineStageInfo, RunStore, TrialRow, TrialTables};
 
 const FORWARD_S: f64 = 0.25;
@@ -24,10 +25,11 @@ const STEPS: u64 = 3;
 fn trial(store: &RunStore, index: i64, strategy: &str, workers: i64, micro_batches: Option<i64>) -> TrialRow {
     let m = micro_batches.map_or(String::new(), |m| format!("__m{m}"));
     TrialRow {
-        strategy: crate::common::strategy_columns(strategy, micro_batches),
+        strategy: strategy.parse().unwrap(),
+        parameters: (&crate::common::strategy_of(strategy, micro_batches)).into(),
         workers,
         global_batch: 32 * workers,
-        data_source: "real".into(),
+        data_source: DataSource::Real,
         warmup_steps: 1,
         ..store_fixtures::trial(store.run_id(), &format!("resnet18__cifar10__{strategy}__w{workers}{m}__r0"), index)
     }
@@ -39,7 +41,7 @@ fn info(schedule: &str, replica: u32, stage: u32, micro_batches: u32) -> Pipelin
         replica,
         stage,
         stages: 2,
-        schedule: schedule.into(),
+        schedule: schedule.parse().unwrap(),
         micro_batches,
         balance: "uniform".into(),
         layers: if stage == 0 { "conv1+layer1+layer2".into() } else { "layer3+layer4+fc".into() },
@@ -191,7 +193,7 @@ fn a_timeline_is_the_first_step_after_warm_up_with_a_row_per_rank() {
     let aggregates = aggregate_run(&store).expect("aggregate");
     let timeline_of = |pipeline: &PipelineTrial| {
         let events: Vec<EventRow> = store.load_trial_rows(&pipeline.trial.trial_id).expect("events");
-        pipeline.timeline(&events).expect("a timeline")
+        pipeline.timeline(&events, &aggregates.labels.strategy(&pipeline.trial.key)).expect("a timeline")
     };
 
     let gpipe = timeline_of(&aggregates.pipelines[0]);
@@ -201,7 +203,7 @@ fn a_timeline_is_the_first_step_after_warm_up_with_a_row_per_rank() {
     assert_eq!(gpipe.events.len(), 12);
     let (start_s, end_s) = gpipe.span_s().expect("events");
     assert!(start_s == 10.0 && (end_s - 12.3).abs() < 1e-9, "{start_s}..{end_s}");
-    assert_eq!(gpipe.events.iter().filter(|e| e.kind == DrawnKind::SendRecv).count(), 2);
+    assert_eq!(gpipe.events.iter().filter(|e| matches!(e.kind, EventKind::Send | EventKind::Recv)).count(), 2);
 
     let hybrid = timeline_of(&aggregates.pipelines[4]);
     assert_eq!(aggregates.pipelines[4].trial.trial_id, trials[5].trial_id);
@@ -209,11 +211,11 @@ fn a_timeline_is_the_first_step_after_warm_up_with_a_row_per_rank() {
     assert_eq!(hybrid.workers, 4);
     assert_eq!(hybrid.worker_labels[3], "replica 1 · stage 1");
     let recomputed: Vec<(u32, Option<u32>)> =
-        hybrid.events.iter().filter(|e| e.kind == DrawnKind::Recompute).map(|e| (e.worker, e.micro_batch)).collect();
+        hybrid.events.iter().filter(|e| e.kind == EventKind::Recompute).map(|e| (e.worker, e.micro_batch)).collect();
     assert_eq!(recomputed, [(2, Some(0)), (2, Some(1))], "replica 1's stage 0 recomputes");
 
     // No compute event at all: nothing to draw.
-    assert!(aggregates.pipelines[0].timeline(&[]).is_none());
+    assert!(aggregates.pipelines[0].timeline(&[], "gpipe").is_none());
 }
 
 #[test]
@@ -227,12 +229,12 @@ fn the_bubble_figure_compares_the_schedules_across_micro_batch_counts() {
     let points: Vec<(&str, u32, f64)> = figure
         .points
         .iter()
-        .map(|p| (p.schedule.as_str(), p.micro_batches, p.bubble.stat().expect("measured").median))
+        .map(|p| (p.schedule.name(), p.micro_batches, p.bubble.stat().expect("measured").median))
         .collect();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert_eq!(
         points.iter().map(|p| (p.0, p.1)).collect::<Vec<_>>(),
-        [("1f1b", 2), ("1f1b", 4), ("gpipe", 2), ("gpipe", 4)]
+        [("gpipe", 2), ("gpipe", 4), ("1f1b", 2), ("1f1b", 4)]
     );
     assert!(points.iter().all(|&(_, m, bubble)| close(bubble, 1.0 / f64::from(m + 1))), "{points:?}");
 }

@@ -17,10 +17,11 @@ use stratlab_results::{RankBreakdownRow, RunStore, TrialRow, TrialTables};
 fn trial(store: &RunStore, index: i64, strategy: &str, workers: i64, outcome: &str) -> TrialRow {
     let trial_id = format!("resnet18__cifar10-synthetic__{strategy}__w{workers}__b32__r0");
     TrialRow {
-        strategy: crate::common::strategy_columns(strategy, None),
+        strategy: strategy.parse().unwrap(),
+        parameters: (&crate::common::strategy_of(strategy, None)).into(),
         workers,
         global_batch: 32 * workers,
-        outcome: outcome.into(),
+        outcome: outcome.parse().unwrap(),
         reason: (outcome != "ok").then(|| "rank 1 lost its peer".into()),
         reason_detail: None,
         ..store_fixtures::trial(store.run_id(), &trial_id, index)
@@ -73,12 +74,16 @@ fn per_step_times_and_shares_divide_the_stored_sums_by_the_counted_steps() {
     let dir = tempfile::tempdir().expect("temp dir");
     let aggregates = aggregate_run(&hand_made_run(dir.path())).expect("aggregate");
     let ranks = &aggregates.step_breakdown;
-    let identity: Vec<(&str, &str, u32, u32, u32, u64)> = ranks
+    let identity: Vec<(String, &str, u32, u32, u32, u64)> = ranks
         .iter()
         .map(|r| {
             let key = &r.trial.key;
-            (key.dataset.as_str(), key.strategy.as_str(), key.workers, key.batch_size, r.rank, r.steps)
+            (key.dataset_label(), key.strategy.name(), key.workers, key.batch_size, r.rank, r.steps)
         })
+        .collect();
+    let identity: Vec<(&str, &str, u32, u32, u32, u64)> = identity
+        .iter()
+        .map(|(dataset, strategy, w, b, rank, steps)| (dataset.as_str(), *strategy, *w, *b, *rank, *steps))
         .collect();
     assert_eq!(
         identity,
@@ -120,7 +125,7 @@ fn per_step_times_and_shares_divide_the_stored_sums_by_the_counted_steps() {
     );
     // The crashed trial keeps its failure; its rank without a counted step has no mean step.
     let crashed = ranks[2].trial.failure.as_ref().expect("crashed");
-    assert_eq!((crashed.outcome.as_str(), ranks[2].per_step), ("crashed", None));
+    assert_eq!((crashed.outcome, ranks[2].per_step), (stratlab_results::Outcome::Crashed, None));
     let rank_1 = ranks[3].per_step.expect("two counted steps");
     assert_eq!((rank_1.wall_s, rank_1.exposed_communication_share, rank_1.overlap_share), (0.5, Some(0.5), Some(0.0)));
 }

@@ -6,5 +6,6 @@
 
 mod common;
 mod pipeline_stages;
+mod schemas;
 mod store_runs;
 mod timeline;

@@ -22,7 +22,7 @@ fn info(schedule: &str, replica: u32, stage: u32, stages: u32, micro_batches: u3
         replica,
         stage,
         stages,
-        schedule: schedule.into(),
+        schedule: schedule.parse().unwrap(),
         micro_batches,
         balance: "[2,3]".into(),
         layers: if stage == 0 { "conv1+layer1".into() } else { "layer2+layer3+fc".into() },

@@ -137,7 +137,7 @@ fn diverged_losses_are_stored_as_nan_and_infinity_not_as_missing() {
     let store = new_store(dir.path());
     let run = store.run_id().to_owned();
     let mut row = trial(&run, "d", 0);
-    row.outcome = "diverged".into();
+    row.outcome = stratlab_results::Outcome::Diverged;
     row.training.final_loss = Some(f64::NAN);
     let mut step_rows = steps(&run, "d", 4);
     step_rows[1].record.loss = Some(f64::INFINITY);

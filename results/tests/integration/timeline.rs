@@ -116,7 +116,7 @@ fn breakdown_of_a_hand_made_two_rank_timeline_has_exact_numbers() {
 #[test]
 fn a_blocking_send_on_the_training_thread_counts_as_exposed_communication() {
     let mut send = event(0, 0, EventKind::Send, 1.0, 1.5);
-    send.lane = "compute".into();
+    send.lane = stratlab_results::Lane::Compute;
     let rows = rank_breakdown("r", "t", &[event(0, 0, EventKind::Forward, 0.0, 1.0), send], 0);
     assert_eq!(rows, [breakdown(0, 1, [1.5, 1.0, 0.5, 0.5, 0.0, 0.0], Some(0.0))]);
 }
@@ -195,10 +195,10 @@ fn a_trial_with_events_gets_a_chrome_trace_with_one_slice_per_event() {
     assert_eq!(
         names("thread_name"),
         [
-            (0, Some(1), "comm".into()),
             (0, Some(0), "compute".into()),
-            (1, Some(1), "comm".into()),
-            (1, Some(0), "compute".into())
+            (0, Some(1), "comm".into()),
+            (1, Some(0), "compute".into()),
+            (1, Some(1), "comm".into())
         ]
     );
 }
@@ -240,7 +240,7 @@ fn bus_bandwidth_is_algorithm_bandwidth_times_2_w_minus_1_over_w() {
     let w4 = probe(ProbeKind::AllReduce, 4);
     assert_eq!(w4.algorithm_gbps, algorithm);
     assert_eq!(w4.bus_gbps, algorithm * 1.5, "W = 4: 2(W−1)/W = 1.5");
-    assert_eq!(w4.kind, "all_reduce");
+    assert_eq!(w4.kind, stratlab_results::ProbeKind::AllReduce);
     let p2p = probe(ProbeKind::P2p, 4);
     assert_eq!(p2p.bus_gbps, p2p.algorithm_gbps);
 }

@@ -104,7 +104,7 @@ pub fn train(
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
     observer.on_trained(&store);
     report.events = timeline.into_events();
-    report.pipeline = Some(runner.worker.stage_info(strategy.name()));
+    report.pipeline = Some(runner.worker.stage_info(strategy.kind()));
     Ok(report)
 }
 

@@ -26,7 +26,7 @@ use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
-use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule};
+use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, StrategyKind};
 
 use super::partition::StagePlan;
 use crate::autograd::backward_with_grad;
@@ -449,7 +449,7 @@ impl<'a> StageWorker<'a> {
     /// What this rank reports about its stage, as the `pipeline_stages` table takes it: its
     /// place, the plan every rank ran and the memory its activations took. `strategy`
     /// names the strategy that ran it.
-    pub(super) fn stage_info(&self, strategy: &str) -> PipelineStageInfo {
+    pub(super) fn stage_info(&self, strategy: StrategyKind) -> PipelineStageInfo {
         let Layout { stage, stages, replica, .. } = self.layout;
         let layers = self.plan.ranges[stage].clone();
         PipelineStageInfo {
@@ -457,7 +457,7 @@ impl<'a> StageWorker<'a> {
             replica: replica as u32,
             stage: stage as u32,
             stages: stages as u32,
-            schedule: strategy.to_owned(),
+            schedule: strategy,
             micro_batches: self.schedule.micro_batches(self.micro_batches) as u32,
             balance: self.plan.balance.to_string(),
             layers: self.local.stage_names().join("+"),

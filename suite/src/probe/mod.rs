@@ -77,8 +77,8 @@ fn run_rank(args: &ProbeArgs, plan: &ProbePlan, launch: &Launch) -> anyhow::Resu
     }
     let fingerprint = crate::fingerprint::collect(None);
     let store = RunStore::create_probe(&args.store, &fingerprint)?;
-    let link = args.link.and_then(|link| link.emulated().map(|_| link.label()));
-    let rows = probe_rows(store.run_id(), launch.world_size, &measurements, link.as_deref())?;
+    let link = args.link.and_then(|link| link.emulated().copied());
+    let rows = probe_rows(store.run_id(), launch.world_size, &measurements, link)?;
     store.write_probes(&rows)?;
     print_tables(&rows, launch.world_size, plan);
     println!("probe run: {}", store.run_dir().display());
@@ -178,7 +178,7 @@ mod tests {
             Measurement { kind: ProbeKind::AllReduce, src: None, dst: None, bytes: 1_000_000, times_s: vec![1e-3] },
         ];
         let rows = probe_rows("r", 4, &measurements, None).unwrap();
-        assert_eq!((rows[0].src, rows[0].dst, rows[0].kind.as_str()), (Some(1), Some(0), "p2p"));
+        assert_eq!((rows[0].src, rows[0].dst, rows[0].kind.name()), (Some(1), Some(0), "p2p"));
         // 1e6 bytes in a 2 ms median: 0.5 GB/s, the same on the bus for p2p.
         assert!((rows[0].algorithm_gbps - 0.5).abs() < 1e-12 && rows[0].bus_gbps == rows[0].algorithm_gbps);
         // All-reduce over 4 ranks: 1 GB/s × 2·3/4.

@@ -13,7 +13,7 @@ pub(super) fn probe_rows(
     run_id: &str,
     world_size: usize,
     measurements: &[Measurement],
-    link: Option<&str>,
+    link: Option<stratlab_perf_model::Link>,
 ) -> anyhow::Result<Vec<ProbeRow>> {
     let world_size = u32::try_from(world_size).context("world size")?;
     measurements
@@ -29,7 +29,7 @@ pub(super) fn probe_rows(
                 bytes: m.bytes,
             };
             let row = ProbeRow::from_times(spec, &m.times_s)?;
-            Ok(ProbeRow { link: link.map(str::to_owned), ..row })
+            Ok(ProbeRow { link, ..row })
         })
         .collect()
 }
@@ -72,7 +72,7 @@ pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {
         header.insert(0, "pair");
     }
     table.set_header(header.clone());
-    for row in rows.iter().filter(|row| row.kind == kind.name()) {
+    for row in rows.iter().filter(|row| row.kind == kind) {
         let mut cells = vec![
             ByteSize(row.bytes).approximate(),
             format_duration(row.median_s),

@@ -108,12 +108,12 @@ pub(super) fn event_rows(run_id: &str, trial_id: &str, reports: &[(usize, &Train
                 rank: *rank as u32,
                 step: event.step,
                 micro_batch: event.micro_batch,
-                kind: event.kind.name().to_string(),
+                kind: event.kind,
                 name: event.name.clone(),
                 start_s: seconds(event.start_ns),
                 end_s: seconds(event.end_ns),
                 bytes: event.bytes,
-                lane: if event.kind.is_communication() { Lane::Comm } else { Lane::Compute }.name().to_string(),
+                lane: if event.kind.is_communication() { Lane::Comm } else { Lane::Compute },
             })
         })
         .collect()

@@ -67,8 +67,8 @@ fn a_trial_killed_by_its_timeout_leaves_nothing_of_its_link() {
     let run = crate::run_folders(&store).into_iter().next().expect("the run");
     let trials: Vec<TrialRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
     assert_eq!(trials.len(), 1);
-    assert_eq!(trials[0].outcome, "timeout", "{:?}", trials[0].reason);
-    assert_eq!(trials[0].link.as_deref(), Some("100 Mbit/s · 2 ms"));
+    assert_eq!(trials[0].outcome.name(), "timeout", "{:?}", trials[0].reason);
+    assert_eq!(trials[0].link.map(|link| link.name()).as_deref(), Some("100 Mbit/s · 2 ms"));
     // The delay line's threads ran on this machine's cores; the row says for how long.
     assert!(trials[0].link_emulation_cpu_s.is_some_and(|seconds| seconds > 0.0), "{:?}", trials[0]);
     assert!(trials[0].trial_id.ends_with("__link-100Mbit-2ms__r0"), "{}", trials[0].trial_id);
@@ -131,7 +131,7 @@ fn where_links_cannot_be_emulated_shaped_trials_are_infeasible_and_the_rest_runs
     let run = crate::run_folders(&store).into_iter().next().unwrap_or_else(|| panic!("no run: {}", text(&out)));
     let mut trials: Vec<TrialRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
     trials.sort_by_key(|trial| trial.index);
-    let outcomes: Vec<(&str, &str)> = trials.iter().map(|t| (t.trial_id.as_str(), t.outcome.as_str())).collect();
+    let outcomes: Vec<(&str, &str)> = trials.iter().map(|t| (t.trial_id.as_str(), t.outcome.name())).collect();
     assert_eq!(
         outcomes,
         [
@@ -179,9 +179,12 @@ fn three_ranks_talk_over_a_bridge_and_over_the_delay_line() {
         assert!(out.status.success(), "{link}: {}", text(&out));
         let run = crate::run_folders(store.path()).into_iter().next().expect("the probe run");
         let rows: Vec<stratlab_results::ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
-        let pairs = rows.iter().filter(|row| row.kind == "p2p").count();
+        let pairs = rows.iter().filter(|row| row.kind.name() == "p2p").count();
         assert_eq!(pairs, 3 * 2, "{link}: every pair of 3 ranks at 2 sizes");
-        assert!(rows.iter().all(|row| row.world_size == 3 && row.link.as_deref() == Some(label)), "{rows:#?}");
+        assert!(
+            rows.iter().all(|row| row.world_size == 3 && row.link.map(|link| link.name()).as_deref() == Some(label)),
+            "{rows:#?}"
+        );
         assert!(made_by(pid).is_empty(), "{link}: the link is gone");
     }
 }

@@ -66,7 +66,7 @@ fn the_largest_batch_under_a_limit_is_found_the_same_twice_trained_and_drawn() {
             assert!(probe.peak_memory_bytes.unwrap() <= 40 << 20, "{probe:?}");
         } else {
             // Over the limit at the allocation that would pass it, said in one line.
-            assert_eq!(probe.outcome, "oom", "{probe:?}");
+            assert_eq!(probe.outcome.name(), "oom", "{probe:?}");
             let reason = probe.reason.as_deref().unwrap();
             assert!(reason.contains("over the worker's limit of 41943040 bytes"), "{probe:?}");
             // And where: the pass the allocation was for.
@@ -78,7 +78,7 @@ fn the_largest_batch_under_a_limit_is_found_the_same_twice_trained_and_drawn() {
     }
     // The cell then trains at that batch, under the same limit.
     assert_eq!(trials.len(), 1);
-    assert_eq!((trials[0].batch_size, trials[0].outcome.as_str()), (largest, "ok"));
+    assert_eq!((trials[0].batch_size, trials[0].outcome.name()), (largest, "ok"));
     assert!(trials[0].trial_id.contains("__bmax"), "{}", trials[0].trial_id);
 
     let report = crate::run_folders(&store).pop().unwrap().join("report");

@@ -47,7 +47,7 @@ fn a_rank_killed_mid_training_crashes_the_trial_and_its_peer_exits_with_an_error
     let rows: Vec<TrialRow> = store.load_rows().unwrap();
     assert_eq!(rows.len(), 1);
     let row = &rows[0];
-    assert_eq!(row.outcome, "crashed");
+    assert_eq!(row.outcome.name(), "crashed");
     let reason = row.reason.clone().unwrap_or_default();
     assert!(reason.starts_with("rank 1:") && reason.contains("SIGKILL"), "{reason}");
     // The surviving rank ended on its own, by an error, long before the trial's 90 s
@@ -61,7 +61,7 @@ fn a_data_parallel_trace_has_every_rank_and_all_reduces_overlapping_backward() {
     let dir = tempfile::tempdir().unwrap();
     let store = run_suite(dir.path(), SUITE, None);
     let rows: Vec<TrialRow> = store.load_rows().unwrap();
-    assert_eq!(rows[0].outcome, "ok", "{:?}", rows[0].reason);
+    assert_eq!(rows[0].outcome.name(), "ok", "{:?}", rows[0].reason);
     let trace_path = store.trace_path(&rows[0].trial_id);
     let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace_path).unwrap()).unwrap();
     let events = trace["traceEvents"].as_array().expect("traceEvents");
@@ -83,16 +83,17 @@ fn a_data_parallel_trace_has_every_rank_and_all_reduces_overlapping_backward() {
     let table: Vec<EventRow> = store.load_rows().unwrap();
     for rank in [0, 1] {
         let of_rank: Vec<&EventRow> = table.iter().filter(|event| event.rank == rank).collect();
-        let overlapping = of_rank.iter().filter(|event| event.kind == "all_reduce" && event.step >= 2).any(|reduce| {
-            of_rank.iter().any(|backward| {
-                backward.kind == "backward"
-                    && backward.step == reduce.step
-                    && backward.start_s < reduce.end_s
-                    && reduce.start_s < backward.end_s
-            })
-        });
+        let overlapping =
+            of_rank.iter().filter(|event| event.kind.name() == "all_reduce" && event.step >= 2).any(|reduce| {
+                of_rank.iter().any(|backward| {
+                    backward.kind.name() == "backward"
+                        && backward.step == reduce.step
+                        && backward.start_s < reduce.end_s
+                        && reduce.start_s < backward.end_s
+                })
+            });
         assert!(overlapping, "rank {rank}: no all-reduce overlaps a backward stage");
-        assert!(of_rank.iter().filter(|e| e.kind == "all_reduce").all(|e| e.bytes.unwrap_or(0) > 0));
+        assert!(of_rank.iter().filter(|e| e.kind.name() == "all_reduce").all(|e| e.bytes.unwrap_or(0) > 0));
     }
     let breakdown: Vec<RankBreakdownRow> = store.load_rows().unwrap();
     assert_eq!(breakdown.len(), 2);

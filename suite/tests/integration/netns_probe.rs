@@ -132,13 +132,13 @@ fn probe_between_two_network_namespaces_measures_both_directions_over_the_veth()
         let (src, dst) = (0, 1);
         let row = rows
             .iter()
-            .find(|row| row.kind == "p2p" && row.src == Some(src) && row.dst == Some(dst) && row.bytes == bytes)
+            .find(|row| row.kind.name() == "p2p" && row.src == Some(src) && row.dst == Some(dst) && row.bytes == bytes)
             .unwrap_or_else(|| panic!("no p2p {src}→{dst} row of {bytes} bytes in {rows:#?}"));
         assert_eq!((row.world_size, row.repeats, row.backend.as_str()), (2, REPEATS, "gloo"));
         assert!(row.algorithm_gbps > 0.0 && row.min_s <= row.median_s && row.median_s <= row.max_s, "{row:?}");
         let all_reduce = rows
             .iter()
-            .find(|row| row.kind == "all_reduce" && row.bytes == bytes)
+            .find(|row| row.kind.name() == "all_reduce" && row.bytes == bytes)
             .unwrap_or_else(|| panic!("no all-reduce row of {bytes} bytes in {rows:#?}"));
         assert_eq!((all_reduce.src, all_reduce.dst), (None, None));
         // With W = 2, bus bandwidth = algorithm bandwidth × 2(W−1)/W = algorithm bandwidth.
@@ -146,12 +146,12 @@ fn probe_between_two_network_namespaces_measures_both_directions_over_the_veth()
         assert!((all_reduce.bus_gbps - all_reduce.algorithm_gbps).abs() <= 1e-12 * all_reduce.algorithm_gbps);
     }
     assert_eq!(rows.len(), SIZES.len() * 3, "the pair and the all-reduce, idle and loaded, per size: {rows:#?}");
-    assert_eq!(rows.iter().filter(|row| row.kind == "all_reduce_loaded").count(), SIZES.len());
+    assert_eq!(rows.iter().filter(|row| row.kind.name() == "all_reduce_loaded").count(), SIZES.len());
 
     // The bytes really crossed the veth: every timed p2p transfer moved `bytes` from rank 0's
     // namespace to rank 1's (the ping of 0→1), warm-up and all-reduce on top.
     let p2p_bytes_to_rank1: u64 =
-        rows.iter().filter(|row| row.kind == "p2p").map(|row| row.bytes * u64::from(row.repeats)).sum();
+        rows.iter().filter(|row| row.kind.name() == "p2p").map(|row| row.bytes * u64::from(row.repeats)).sum();
     let (rx_after, _) = pair.counters(1);
     let (_, tx_after) = pair.counters(0);
     assert!(

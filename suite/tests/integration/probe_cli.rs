@@ -39,7 +39,7 @@ fn local_probe_of_two_workers_stores_their_pair_and_the_all_reduce_and_prints_th
     assert!(stdout.contains(&format!("probe run: {}", runs[0].display())), "{stdout}");
     let rows: Vec<ProbeRow> = RunStore::open(&runs[0]).unwrap().load_rows().unwrap();
     let mut keys: Vec<(String, Option<u32>, Option<u32>, u64)> =
-        rows.iter().map(|row| (row.kind.clone(), row.src, row.dst, row.bytes)).collect();
+        rows.iter().map(|row| (row.kind.name().to_owned(), row.src, row.dst, row.bytes)).collect();
     keys.sort();
     let expected: Vec<(String, Option<u32>, Option<u32>, u64)> = vec![
         ("all_reduce".into(), None, None, 4),
@@ -67,7 +67,7 @@ fn a_probe_told_to_time_only_the_loaded_all_reduce_stores_no_idle_one() {
     assert!(out.status.success(), "stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr));
     let runs: Vec<_> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().path()).collect();
     let rows: Vec<ProbeRow> = RunStore::open(&runs[0]).unwrap().load_rows().unwrap();
-    let mut kinds: Vec<&str> = rows.iter().map(|row| row.kind.as_str()).collect();
+    let mut kinds: Vec<&str> = rows.iter().map(|row| row.kind.name()).collect();
     kinds.sort_unstable();
     assert_eq!(kinds, ["all_reduce_loaded", "p2p"]);
 }

@@ -153,17 +153,20 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     let row = &rows[0];
     let here = stratlab::fingerprint::collect(None);
     let expected_device = if tch::Cuda::is_available() { "cuda:0" } else { "cpu" };
-    assert_eq!(row.device, expected_device, "auto must be recorded as the device used");
+    assert_eq!(row.device.to_string(), expected_device, "auto must be recorded as the device used");
     assert_eq!(row.host_name, here.host_name);
     if expected_device == "cpu" {
         assert_eq!(row.device_name, here.cpu_model);
         assert_eq!(row.device_ids, None);
     }
     assert_eq!(row.cudnn_benchmark, Some(true));
-    assert_eq!(row.matmul_precision.as_deref(), Some("highest"));
+    assert_eq!(row.matmul_precision.map(|p| p.name()), Some("highest"));
     // The suite's default precision is fp32: float32 on every device, cuDNN's TF32 off.
     assert_eq!(row.cudnn_tf32, Some(false));
-    assert_eq!((row.precision.as_deref(), row.memory_format.as_deref()), (Some("fp32"), Some("contiguous")));
+    assert_eq!(
+        (row.stored_precision.map(|p| p.name()), row.stored_memory_format.map(|f| f.name())),
+        (Some("fp32"), Some("contiguous"))
+    );
     assert_eq!((row.precision_auto, row.memory_format_auto), (Some(false), Some(false)));
     assert_eq!(row.metrics_every_steps, 5);
     assert!(row.training.step_samples_per_s.unwrap() >= row.training.wall_samples_per_s.unwrap());
@@ -199,7 +202,7 @@ eval: {samples: 64, batch_size: 64}
     assert_eq!(rows.len(), 2);
     let reasons: Vec<&str> = rows.iter().map(|row| row.reason.as_deref().unwrap_or_default()).collect();
     for (row, reason) in rows.iter().zip(&reasons) {
-        assert_eq!(row.outcome, "oom", "{reason}");
+        assert_eq!(row.outcome.name(), "oom", "{reason}");
         assert_eq!((row.memory_limit_bytes, row.device_memory_limit_bytes), (Some(24 << 20), None));
         assert!(!reason.contains('\n') && !reason.contains("\\n") && !reason.contains("frame #"), "{reason}");
         assert!(reason.contains("stratlab memory limit: 44302336 bytes (42 MiB) asked for"), "{reason}");
@@ -278,7 +281,7 @@ fn a_release_binary_ignores_the_fault_variable() {
     let run_dir = only_run(&results);
     let store = RunStore::open(&run_dir).unwrap();
     let rows: Vec<stratlab_results::TrialRow> = store.load_rows().unwrap();
-    assert_eq!(rows[0].outcome, "ok", "the fault must not fire: {:?}", rows[0].reason);
+    assert_eq!(rows[0].outcome.name(), "ok", "the fault must not fire: {:?}", rows[0].reason);
     assert_eq!(store.fingerprint().unwrap().active_fault, None);
 }
 

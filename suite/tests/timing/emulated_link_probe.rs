@@ -41,11 +41,14 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
     assert!(text(&out).contains("delay line used"), "{}", text(&out));
     let run = std::fs::read_dir(store.path()).unwrap().next().expect("the probe run").unwrap().path();
     let rows: Vec<ProbeRow> = RunStore::open(&run).unwrap().load_rows().unwrap();
-    assert!(rows.iter().all(|row| row.link.as_deref() == Some("100 Mbit/s · 1 ms")), "{rows:#?}");
+    assert!(
+        rows.iter().all(|row| row.link.map(|link| link.name()).as_deref() == Some("100 Mbit/s · 1 ms")),
+        "{rows:#?}"
+    );
     // The pair's one ping-pong: its round trip crosses the link both ways.
     let p2p = |bytes: u64| {
         let times: Vec<f64> =
-            rows.iter().filter(|row| row.kind == "p2p" && row.bytes == bytes).map(|row| row.median_s).collect();
+            rows.iter().filter(|row| row.kind.name() == "p2p" && row.bytes == bytes).map(|row| row.median_s).collect();
         assert_eq!(times.len(), 1, "the pair's ping-pong of {bytes} bytes: {rows:#?}");
         times[0]
     };
@@ -55,7 +58,7 @@ fn a_probe_over_an_emulated_link_measures_the_bandwidth_and_latency_it_was_given
     // (the scheduler) and all of them slow (the link) read differently.
     let small: Vec<String> = rows
         .iter()
-        .filter(|row| row.kind == "p2p" && row.bytes == 4)
+        .filter(|row| row.kind.name() == "p2p" && row.bytes == 4)
         .map(|row| {
             format!(
                 "{:?}→{:?}: {:.3} / {:.3} / {:.3} ms",

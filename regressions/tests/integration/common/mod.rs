@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use stratlab_regressions::RunCells;
-use stratlab_results::{Fingerprint, TrialRow};
-use stratlab_strategy_spec::{Parameters, Strategy, StrategyColumns, StrategyKind};
+use stratlab_results::{Fingerprint, Outcome, TrialRow};
+use stratlab_strategy_spec::{ParameterColumns, Parameters, Strategy, StrategyKind};
 
 #[path = "../../../../results/tests/integration/common/mod.rs"]
 mod results_fixtures;
@@ -52,13 +52,14 @@ pub fn run(run_id: &str, fingerprint: Fingerprint, cells: &[Made]) -> RunCells {
             let kind: StrategyKind = made.strategy.parse().unwrap();
             let parameters =
                 Parameters { pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2), ..Parameters::default() };
-            trial.strategy = StrategyColumns::from(&Strategy::new(kind, parameters).unwrap());
+            trial.strategy = kind;
+            trial.parameters = ParameterColumns::from(&Strategy::new(kind, parameters).unwrap());
             trial.workers = made.workers;
             trial.global_batch = 32 * made.workers;
             trial.threads = made.threads;
-            trial.precision = made.precision.map(str::to_owned);
-            trial.optimizer = made.optimizer.map(str::to_owned);
-            trial.outcome = if made.step_time.is_some() { "ok" } else { "oom" }.into();
+            trial.stored_precision = made.precision.map(|name| name.parse().unwrap());
+            trial.stored_optimizer = made.optimizer.map(|name| name.parse().unwrap());
+            trial.outcome = if made.step_time.is_some() { Outcome::Ok } else { Outcome::Oom };
             trial
         })
         .collect();

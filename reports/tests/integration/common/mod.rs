@@ -5,14 +5,20 @@
 #![allow(dead_code)]
 
 use stratlab_reports::*;
+pub use stratlab_results::{EventKind, Outcome};
 
-/// Median 'v' with a ±`spread` range over three repeats.
-pub fn three(v: f64, spread: f64) -> Outcome {
-    Outcome::Measured(Stat::from_samples(&[v - spread, v, v + spread * 0.6]).expect("finite samples"))
+/// The series of a strategy by name, computing by default.
+pub fn series(name: &str) -> StrategySeries {
+    StrategySeries::of(name.parse().expect("a strategy name"))
 }
 
-pub fn oom() -> Outcome {
-    Outcome::Failed(Failure::OutOfMemory)
+/// Median 'v' with a ±`spread` range over three repeats.
+pub fn three(v: f64, spread: f64) -> Plotted {
+    Plotted::Measured(Stat::from_samples(&[v - spread, v, v + spread * 0.6]).expect("finite samples"))
+}
+
+pub fn oom() -> Plotted {
+    Plotted::Failed(Outcome::Oom)
 }
 
 /// Thesis fig. 3.1 at W = 4: three data sets, four networks, four strategies.
@@ -31,12 +37,12 @@ pub fn speedup_bars_input() -> Vec<SpeedupBar> {
                 };
                 let speedup = match (strategy, *network, *dataset) {
                     ("data-parallel", "vgg16", "imagenet") => oom(),
-                    ("gpipe", "mobilenet_v2", "mnist") => Outcome::Failed(Failure::Crashed),
-                    ("1f1b", _, "imagenet") => Outcome::single(base),
+                    ("gpipe", "mobilenet_v2", "mnist") => Plotted::Failed(Outcome::Crashed),
+                    ("1f1b", _, "imagenet") => Plotted::single(base),
                     _ => three(base, 0.08 + 0.02 * ni as f64),
                 };
                 bars.push(SpeedupBar {
-                    strategy: strategy.into(),
+                    series: series(strategy),
                     network: network.to_string(),
                     dataset: dataset.to_string(),
                     workers: 4,
@@ -60,11 +66,11 @@ pub fn scaling_input() -> Vec<ScalingPoint> {
                     ("data-parallel", _) => three(w * 0.62, 0.1 * w.sqrt()),
                     ("model-parallel", _) if workers == 16 => oom(),
                     ("model-parallel", _) => three(0.9, 0.04),
-                    _ if workers == 16 && network == "vgg16" => Outcome::Failed(Failure::TimedOut),
-                    _ => Outcome::single(w * 0.55),
+                    _ if workers == 16 && network == "vgg16" => Plotted::Failed(Outcome::Timeout),
+                    _ => Plotted::single(w * 0.55),
                 };
                 points.push(ScalingPoint {
-                    strategy: strategy.into(),
+                    line: ScalingLine::Strategy(series(strategy)),
                     network: network.into(),
                     dataset: "imagenet".into(),
                     workers,
@@ -88,7 +94,7 @@ pub fn throughput_input() -> Vec<ThroughputBar> {
             let failed = strategy == "gpipe" && network == "vgg16";
             let rate = single_rate * factor;
             bars.push(ThroughputBar {
-                strategy: strategy.into(),
+                series: series(strategy),
                 network: network.into(),
                 dataset: "cifar10".into(),
                 workers,
@@ -114,9 +120,9 @@ pub fn device_usage_input() -> Vec<DeviceUsageBar> {
                 "model-parallel" => (27.0, mem_gib / 3.2),
                 _ => (58.0, mem_gib / 2.5),
             };
-            let value = |v: f64| if failed { oom() } else { Outcome::single(v) };
+            let value = |v: f64| if failed { oom() } else { Plotted::single(v) };
             bars.push(DeviceUsageBar {
-                strategy: strategy.into(),
+                series: series(strategy),
                 network: network.into(),
                 dataset: "cifar10".into(),
                 workers,
@@ -135,12 +141,12 @@ fn accuracy_curve(
     workers: u32,
     epoch_s: f64,
     epochs: usize,
-    failure: Option<Failure>,
+    failure: Option<Outcome>,
 ) -> AccuracyCurve {
     let points = (1..=epochs)
         .map(|e| AccuracyPoint { wall_s: e as f64 * epoch_s, test_accuracy: 0.94 - 0.6 * (-(e as f64) / 4.0).exp() })
         .collect();
-    AccuracyCurve { strategy: strategy.into(), workers, points, failure }
+    AccuracyCurve { series: series(strategy), workers, points, failure }
 }
 
 /// Fig. 13 of the single-GPU vs data/model/GPipe study: ResNet-18 on CIFAR-10, target 90 %,
@@ -155,8 +161,8 @@ pub fn time_to_accuracy_input() -> TimeToAccuracy {
             accuracy_curve("data-parallel", 4, 6.2, 15, None),
             // Stops at 9 epochs, 87.7 %: never reaches the target.
             accuracy_curve("model-parallel", 4, 23.0, 9, None),
-            accuracy_curve("gpipe", 4, 9.1, 6, Some(Failure::Crashed)),
-            AccuracyCurve { strategy: "1f1b".into(), workers: 4, points: vec![], failure: Some(Failure::OutOfMemory) },
+            accuracy_curve("gpipe", 4, 9.1, 6, Some(Outcome::Crashed)),
+            AccuracyCurve { series: series("1f1b"), workers: 4, points: vec![], failure: Some(Outcome::Oom) },
         ],
     }
 }
@@ -169,7 +175,7 @@ fn loss_curve(strategy: &str, workers: u32, epochs: usize, rate: f64, diverge_at
             LossPoint { epoch, loss }
         })
         .collect();
-    LossCurve { strategy: strategy.into(), workers, points, failure: None }
+    LossCurve { series: series(strategy), workers, points, failure: None }
 }
 
 /// Fig. 14 of the single-GPU vs data/model/GPipe study: loss per epoch, one diverged run and
@@ -182,14 +188,14 @@ pub fn loss_curves_input() -> LossCurves {
             loss_curve("single", 1, 10, 0.45, None),
             loss_curve("data-parallel", 4, 10, 0.42, None),
             loss_curve("gpipe", 4, 10, 0.40, Some(17)),
-            LossCurve { strategy: "1f1b".into(), workers: 4, points: vec![], failure: Some(Failure::OutOfMemory) },
+            LossCurve { series: series("1f1b"), workers: 4, points: vec![], failure: Some(Outcome::Oom) },
         ],
     }
 }
 
 /// GPipe on 2 workers with 4 micro-batches: forwards of 10 ms, backwards of 20 ms, all
 /// forwards then all backwards, then the optimizer step (thesis fig. 2.5).
-pub fn gpipe_timeline() -> Timeline {
+pub fn gpipe_timeline() -> PipelineTimeline {
     let f = 0.010;
     let b = 0.020;
     let mut events = Vec::new();
@@ -235,7 +241,12 @@ pub fn gpipe_timeline() -> Timeline {
             end_s: 0.155,
         });
     }
-    Timeline { title: "GPipe, 2 workers, 4 micro-batches".into(), workers: 2, worker_labels: Vec::new(), events }
+    PipelineTimeline {
+        title: "GPipe, 2 workers, 4 micro-batches".into(),
+        workers: 2,
+        worker_labels: Vec::new(),
+        events,
+    }
 }
 
 /// Holistic Trace Analysis' temporal breakdown: data-parallel ranks hiding most of their
@@ -245,12 +256,12 @@ pub fn step_breakdown_input() -> Vec<StepBreakdownBar> {
     let bar = |strategy: &str, workers: u32, rank: u32, per_step: Option<[f64; 4]>| StepBreakdownBar {
         network: "resnet50".into(),
         dataset: "imagenet".into(),
-        strategy: strategy.into(),
+        series: series(strategy),
         workers,
         batch_size: 64,
         repeat: 0,
         rank,
-        failure: (per_step.is_none()).then_some(Failure::Crashed),
+        failure: (per_step.is_none()).then_some(Outcome::Crashed),
         per_step: per_step.map(|[compute_s, exposed_communication_s, overlapped_communication_s, idle_s]| {
             StepSegments { compute_s, exposed_communication_s, overlapped_communication_s, idle_s }
         }),
@@ -273,9 +284,9 @@ pub fn pipeline_bubble_input() -> PipelineBubble {
             let bubble = match (schedule, m) {
                 ("1f1b", 16) => oom(),
                 ("gpipe", _) => three(theory + 0.04, 0.01),
-                _ => Outcome::single(theory + 0.02),
+                _ => Plotted::single(theory + 0.02),
             };
-            points.push(BubblePoint { schedule: schedule.into(), micro_batches: m, bubble });
+            points.push(BubblePoint { schedule: schedule.parse().unwrap(), micro_batches: m, bubble });
         }
     }
     PipelineBubble { network: "resnet50".into(), dataset: "imagenet".into(), stages: 4, points }
@@ -283,7 +294,7 @@ pub fn pipeline_bubble_input() -> PipelineBubble {
 
 /// One 1F1B step of 2 stages and 2 micro-batches with activation checkpointing: stage 0
 /// recomputes each forward just before its backward; all-reduce-free, sends on the comm lane.
-pub fn recompute_timeline() -> Timeline {
+pub fn recompute_timeline() -> PipelineTimeline {
     let event = |worker, kind, micro_batch, start_s, end_s| TimelineEvent {
         worker,
         kind,
@@ -291,13 +302,13 @@ pub fn recompute_timeline() -> Timeline {
         start_s,
         end_s,
     };
-    Timeline {
+    PipelineTimeline {
         title: "1F1B with checkpointing, 2 stages, 2 micro-batches".into(),
         workers: 2,
         worker_labels: vec!["stage 0".into(), "stage 1".into()],
         events: vec![
             event(0, EventKind::Forward, 0, 0.00, 0.01),
-            event(0, EventKind::SendRecv, 0, 0.01, 0.012),
+            event(0, EventKind::Send, 0, 0.01, 0.012),
             event(0, EventKind::Forward, 1, 0.01, 0.02),
             event(1, EventKind::Forward, 0, 0.012, 0.022),
             event(1, EventKind::Backward, 0, 0.022, 0.042),
@@ -311,9 +322,8 @@ pub fn recompute_timeline() -> Timeline {
     }
 }
 
-/// The strategy columns of a trial row of strategy `name` with `micro_batches` (a hybrid
-/// gets pp 2).
-pub fn strategy_columns(name: &str, micro_batches: Option<i64>) -> stratlab_strategy_spec::StrategyColumns {
+/// Strategy `name` with `micro_batches` (a hybrid gets pp 2).
+pub fn strategy_of(name: &str, micro_batches: Option<i64>) -> stratlab_strategy_spec::Strategy {
     use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind};
     let kind: StrategyKind = name.parse().unwrap();
     let parameters = Parameters {
@@ -321,5 +331,5 @@ pub fn strategy_columns(name: &str, micro_batches: Option<i64>) -> stratlab_stra
         pipeline_stages: (kind == StrategyKind::Hybrid).then_some(2),
         ..Parameters::default()
     };
-    (&Strategy::new(kind, parameters).unwrap()).into()
+    Strategy::new(kind, parameters).unwrap()
 }

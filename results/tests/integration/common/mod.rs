@@ -7,8 +7,11 @@
 use std::fs;
 use std::path::Path;
 
-use stratlab_results::{DeviceLoad, EventKind, EventRow, Fingerprint, RunStore, Table, TrainingSummary, TrialRow};
-use stratlab_strategy_spec::StrategyColumns;
+use stratlab_results::{
+    DataSource, DeviceLoad, EventKind, EventRow, Fingerprint, Lane, Outcome, RunStore, Table, TrainingSummary,
+    TrialDevice, TrialRow, UtcTime,
+};
+use stratlab_strategy_spec::{Balance, MatmulPrecision, ParameterColumns, StrategyKind};
 
 /// The fingerprint of a real run on a CPU machine (the binary probes machines; this crate only stores).
 pub fn fingerprint() -> Fingerprint {
@@ -23,11 +26,11 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         index,
         network: "resnet18".into(),
         dataset: "cifar10".into(),
-        data_source: "synthetic".into(),
-        strategy: StrategyColumns {
-            strategy: "gpipe".into(),
+        data_source: DataSource::Synthetic,
+        strategy: StrategyKind::Gpipe,
+        parameters: ParameterColumns {
             micro_batches: Some(4),
-            balance: Some("uniform".into()),
+            balance: Some(Balance::Uniform),
             checkpoint: None,
             pipeline_stages: None,
             fusion_threshold_bytes: None,
@@ -44,34 +47,34 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         min_timed_steps_budget: None,
         repeat: 0,
         seed: 42,
-        device: "cpu".into(),
+        device: TrialDevice::Cpu,
         device_name: Some("AMD EPYC 7B13".into()),
         device_ids: None,
         host_name: Some("node-a".into()),
         threads: 1,
         swept_threads: None,
-        precision: None,
-        memory_format: None,
+        stored_precision: None,
+        stored_memory_format: None,
         precision_auto: None,
         memory_format_auto: None,
-        optimizer: None,
+        stored_optimizer: None,
         link: None,
         link_emulation_cpu_s: None,
         speed_reference_s: None,
         memory_limit_bytes: None,
         device_memory_limit_bytes: None,
         cudnn_benchmark: Some(true),
-        matmul_precision: Some("highest".into()),
+        matmul_precision: Some(MatmulPrecision::Highest),
         cudnn_tf32: Some(true),
         metrics_every_steps: 5,
         target_accuracy: 0.8,
-        outcome: "ok".into(),
+        outcome: Outcome::Ok,
         reason: None,
         reason_detail: None,
+        epochs_completed: 3,
+        steps_completed: 300,
         warmup_steps: 5,
         training: TrainingSummary {
-            epochs_completed: 3,
-            steps_completed: 300,
             seconds_per_epoch_mean: Some(12.5),
             seconds_per_epoch_estimate: Some(12.25),
             step_time_median_s: Some(0.041),
@@ -100,27 +103,27 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
             energy_source: None,
         },
         wall_time_s: 40.2,
-        started_at: "2026-11-22T21:45:01Z".into(),
-        finished_at: "2026-11-22T21:45:41Z".into(),
+        started_at: UtcTime::parse_rfc3339("2026-11-22T21:45:01Z").unwrap(),
+        finished_at: UtcTime::parse_rfc3339("2026-11-22T21:45:41Z").unwrap(),
     }
 }
 
 /// An event of `rank` in `step` of trial `t` of run `r`, on the lane its kind usually runs
 /// on; communication moves 4 MiB.
 pub fn event(rank: u32, step: u64, kind: EventKind, start_s: f64, end_s: f64) -> EventRow {
-    let lane = if kind.is_communication() { "comm" } else { "compute" };
+    let lane = if kind.is_communication() { Lane::Comm } else { Lane::Compute };
     EventRow {
         run_id: "r".into(),
         trial_id: "t".into(),
         rank,
         step,
         micro_batch: None,
-        kind: kind.name().into(),
+        kind,
         name: String::new(),
         start_s,
         end_s,
         bytes: kind.is_communication().then_some(4 << 20),
-        lane: lane.into(),
+        lane,
     }
 }
 

@@ -22,7 +22,7 @@ const BYTE_UNITS: [(&str, f64, f64); 9] = [
 ];
 
 /// The byte units' names, for error messages.
-pub(crate) fn byte_unit_names() -> String {
+pub fn byte_unit_names() -> String {
     unit_names(&BYTE_UNITS)
 }
 

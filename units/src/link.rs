@@ -1,6 +1,6 @@
 //! A link between two workers: bandwidth and one-way latency, written with their units
 //! (`bandwidth: 100 Gbit/s`, `latency: 5 us`), the one link type of cluster files, the
-//! probe and suites.
+//! probe, suites and the stored rows (by its name, [`Link::name`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -113,6 +113,29 @@ pub struct Link {
     pub latency: Latency,
 }
 
+/// Links compare by their bandwidth and latency bits, so a link can key a cell (a link's
+/// numbers are finite and positive: its parsers refuse anything else).
+impl Eq for Link {}
+
+impl std::hash::Hash for Link {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.bandwidth.0.to_bits(), self.latency.0.to_bits()).hash(state);
+    }
+}
+
+impl PartialOrd for Link {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Slowest first, then lowest latency.
+impl Ord for Link {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.bandwidth.0.total_cmp(&other.bandwidth.0)).then(self.latency.0.total_cmp(&other.latency.0))
+    }
+}
+
 fn no_latency() -> Latency {
     Latency(0.0)
 }
@@ -121,6 +144,30 @@ impl Link {
     /// A link of `bandwidth_bytes_per_s` and `latency_s`.
     pub fn new(bandwidth_bytes_per_s: f64, latency_s: f64) -> Link {
         Link { bandwidth: Bandwidth(bandwidth_bytes_per_s), latency: Latency(latency_s) }
+    }
+
+    /// How tables, ids and reports name it: `1 Gbit/s`, `100 Mbit/s · 1 ms` (the rate in the
+    /// largest unit that keeps a whole number in front, at most three decimals; the
+    /// latency only where there is one). The `link` columns store this name, and
+    /// [`Link::from_name`] reads it.
+    pub fn name(&self) -> String {
+        let rate = rate_name(self.bandwidth.0);
+        match self.latency.0 > 0.0 {
+            true => format!("{rate} · {}", latency_name(self.latency.0)),
+            false => rate,
+        }
+    }
+
+    /// The link a stored name ([`Link::name`]) stands for.
+    pub fn from_name(name: &str) -> Result<Link, UnitError> {
+        let (rate, latency) = name.split_once(NAME_SEPARATOR).unwrap_or((name, "0 s"));
+        Ok(Link { bandwidth: rate.trim().parse()?, latency: latency.trim().parse()? })
+    }
+
+    /// This link as a stored row holds it: its name read back, so two links that store
+    /// the same name (rates past the name's three decimals apart) are one cell.
+    pub fn as_stored(&self) -> Link {
+        Link::from_name(&self.name()).expect("a link's name reads back")
     }
 
     /// Seconds from sending `bytes` to their receipt.
@@ -136,6 +183,61 @@ impl Link {
         }
         let w = workers as f64;
         2.0 * (w - 1.0) * self.transfer_s(bytes / w)
+    }
+}
+
+/// What joins a link's rate and latency in its name.
+const NAME_SEPARATOR: &str = " · ";
+
+/// Bits per second in the largest unit that keeps a whole number in front.
+fn rate_name(bytes_per_s: f64) -> String {
+    let bits = bytes_per_s * 8.0;
+    let (value, unit) = match bits {
+        b if b >= 1e9 => (b / 1e9, "Gbit/s"),
+        b if b >= 1e6 => (b / 1e6, "Mbit/s"),
+        b if b >= 1e3 => (b / 1e3, "kbit/s"),
+        b => (b, "bit/s"),
+    };
+    format!("{} {unit}", trimmed(value))
+}
+
+fn latency_name(seconds: f64) -> String {
+    match seconds {
+        s if s >= 1.0 => format!("{} s", trimmed(s)),
+        s if s >= 1e-3 => format!("{} ms", trimmed(s * 1e3)),
+        s => format!("{} us", trimmed(s * 1e6)),
+    }
+}
+
+/// At most three decimals, none trailing.
+fn trimmed(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+// A link column holds the link's name.
+stratlab_columns::text_column!(Link);
+
+/// Serde for a stored `Option<Link>` column: the link's name, null where the workers talked
+/// over loopback (`#[serde(default, with = "stratlab_units::stored_link")]`).
+pub mod stored_link {
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    use super::Link;
+
+    /// Writes the link's name, or null.
+    pub fn serialize<S: Serializer>(link: &Option<Link>, serializer: S) -> Result<S::Ok, S::Error> {
+        match link {
+            Some(link) => serializer.serialize_some(&link.name()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Reads a link's name, or null.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Link>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|name| Link::from_name(&name).map_err(|error| de::Error::custom(format!("link `{name}`: {error}"))))
+            .transpose()
     }
 }
 
@@ -163,6 +265,19 @@ mod tests {
         assert!(error.valid.contains("us") && error.valid.contains("ms"), "{error}");
         assert!("-1 ms".parse::<Latency>().is_err());
         assert!("0 Gbit/s".parse::<Bandwidth>().is_err(), "a link moves something");
+    }
+
+    #[test]
+    fn a_link_s_name_gives_its_rate_and_latency_and_reads_back() {
+        let slow = Link::new(100e6 / 8.0, 1e-3);
+        assert_eq!(slow.name(), "100 Mbit/s · 1 ms");
+        assert_eq!(Link::new(1e9 / 8.0, 0.0).name(), "1 Gbit/s");
+        assert_eq!(Link::new(2.5e9 / 8.0, 250e-6).name(), "2.5 Gbit/s · 250 us");
+        for link in [slow, Link::new(1e9 / 8.0, 0.0), Link::new(2.5e9 / 8.0, 250e-6)] {
+            assert_eq!(Link::from_name(&link.name()).unwrap(), link, "{}", link.name());
+        }
+        let error = Link::from_name("fast · 1 ms").unwrap_err();
+        assert!(error.to_string().contains("`fast`"), "{error}");
     }
 
     #[test]
