@@ -67,3 +67,28 @@ impl Ord for StrategySeries {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_labelled_strategy_keeps_its_kind_s_place_and_its_compute_choice_follows_it() {
+        let labelled = StrategySeries { label: "gpipe (m4)".into(), ..StrategySeries::of(StrategyKind::Gpipe) };
+        let zero = StrategySeries {
+            label: "sharded-data-parallel (ZeRO-1)".into(),
+            ..StrategySeries::of(StrategyKind::ShardedDataParallel)
+        };
+        let mut series = vec![
+            StrategySeries::of(StrategyKind::Hybrid),
+            labelled.clone().computing("bf16"),
+            labelled.clone(),
+            zero.clone(),
+            StrategySeries::of(StrategyKind::Single),
+        ];
+        series.sort();
+        let labels: Vec<String> = series.iter().map(StrategySeries::full_label).collect();
+        assert_eq!(labels, ["single", "sharded-data-parallel (ZeRO-1)", "gpipe (m4)", "gpipe (m4) · bf16", "hybrid"]);
+        assert_eq!(labelled.clone().computing("bf16").strategy(), labelled);
+    }
+}

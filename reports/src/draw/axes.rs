@@ -28,7 +28,13 @@ pub(crate) fn panel_grid<DB: DrawingBackend>(
 
 /// A tick label with no trailing zeros: 0, 0.5, 2, 12000.
 pub(crate) fn fmt_tick(value: &f64) -> String {
-    let text = if value.abs() >= 100.0 { format!("{value:.0}") } else { format!("{value:.2}") };
+    let decimals = if value.abs() >= 100.0 { 0 } else { 2 };
+    fmt_with(*value, decimals)
+}
+
+/// `value` to at most `decimals` decimals, trailing zeros dropped, never `-0`.
+fn fmt_with(value: f64, decimals: usize) -> String {
+    let text = format!("{value:.decimals$}");
     let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
     if text == "-0" {
         "0".into()
@@ -37,9 +43,43 @@ pub(crate) fn fmt_tick(value: &f64) -> String {
     }
 }
 
+/// A tick formatter for an axis from `low` to `high` with about `ticks` labels: as many
+/// decimals as the step between ticks needs, so neighbouring ticks never read alike (an
+/// axis over 0–0.016 epochs labels 0.002, 0.004, … rather than 0, 0, 0.01).
+pub(crate) fn tick_formatter(low: f64, high: f64, ticks: usize) -> impl Fn(&f64) -> String {
+    let step = (high - low).abs() / ticks.max(1) as f64;
+    let decimals = match step.is_finite() && step > 0.0 {
+        // A step of 0.002 needs 3 decimals, of 0.25 two (a nice step is 1, 2 or 5 × 10^k,
+        // or 2.5 × 10^k: one more).
+        true => ((-step.log10()).ceil().max(0.0) as usize + 1).min(9),
+        false => 2,
+    };
+    move |value: &f64| match value.abs() >= 100.0 && decimals <= 2 {
+        true => fmt_with(*value, 0),
+        false => fmt_with(*value, decimals),
+    }
+}
+
 /// Where a category label breaks when it is too wide for its slot: `network / data set`
 /// becomes two lines.
 const LINE_BREAK: &str = " / ";
+
+/// Where a data set's label breaks after the separator if it must: `cifar10:synthetic`
+/// becomes `cifar10:` over `synthetic`.
+const SOURCE_BREAK: char = ':';
+
+/// A label's lines when broken at [`LINE_BREAK`], and each part after a [`SOURCE_BREAK`].
+fn label_lines(label: &str) -> Vec<String> {
+    label
+        .split(LINE_BREAK)
+        .flat_map(|part| match part.split_once(SOURCE_BREAK) {
+            Some((name, source)) if !name.is_empty() && !source.is_empty() => {
+                vec![format!("{name}{SOURCE_BREAK}"), source.to_owned()]
+            }
+            _ => vec![part.to_owned()],
+        })
+        .collect()
+}
 
 /// How category labels under an x axis are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,9 +119,9 @@ pub(crate) fn category_labels<DB: DrawingBackend>(
     let mut most_lines = 1u32;
     for label in labels {
         widest = widest.max(area.estimate_text_size(label, &style)?.0);
-        let lines: Vec<&str> = label.split(LINE_BREAK).collect();
+        let lines = label_lines(label);
         most_lines = most_lines.max(lines.len() as u32);
-        for line in lines {
+        for line in &lines {
             widest_line = widest_line.max(area.estimate_text_size(line, &style)?.0);
         }
     }
@@ -110,7 +150,7 @@ pub(crate) fn draw_x_categories<DB: DrawingBackend>(
         match layout {
             LabelLayout::Horizontal => screen.draw(&Text::new(label.clone(), (*x, top_px + 8), centred.clone()))?,
             LabelLayout::Stacked => {
-                for (i, line) in label.split(LINE_BREAK).enumerate() {
+                for (i, line) in label_lines(label).into_iter().enumerate() {
                     let y = top_px + 8 + i as i32 * (TICK_PX as i32 + 4);
                     screen.draw(&Text::new(line.to_owned(), (*x, y), centred.clone()))?;
                 }
@@ -118,11 +158,11 @@ pub(crate) fn draw_x_categories<DB: DrawingBackend>(
             LabelLayout::Rotated => {
                 // Each line reads bottom to top, ending just under the axis; lines side by side.
                 let vertical = style.transform(FontTransform::Rotate270).pos(Pos::new(HPos::Right, VPos::Center));
-                let lines: Vec<&str> = label.split(LINE_BREAK).collect();
+                let lines = label_lines(label);
                 let pitch = TICK_PX as i32 + 4;
                 for (i, line) in lines.iter().enumerate() {
                     let dx = (2 * i as i32 - (lines.len() as i32 - 1)) * pitch / 2;
-                    screen.draw(&Text::new((*line).to_owned(), (*x + dx, top_px + 8), vertical.clone()))?;
+                    screen.draw(&Text::new(line.clone(), (*x + dx, top_px + 8), vertical.clone()))?;
                 }
             }
         }
@@ -178,6 +218,24 @@ pub(crate) fn axis_top(max: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_axis_s_ticks_get_the_decimals_its_step_needs() {
+        // A ResNet-18 loss curve over a sixtieth of an epoch.
+        let format = tick_formatter(0.0, 0.0168, 10);
+        let labels: Vec<String> = [0.0, 0.002, 0.004, 0.006, 0.008, 0.01].iter().map(&format).collect();
+        assert_eq!(labels, ["0", "0.002", "0.004", "0.006", "0.008", "0.01"]);
+        let format = tick_formatter(0.0, 2.5, 10);
+        assert_eq!([0.25, 0.5, 0.75].iter().map(&format).collect::<Vec<_>>(), ["0.25", "0.5", "0.75"]);
+        let format = tick_formatter(0.0, 2000.0, 8);
+        assert_eq!([500.0, 1000.0].iter().map(&format).collect::<Vec<_>>(), ["500", "1000"]);
+    }
+
+    #[test]
+    fn labels_break_at_the_network_separator_and_after_a_source() {
+        assert_eq!(label_lines("resnet18 / cifar10:synthetic"), ["resnet18", "cifar10:", "synthetic"]);
+        assert_eq!(label_lines("mnist"), ["mnist"]);
+    }
 
     #[test]
     fn ticks_drop_trailing_zeros() {

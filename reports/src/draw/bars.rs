@@ -12,7 +12,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::draw::axes::{category_labels, draw_x_categories, fmt_tick, y_label_area_px, LabelLayout};
 use crate::draw::hatch::{back_hatch_rect, hatch_rect};
 use crate::draw::legend::{LegendEntry, Swatch};
-use crate::render::DrawError;
+use crate::render::{log_panel, DrawError, PanelLayout, TickLog};
 use crate::style::{font, is_light, AXIS_PX, FAILED_FILL, FAILED_HATCH, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
 use crate::Plotted;
 
@@ -243,6 +243,8 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
     let Layout { group_px, slots, labels } = *layout;
     let n_groups = panel.groups.len().max(1);
     let base = panel.y_scale.base();
+    let y_ticks = TickLog::new();
+    let y_label = |value: &f64| y_ticks.label(*value, fmt_tick);
     let mut mesh = chart.configure_mesh();
     mesh.disable_x_mesh()
         .x_labels(0)
@@ -253,7 +255,7 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
         .label_style(font(TICK_PX))
         .axis_desc_style(font(AXIS_PX))
         .y_desc(panel.y_desc.as_str())
-        .y_label_formatter(&fmt_tick);
+        .y_label_formatter(&y_label);
     if let Some(desc) = &panel.x_desc {
         mesh.x_desc(desc.as_str());
     }
@@ -261,7 +263,7 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
 
     let screen = area.use_screen_coord();
     if let YScale::Log { bottom } = panel.y_scale {
-        draw_log_minor_ticks(&chart, &screen, bottom, panel.y_max)?;
+        draw_log_minor_ticks(&chart, &screen, bottom, panel.y_max, &y_ticks)?;
     }
     let slot_w = GROUP_FILL / slots as f64;
     let slot_px = group_px * slot_w;
@@ -335,6 +337,13 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
         .map(|(gi, g)| (chart.backend_coord(&(gi as f64 + 0.5, 0.0)).0, g.label.clone()))
         .collect();
     draw_x_categories(&screen, &placed, top_px, labels)?;
+    log_panel(PanelLayout {
+        top_px: area.get_base_pixel().1,
+        panel_px: area.dim_in_pixel().1,
+        plot_px: chart.plotting_area().dim_in_pixel().1,
+        y_ticks: y_ticks.ticks(),
+        x_ticks: placed.into_iter().map(|(x, label)| (f64::from(x), label)).collect(),
+    });
     Ok(())
 }
 
@@ -364,6 +373,7 @@ fn draw_log_minor_ticks<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFo
     screen: &DrawingArea<DB, Shift>,
     bottom: f64,
     top: f64,
+    ticks: &TickLog,
 ) -> Result<(), DrawError> {
     let (x_start, x_end) = (chart.x_range().start, chart.x_range().end);
     let style = font(TICK_PX).pos(Pos::new(HPos::Right, VPos::Center));
@@ -372,7 +382,7 @@ fn draw_log_minor_ticks<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFo
         for value in [2.0 * decade, 5.0 * decade].into_iter().filter(|v| *v < top) {
             chart.plotting_area().draw(&PathElement::new(vec![(x_start, value), (x_end, value)], GRID))?;
             let (x_px, y_px) = chart.backend_coord(&(x_start, value));
-            screen.draw(&Text::new(fmt_tick(&value), (x_px - 6, y_px), style.clone()))?;
+            screen.draw(&Text::new(ticks.label(value, fmt_tick), (x_px - 6, y_px), style.clone()))?;
         }
         decade *= 10.0;
     }

@@ -8,9 +8,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::draw::axes::{fmt_tick, y_label_area_px};
+use crate::draw::axes::{tick_formatter, y_label_area_px};
 use crate::draw::bars::Reference;
-use crate::render::DrawError;
+use crate::render::{log_panel, DrawError, PanelLayout, TickLog};
 use crate::style::{font, AXIS_PX, GRID, INK, NOTE_PX, REFERENCE, TICK_PX};
 use crate::Stat;
 
@@ -48,6 +48,10 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
         .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
         .y_label_area_size(y_label_area_px(area, panel.y_max)?)
         .build_cartesian_2d(0f64..panel.x_max, panel.y_min..panel.y_max)?;
+    let (x_ticks, y_ticks) = (TickLog::new(), TickLog::new());
+    let (x_format, y_format) = (tick_formatter(0.0, panel.x_max, 10), tick_formatter(panel.y_min, panel.y_max, 10));
+    let x_label = |value: &f64| x_ticks.label(*value, &x_format);
+    let y_label = |value: &f64| y_ticks.label(*value, &y_format);
     chart
         .configure_mesh()
         .x_labels(10)
@@ -59,8 +63,8 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
         .axis_desc_style(font(AXIS_PX))
         .x_desc(panel.x_desc.as_str())
         .y_desc(panel.y_desc.as_str())
-        .x_label_formatter(&fmt_tick)
-        .y_label_formatter(&fmt_tick)
+        .x_label_formatter(&x_label)
+        .y_label_formatter(&y_label)
         .draw()?;
     let screen = area.use_screen_coord();
 
@@ -77,6 +81,8 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
         screen.draw(&Text::new(reference.label.clone(), (x + 8, y + 5), style))?;
     }
 
+    // Label rectangles (x, y, width, height) already drawn.
+    let mut placed: Vec<(i32, i32, i32, i32)> = Vec::new();
     for curve in &panel.curves {
         chart.draw_series(LineSeries::new(curve.points.iter().copied(), curve.color.stroke_width(3)))?;
         // Points mark the actual evaluations; the line between them is interpolation.
@@ -91,7 +97,17 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
             screen.draw(&PathElement::new(vec![(px, py), (px, axis_py)], curve.color.stroke_width(1)))?;
             screen.draw(&Circle::new((px, py), 9, curve.color.stroke_width(3)))?;
             let style = font(NOTE_PX).color(&INK).pos(Pos::new(HPos::Left, VPos::Top));
-            screen.draw(&Text::new(label.clone(), (px + 6, py + 12), style))?;
+            let (w, h) = screen.estimate_text_size(label, &style)?;
+            // Points reached at nearly the same time would print their times on top of
+            // each other: a label goes a line lower until it is clear of those placed, and
+            // where none is (the legend says every time), it is left out.
+            let at = (0..4)
+                .map(|line| (px + 6, py + 12 + line * (h as i32 + 2)))
+                .find(|&(x, y)| !placed.iter().any(|other| overlaps(other, (x, y, w as i32, h as i32))));
+            if let Some((x, y)) = at {
+                placed.push((x, y, w as i32, h as i32));
+                screen.draw(&Text::new(label.clone(), (x, y), style))?;
+            }
         }
         if let Some(reason) = &curve.failure {
             let at = curve.points.last().copied().unwrap_or((0.0, panel.y_min));
@@ -101,7 +117,19 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
             screen.draw(&Text::new(reason.clone(), (px + 10, py - 8), style))?;
         }
     }
+    log_panel(PanelLayout {
+        top_px: area.get_base_pixel().1,
+        panel_px: area.dim_in_pixel().1,
+        plot_px: chart.plotting_area().dim_in_pixel().1,
+        y_ticks: y_ticks.ticks(),
+        x_ticks: x_ticks.ticks(),
+    });
     Ok(())
+}
+
+/// Whether two rectangles (x, y, width, height) overlap.
+fn overlaps(a: &(i32, i32, i32, i32), b: (i32, i32, i32, i32)) -> bool {
+    a.0 < b.0 + b.2 && b.0 < a.0 + a.2 && a.1 < b.1 + b.3 && b.1 < a.1 + a.3
 }
 
 /// A measured point at `x`: a dot at the median, filled when it rests on repeats and hollow

@@ -7,6 +7,8 @@ pub mod loss_curves;
 pub mod pipeline_bubble;
 pub mod pipeline_timeline;
 pub mod prediction_errors;
+#[cfg(test)]
+mod readable;
 pub mod scaling;
 pub mod speedup_bars;
 pub mod step_breakdown;

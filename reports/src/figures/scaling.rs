@@ -12,7 +12,7 @@ use crate::draw::curves::{draw_failure_on_axis, draw_median_point};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
 use crate::draw::title::with_title;
 use crate::figures::{check_outcome, unique_in_order};
-use crate::render::{render, DrawError, Figure};
+use crate::render::{log_panel, render, DrawError, Figure, PanelLayout, TickLog};
 use crate::style::{category_color, font, strategy_color, tint, AXIS_PX, GRID, INK, REFERENCE, TICK_PX};
 use crate::{FigureTarget, Plotted, ReportError, Stat, StrategySeries};
 
@@ -175,6 +175,8 @@ fn draw_panel<DB: DrawingBackend>(
         .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
         .y_label_area_size(y_label_area_px(area, y_max)?)
         .build_cartesian_2d(0f64..x_max, 0f64..y_max)?;
+    let y_ticks = TickLog::new();
+    let y_label = |value: &f64| y_ticks.label(*value, fmt_tick);
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -187,7 +189,7 @@ fn draw_panel<DB: DrawingBackend>(
         .axis_desc_style(font(AXIS_PX))
         .y_desc("speedup over single (×)")
         .x_desc("workers W")
-        .y_label_formatter(&fmt_tick)
+        .y_label_formatter(&y_label)
         .draw()?;
     for &w in ticks {
         chart.draw_series(std::iter::once(PathElement::new(vec![(f64::from(w), 0.0), (f64::from(w), y_max)], GRID)))?;
@@ -229,6 +231,13 @@ fn draw_panel<DB: DrawingBackend>(
     let labels: Vec<(i32, String)> =
         ticks.iter().map(|&w| (chart.backend_coord(&(f64::from(w), 0.0)).0, w.to_string())).collect();
     draw_x_categories(&screen, &labels, top_px, LabelLayout::Horizontal)?;
+    log_panel(PanelLayout {
+        top_px: area.get_base_pixel().1,
+        panel_px: area.dim_in_pixel().1,
+        plot_px: chart.plotting_area().dim_in_pixel().1,
+        y_ticks: y_ticks.ticks(),
+        x_ticks: labels.into_iter().map(|(x, label)| (f64::from(x), label)).collect(),
+    });
     Ok(())
 }
 
