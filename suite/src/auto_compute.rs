@@ -12,7 +12,7 @@
 //! (Volta, Turing: float16 tensor cores, no TF32, bfloat16 emulated) fp32 and fp16 with its
 //! loss scale; below 7.0 fp32 alone; where NVML cannot say, tf32, bf16 and fp16 all timed.
 //! float16 is never a CPU candidate: libtorch's CPU float16 convolution backward runs a
-//! generic kernel ([`warn_slow_float16`]). Formats: contiguous and
+//! generic kernel ([`warn_emulated_precisions`]). Formats: contiguous and
 //! channels-last.
 
 use std::collections::BTreeMap;
@@ -277,7 +277,7 @@ fn candidates(
 
 /// Whether this machine's CPU has bfloat16 instructions (AVX-512 BF16 or AMX), read from
 /// the kernel's flags.
-fn cpu_computes_bfloat16() -> bool {
+pub(crate) fn cpu_computes_bfloat16() -> bool {
     std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| has_flag(&info, &["avx512_bf16", "amx_bf16"]))
 }
 
@@ -289,18 +289,32 @@ fn has_flag(cpuinfo: &str, flags: &[&str]) -> bool {
         .any(|line| line.split_whitespace().any(|flag| flags.contains(&flag)))
 }
 
-/// Warns where a suite trains fp16 on a CPU: libtorch 2.13's float16 convolution backward
-/// runs a generic kernel there, even on a Xeon with AVX-512 FP16 (87× float32's time for a
-/// 32-to-64-channel 3×3 layer at batch 32, one thread), so such cells measure that kernel,
-/// not mixed precision.
-pub(crate) fn warn_slow_float16(trials: &[TrialSpec], say: &mut dyn FnMut(&str)) {
+/// Warns where a suite trains in a precision this CPU only emulates, before any of it is
+/// profiled or trained: fp16, whose convolution backward runs a generic kernel in libtorch
+/// 2.13 even on a Xeon with AVX-512 FP16 (87× float32's time for a 32-to-64-channel 3×3
+/// layer at batch 32, one thread); and bf16 on a CPU without bfloat16 instructions
+/// (`bfloat16_native`: AVX-512 BF16 or AMX), where its kernels convert every element (a
+/// ResNet-18 profile took 272 s against float32's 20 s on an AVX2-only EPYC). Such cells
+/// measure the emulation, not mixed precision, and take many times as long.
+pub(crate) fn warn_emulated_precisions(trials: &[TrialSpec], bfloat16_native: bool, say: &mut dyn FnMut(&str)) {
     let on_cpu = |trial: &&TrialSpec| device_of(trial) == DeviceChoice::Cpu;
-    let count = trials.iter().filter(on_cpu).filter(|trial| trial.train.precision == Precision::Float16).count();
-    if count > 0 {
+    let count =
+        |precision: Precision| trials.iter().filter(on_cpu).filter(|trial| trial.train.precision == precision).count();
+    let float16 = count(Precision::Float16);
+    if float16 > 0 {
         say(&format!(
-            "warning: {count} trial(s) train fp16 on the CPU, where libtorch's float16 convolution backward runs a \
+            "warning: {float16} trial(s) train fp16 on the CPU, where libtorch's float16 convolution backward runs a \
              generic kernel (tens of times float32's time, even with AVX-512 FP16); fp16 is for GPUs, bf16 is the \
              CPU's mixed precision"
+        ));
+    }
+    let bfloat16 = count(Precision::Bfloat16);
+    if bfloat16 > 0 && !bfloat16_native {
+        say(&format!(
+            "warning: {bfloat16} trial(s) train bf16 on a CPU without bfloat16 instructions (no avx512_bf16 or \
+             amx_bf16 in /proc/cpuinfo), where bf16 kernels are emulated: expect their profiles and steps to take \
+             several times float32's (a ResNet-18 profile 272 s against 20 s on such a CPU); `precision: [auto]` \
+             keeps fp32 here"
         ));
     }
 }
@@ -353,8 +367,8 @@ strategies: [single, {name: pipedream, workers: [2]}]\nbudget: {steps: 1}\nthrea
     }
 
     #[test]
-    fn fp16_on_the_cpu_is_warned_about_and_nothing_else_is() {
-        let warnings = |precision: &str| {
+    fn precisions_the_cpu_emulates_are_warned_about_and_nothing_else_is() {
+        let warnings = |precision: &str, bfloat16_native: bool| {
             let text = format!(
                 "name: t\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\ndevice: cpu\nbudget: {{steps: 1}}
 strategies: [single, {{name: data-parallel, workers: [2]}}]\nprecision: [{precision}]\n"
@@ -362,12 +376,15 @@ strategies: [single, {{name: data-parallel, workers: [2]}}]\nprecision: [{precis
             let trials =
                 crate::plan::plan(&crate::suite_file::SuiteFile::parse(&text).unwrap(), Path::new("t")).unwrap();
             let mut said = Vec::new();
-            warn_slow_float16(&trials, &mut |line| said.push(line.to_owned()));
+            warn_emulated_precisions(&trials, bfloat16_native, &mut |line| said.push(line.to_owned()));
             said
         };
-        let fp16 = warnings("fp16");
+        let fp16 = warnings("fp16", true);
         assert!(fp16.len() == 1 && fp16[0].contains("2 trial(s) train fp16 on the CPU"), "{fp16:?}");
-        assert!(warnings("fp32, bf16").is_empty());
+        let emulated = warnings("fp32, bf16", false);
+        assert!(emulated.len() == 1 && emulated[0].contains("2 trial(s) train bf16 on a CPU without"), "{emulated:?}");
+        assert!(warnings("fp32, bf16", true).is_empty(), "bf16 with AVX-512 BF16 or AMX is the CPU's own");
+        assert!(warnings("fp32", false).is_empty());
     }
 
     #[test]

@@ -73,7 +73,8 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     let store_dir = options.resume.as_deref().and_then(Path::parent).unwrap_or(&options.store_dir);
     let mut choices = crate::auto_compute::ChoiceStore::open(Some(store_dir), options.profiles.fresh)?;
     crate::auto_compute::resolve_auto(&mut trials, suite.numerics, &mut choices, &mut |line| eprintln!("{line}"))?;
-    crate::auto_compute::warn_slow_float16(&trials, &mut |line| eprintln!("{line}"));
+    let bfloat16_native = crate::auto_compute::cpu_computes_bfloat16();
+    crate::auto_compute::warn_emulated_precisions(&trials, bfloat16_native, &mut |line| eprintln!("{line}"));
     if trials.iter().any(|trial| trial.link.emulated().is_some()) {
         sweep_emulated_links();
     }
