@@ -471,7 +471,11 @@ fn cpu_sharing_note(trials: &[TrialRow]) -> Option<String> {
     let workers: Vec<String> =
         shared.iter().map(|(w, t)| format!("W = {w}: {w} processes of {} each", threads(*t))).collect();
     Some(format!(
-        "Reading a speedup on the CPU: {single_part}, while a W-worker cell splits the same cores          between its workers ({}). So W workers do not bring W times the compute here: a speedup          near 1 means the strategy costs little over `single`, and below 1 is its overhead          (communication, pipeline bubbles, processes sharing cores). Where each worker has a GPU          of its own, speedup measures scaling.",
+        "Reading a speedup on the CPU: {single_part}, while a W-worker cell splits the same cores \
+         between its workers ({}). So W workers do not bring W times the compute here: a speedup \
+         near 1 means the strategy costs little over `single`, and below 1 is its overhead \
+         (communication, pipeline bubbles, processes sharing cores). Where each worker has a GPU \
+         of its own, speedup measures scaling.",
         workers.join("; ")
     ))
 }

@@ -71,3 +71,70 @@ fn speedups(cells: &[&TrialSpec], steps: &StepTimes, measured: bool) -> Vec<Scal
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::plan::plan;
+    use crate::suite_file::SuiteFile;
+
+    /// Single and data parallelism in fp32 and bf16, and ZeRO's three stages, on one
+    /// network, data set and batch.
+    fn cells() -> Vec<TrialSpec> {
+        let suite = SuiteFile::parse(
+            "name: t
+networks: [small-cnn]
+datasets: [mnist:synthetic]
+strategies:
+  - single
+  - {name: data-parallel, workers: [2]}
+  - {name: sharded-data-parallel, workers: [2], stage: [1, 2, 3]}
+precision: [fp32, bf16]
+device: cpu
+budget: {steps: 1}
+",
+        )
+        .unwrap();
+        plan(&suite, Path::new("t.yaml")).unwrap()
+    }
+
+    #[test]
+    fn each_cell_divides_by_the_single_cell_that_computes_as_it_does_and_each_stage_is_its_own_line() {
+        let trials = cells();
+        let cells: Vec<&TrialSpec> = trials.iter().collect();
+        // single: 1 s a step in fp32 and 0.5 s in bf16; every two-worker cell 1 s a step.
+        let steps: StepTimes = trials
+            .iter()
+            .map(|trial| {
+                let bf16 = !trial.train.precision.is_float32();
+                let step = match (trial.workers, bf16) {
+                    (1, true) => 0.5,
+                    _ => 1.0,
+                };
+                (trial.trial_id.clone(), step)
+            })
+            .collect();
+        let points = speedups(&cells, &steps, false);
+        let speedup_of = |label: &str| -> Vec<f64> {
+            let mut of: Vec<f64> = points
+                .iter()
+                .filter(|point| point.line.label() == label)
+                .map(|point| point.speedup.stat().unwrap().median)
+                .collect();
+            of.sort_by(f64::total_cmp);
+            of
+        };
+        // Two workers at 1 s do twice single's samples: 2× over fp32 single, 1× over bf16's.
+        assert_eq!(speedup_of("data-parallel"), [2.0]);
+        assert_eq!(speedup_of("data-parallel · bf16"), [1.0]);
+        for stage in 1..=3 {
+            let label = format!("sharded-data-parallel (ZeRO-{stage})");
+            assert_eq!(speedup_of(&label), [2.0], "{label}");
+            assert_eq!(speedup_of(&format!("{label} · bf16")), [1.0], "{label}");
+        }
+        let lines: std::collections::BTreeSet<String> = points.iter().map(|point| point.line.label()).collect();
+        assert_eq!(lines.len(), 10, "{lines:?}");
+    }
+}
