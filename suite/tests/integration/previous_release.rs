@@ -1,14 +1,13 @@
-//! A run made by the previous release (`reports/tests/data/default-run`) reads to the same
-//! report tables and `compare` verdicts as that release produced (`tests/data/previous-release`).
+//! A run made by an earlier release (`reports/tests/data/default-run`) reads to the same
+//! report and `compare` verdicts: snapshots (`insta`, in `snapshots/`) of every report
+//! table as CSV and Markdown, of the HTML page's text, and of three comparisons. The
+//! snapshots of the tables and comparisons were the files that release wrote
+//! (`tests/data/previous-release/README.md` says which); a change to them is a change of
+//! what a reader sees, reviewed as a diff of the `.snap` files.
 
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-
-fn expected(name: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/previous-release").join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/tests/data/default-run")
@@ -47,33 +46,96 @@ fn compare(baseline: &Path, new: &Path, out: &Path, extra: &[&str]) -> (Option<i
     (output.status.code(), lines[..lines.len() - 3].join("\n") + "\n")
 }
 
+/// The report of the fixture run, written into `out`.
+fn report(out: &Path) {
+    let output = Command::cargo_bin("stratlab").unwrap().arg("report").arg(fixture()).arg("--out").arg(out).output();
+    let output = output.unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// The text a reader of an HTML page sees, a line per block: tags, the stylesheet and the
+/// embedded figures' data left out, entities decoded, and the time the page was made
+/// replaced, since it changes with every report.
+fn page_text(html: &str) -> String {
+    let without_style = match (html.find("<style>"), html.find("</style>")) {
+        (Some(start), Some(end)) => format!("{}{}", &html[..start], &html[end + "</style>".len()..]),
+        _ => html.to_owned(),
+    };
+    let mut text = String::new();
+    let mut in_tag = false;
+    let mut tag = String::new();
+    for c in without_style.chars() {
+        match (in_tag, c) {
+            (false, '<') => (in_tag, tag) = (true, String::new()),
+            (true, '>') => {
+                in_tag = false;
+                // Block-level tags and cells end a piece of text.
+                let name = tag.trim_start_matches('/').split_whitespace().next().unwrap_or("").to_lowercase();
+                if [
+                    "p",
+                    "div",
+                    "h1",
+                    "h2",
+                    "h3",
+                    "li",
+                    "tr",
+                    "td",
+                    "th",
+                    "pre",
+                    "br",
+                    "caption",
+                    "figcaption",
+                    "dt",
+                    "dd",
+                ]
+                .contains(&name.as_str())
+                {
+                    text.push('\n');
+                }
+            }
+            (true, c) => tag.push(c),
+            (false, c) => text.push(c),
+        }
+    }
+    let decoded = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    decoded
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(|line| match line.find("· generated ") {
+            Some(at) => format!("{}· generated [time]", &line[..at]),
+            None => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn the_report_tables_are_the_ones_the_previous_release_wrote() {
     let out = tempfile::tempdir().unwrap();
-    let output = Command::cargo_bin("stratlab")
-        .unwrap()
-        .arg("report")
-        .arg(fixture())
-        .arg("--out")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    report(out.path());
     let tables = out.path().join("tables");
     let mut names: Vec<String> =
         std::fs::read_dir(&tables).unwrap().map(|entry| entry.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    let expected_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/previous-release/tables");
-    let mut expected_names: Vec<String> = std::fs::read_dir(&expected_dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .collect();
-    expected_names.sort();
-    assert_eq!(names, expected_names);
+    insta::assert_snapshot!("table_files", names.join("\n"));
     for name in names {
         let written = std::fs::read_to_string(tables.join(&name)).unwrap();
-        assert_eq!(written, expected(&format!("tables/{name}")), "tables/{name} differs");
+        insta::assert_snapshot!(format!("table_{}", name.replace('.', "_")), written);
     }
+}
+
+#[test]
+fn the_report_page_reads_as_the_previous_release_s() {
+    let out = tempfile::tempdir().unwrap();
+    report(out.path());
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    insta::assert_snapshot!("page_text", page_text(&html));
 }
 
 #[test]
@@ -86,13 +148,13 @@ fn compare_gives_the_previous_release_verdicts() {
         path.file_name().unwrap().to_string_lossy().starts_with("small-cnn__mnist__hybrid")
     });
 
-    assert_eq!(compare(&fixture, &fixture, &dir.path().join("self"), &[]), (Some(0), expected("compare_self.txt")));
-    assert_eq!(
-        compare(&fixture, &new, &dir.path().join("missing"), &[]),
-        (Some(3), expected("compare_missing_hybrid.txt"))
-    );
-    assert_eq!(
-        compare(&fixture, &new, &dir.path().join("allowed"), &["--allow-missing"]),
-        (Some(0), expected("compare_missing_hybrid_allowed.txt"))
-    );
+    let (code, text) = compare(&fixture, &fixture, &dir.path().join("self"), &[]);
+    assert_eq!(code, Some(0));
+    insta::assert_snapshot!("compare_self", text);
+    let (code, text) = compare(&fixture, &new, &dir.path().join("missing"), &[]);
+    assert_eq!(code, Some(3));
+    insta::assert_snapshot!("compare_missing_hybrid", text);
+    let (code, text) = compare(&fixture, &new, &dir.path().join("allowed"), &["--allow-missing"]);
+    assert_eq!(code, Some(0));
+    insta::assert_snapshot!("compare_missing_hybrid_allowed", text);
 }
