@@ -54,7 +54,24 @@ pub fn cuda_include_dirs(libtorch: &Path) -> Option<Vec<PathBuf>> {
 pub fn embed_provenance() {
     let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let workspace = manifest_dir.parent().map(PathBuf::from).unwrap_or(manifest_dir);
-    for watched in ["build-support", "datasets", "networks", "strategies", "suite/src", "reports", "Cargo.toml"] {
+    let crates = [
+        "build-support",
+        "columns",
+        "units",
+        "strategy-spec",
+        "results",
+        "telemetry",
+        "perf-model",
+        "regressions",
+        "comm",
+        "datasets",
+        "networks",
+        "strategies",
+        "link-emulation",
+        "reports",
+        "suite/src",
+    ];
+    for watched in crates.iter().chain(&["Cargo.toml"]) {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     for watched in [".git/HEAD", ".git/refs", ".git/packed-refs", "Cargo.lock"] {

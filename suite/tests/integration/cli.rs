@@ -43,25 +43,35 @@ fn networks_lists_networks_variants_and_datasets() {
 }
 
 #[test]
-fn train_small_cnn_on_real_mnist_reaches_98_percent_in_one_epoch() {
+fn train_small_cnn_on_real_mnist_learns_it_and_reports_its_epoch_and_time_to_target() {
+    // 150 steps, a third of an epoch: the small CNN passes 95 % test accuracy on the real
+    // digits (96 % measured at 120 steps, 97 % at 200; chance is 10 %, and a mislabelled or
+    // misread set stays near it), and the report counts the real training split's epoch.
     let output = stratlab(&[
         "train",
         "--network",
         "small-cnn",
         "--dataset",
         "mnist",
-        "--epochs",
-        "1",
+        "--steps",
+        "150",
+        "--target",
+        "0.95",
+        "--eval-every",
+        "75",
         "--device",
         "cpu",
         "--json",
     ]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let accuracy = report["evaluations"].as_array().unwrap().last().unwrap()["accuracy"].as_f64().unwrap();
-    assert!(accuracy >= 0.98, "test accuracy after one epoch: {accuracy}");
-    assert!(report["time_to_accuracy_s"].as_f64().is_some());
-    assert_eq!(report["steps"].as_array().unwrap().len(), 60_000 / 128);
+    let evaluations = report["evaluations"].as_array().unwrap();
+    let accuracy = evaluations.last().unwrap()["accuracy"].as_f64().unwrap();
+    assert!(accuracy >= 0.95, "test accuracy after 150 steps: {accuracy}");
+    assert!(evaluations.len() >= 2, "an evaluation every 75 steps: {evaluations:?}");
+    assert!(report["time_to_accuracy_s"].as_f64().is_some(), "95 % was reached, so its time is reported");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 150);
+    assert_eq!(report["steps_per_epoch"].as_u64(), Some(60_000 / 128), "real MNIST's 60 000 training images");
 }
 
 #[test]
