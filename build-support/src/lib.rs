@@ -74,8 +74,13 @@ pub fn embed_provenance() {
     for watched in crates.iter().chain(&["Cargo.toml"]) {
         println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
+    // Only what exists: cargo counts a watched path that is missing (a checkout without
+    // packed refs) as changed on every build, and the crate would compile every time.
     for watched in [".git/HEAD", ".git/refs", ".git/packed-refs", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+        let path = workspace.join(watched);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
     // `--no-optional-locks`: a plain `git status` may rewrite .git/index, which would make
     // every build re-run this script.

@@ -35,6 +35,9 @@ pub(crate) struct PanelLayout {
     /// Every (value, label) its y axis labelled, then its x axis.
     pub(crate) y_ticks: Vec<(f64, String)>,
     pub(crate) x_ticks: Vec<(f64, String)>,
+    /// The rectangles (x, y, width, height, pixels) of the notes it wrote inside its plot
+    /// (a curve's time to target), which must not cover each other.
+    pub(crate) notes: Vec<(i32, i32, i32, i32)>,
 }
 
 /// The smallest share of a panel's height its plot area keeps: category labels, captions

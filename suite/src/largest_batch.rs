@@ -14,7 +14,7 @@ pub mod search;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use stratlab_results::{BatchProbeRow, Fingerprint, RunStore};
+use stratlab_results::{BatchProbeRow, CellKey, Fingerprint, RunStore};
 use stratlab_strategies::Budget;
 
 use crate::predictions::{predict_cells, LocalLinks, Placement};
@@ -37,9 +37,9 @@ pub(crate) fn resolve_largest_batches(
     say: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
     // In plan order, each cell once (its first trial stands for its repeats).
-    let mut cells: Vec<(String, TrialSpec)> = Vec::new();
+    let mut cells: Vec<(CellKey, TrialSpec)> = Vec::new();
     for trial in trials.iter().filter(|trial| trial.batch_request == BatchRequest::Largest) {
-        let cell = cell_of(trial);
+        let cell = trial.cell_key();
         if !cells.iter().any(|(known, _)| *known == cell) {
             cells.push((cell, trial.clone()));
         }
@@ -49,23 +49,17 @@ pub(crate) fn resolve_largest_batches(
     }
     let stored = store.load_rows::<BatchProbeRow>()?;
     let mut cache = ProfileCache::open(store.run_dir().parent(), profiles)?;
-    let mut found: BTreeMap<String, (BatchRequest, usize)> = BTreeMap::new();
+    let mut found: BTreeMap<CellKey, (BatchRequest, usize)> = BTreeMap::new();
     for (cell, trial) in &cells {
         let held: Vec<&BatchProbeRow> = stored.iter().filter(|row| row.trial_id == trial.trial_id).collect();
         found.insert(cell.clone(), search_cell(trial, &held, store, fingerprint, &mut cache, say)?);
     }
     for trial in trials.iter_mut().filter(|trial| trial.batch_request == BatchRequest::Largest) {
-        let (request, batch) = found[&cell_of(trial)].clone();
+        let (request, batch) = found[&trial.cell_key()].clone();
         trial.batch_request = request;
         trial.train.batch_size = batch;
     }
     Ok(())
-}
-
-/// A cell's trials share one search: the trial id without its repeat.
-fn cell_of(trial: &TrialSpec) -> String {
-    let repeat = format!("__r{}", trial.repeat);
-    trial.trial_id.strip_suffix(&repeat).unwrap_or(&trial.trial_id).to_owned()
 }
 
 /// What a batch must fit under, per worker: a CUDA worker's device cap (its memory is the

@@ -343,6 +343,7 @@ fn draw_bars<DB: DrawingBackend, Y: Ranged<ValueType = f64> + ValueFormatter<f64
         plot_px: chart.plotting_area().dim_in_pixel().1,
         y_ticks: y_ticks.ticks(),
         x_ticks: placed.into_iter().map(|(x, label)| (f64::from(x), label)).collect(),
+        notes: Vec::new(),
     });
     Ok(())
 }

@@ -123,6 +123,7 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
         plot_px: chart.plotting_area().dim_in_pixel().1,
         y_ticks: y_ticks.ticks(),
         x_ticks: x_ticks.ticks(),
+        notes: placed,
     });
     Ok(())
 }

@@ -70,6 +70,12 @@ fn assert_readable(figure: &str, panels: &[PanelLayout]) {
                 assert_ne!(pair[0].1, pair[1].1, "{figure} panel {i}: {axis} ticks {pair:?} read alike");
             }
         }
+        for (j, a) in panel.notes.iter().enumerate() {
+            for b in &panel.notes[j + 1..] {
+                let apart = a.0 + a.2 <= b.0 || b.0 + b.2 <= a.0 || a.1 + a.3 <= b.1 || b.1 + b.3 <= a.1;
+                assert!(apart, "{figure} panel {i}: notes {a:?} and {b:?} cover each other");
+            }
+        }
     }
 }
 
@@ -193,5 +199,28 @@ fn curves_over_a_small_share_of_an_epoch_label_their_ticks_apart() {
         .collect();
     let figure = TimeToAccuracy { network: "small-cnn".into(), dataset: "mnist".into(), target_accuracy: 0.93, curves };
     crate::time_to_accuracy(&figure, &target).unwrap();
-    assert_readable("time_to_accuracy", &last_rendered());
+    let panels = last_rendered();
+    assert_readable("time_to_accuracy", &panels);
+    assert!(!panels[0].notes.is_empty(), "the first time to target is written beside its point");
+}
+
+#[test]
+fn a_strategy_computing_two_ways_is_one_panel_of_speedup_bars() {
+    let plain = StrategySeries::of(StrategyKind::DataParallel);
+    let bars: Vec<SpeedupBar> = [plain.clone(), plain.computing("fp32 · channels_last")]
+        .into_iter()
+        .enumerate()
+        .map(|(i, series)| SpeedupBar {
+            series,
+            network: "small-cnn".into(),
+            dataset: "mnist".into(),
+            workers: 2,
+            speedup: Plotted::single(1.0 + 0.1 * i as f64),
+        })
+        .collect();
+    let (_dir, target) = target("speedup");
+    crate::speedup_bars(&bars, &target).unwrap();
+    let panels = last_rendered();
+    assert_eq!(panels.len(), 1, "one panel for data-parallel, its channels-last bars a mark within it");
+    assert_eq!(panels[0].x_ticks.len(), 1, "one data set");
 }

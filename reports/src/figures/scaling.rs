@@ -237,6 +237,7 @@ fn draw_panel<DB: DrawingBackend>(
         plot_px: chart.plotting_area().dim_in_pixel().1,
         y_ticks: y_ticks.ticks(),
         x_ticks: labels.into_iter().map(|(x, label)| (f64::from(x), label)).collect(),
+        notes: Vec::new(),
     });
     Ok(())
 }

@@ -211,3 +211,27 @@ fn the_shipped_suites_parse_and_plan() {
         assert!(String::from_utf8_lossy(&output.stdout).contains(&format!("{trials} trials")), "{file}");
     }
 }
+
+/// A shipped suite whose cells stop at a time limit waits for timed steps after the warm-up
+/// (`budget.min_timed_steps`): on the slowest CPU kind a ResNet-18 step takes ~4.5 s, so the
+/// default suite's 25 s held only its 5 warm-up steps and its ResNet-18 MNIST cell recorded
+/// no number.
+#[test]
+fn every_shipped_suite_with_a_time_limit_waits_for_timed_steps() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut time_limited = Vec::new();
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|extension| extension != "yaml") {
+            continue;
+        }
+        let suite: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let budget = &suite["budget"];
+        if budget.get("seconds").is_some() {
+            let timed = budget.get("min_timed_steps").and_then(serde_json::Value::as_u64).unwrap_or(0);
+            assert!(timed >= 3, "{}: a time limit without at least 3 timed steps", path.display());
+            time_limited.push(path);
+        }
+    }
+    assert!(time_limited.iter().any(|path| path.ends_with("default.yaml")), "{time_limited:?}");
+}
