@@ -79,7 +79,7 @@ mod tests {
             label: "sharded-data-parallel (ZeRO-1)".into(),
             ..StrategySeries::of(StrategyKind::ShardedDataParallel)
         };
-        let mut series = vec![
+        let mut series = [
             StrategySeries::of(StrategyKind::Hybrid),
             labelled.clone().computing("bf16"),
             labelled.clone(),

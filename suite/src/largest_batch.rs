@@ -234,7 +234,7 @@ fn probe(
         probe: index as i64,
         batch_size: batch as i64,
         global_batch: probe.global_batch() as i64,
-        outcome: recorded.trial.outcome.clone(),
+        outcome: recorded.trial.outcome,
         fits,
         reason: recorded.trial.reason.clone(),
         peak_memory_bytes: recorded.trial.training.peak_memory_bytes,

@@ -356,7 +356,7 @@ fn draw_mark<DB: DrawingBackend>(
     mark: Mark,
     color: RGBColor,
 ) -> Result<(), DrawError> {
-    let ink = if is_light(color) { INK } else { WHITE.into() };
+    let ink = if is_light(color) { INK } else { WHITE };
     if matches!(mark, Mark::Hatched | Mark::CrossHatched) {
         hatch_rect(screen, p0, p1, ink, 7)?;
     }

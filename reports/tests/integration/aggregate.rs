@@ -354,7 +354,7 @@ fn time_to_accuracy_and_loss_curves_per_trial() {
     assert_eq!(w2.points.len(), 3);
     assert_eq!(w2.first_reaching(0.8).expect("reached").wall_s, 20.0);
     let oom = figure.curves.iter().find(|c| c.series == series("gpipe")).expect("gpipe curve");
-    assert_eq!((oom.points.len(), oom.failure.clone()), (0, Some(Outcome::Oom)));
+    assert_eq!((oom.points.len(), oom.failure), (0, Some(Outcome::Oom)));
 
     let single = &aggregates.loss[0];
     assert_eq!(single.steps_per_epoch, Some(StepsPerEpoch::Counted(4)));
