@@ -90,13 +90,20 @@ impl RunStore {
         write_atomically(&path, |file| file.write_all(&json).map_err(Into::into))
     }
 
-    /// Opens an existing run (to resume it or read it) and deletes temp files left by
-    /// writers that no longer exist.
+    /// Opens an existing run to read it. Reading writes nothing: a run is often a fixture in
+    /// a source tree, or someone else's folder. A table without its folder (a run written
+    /// before the table existed) reads as empty.
     pub fn open(run_dir: &Path) -> Result<RunStore, StoreError> {
         if !run_dir.join(FINGERPRINT_FILE).is_file() {
             return Err(StoreError::NotARun { path: run_dir.to_path_buf() });
         }
-        let store = RunStore { run_id: dir_name(run_dir), run_dir: run_dir.to_path_buf() };
+        Ok(RunStore { run_id: dir_name(run_dir), run_dir: run_dir.to_path_buf() })
+    }
+
+    /// Opens an existing run to add trials to it: every table folder is made, and temp files
+    /// left by writers that no longer exist are deleted.
+    pub fn resume(run_dir: &Path) -> Result<RunStore, StoreError> {
+        let store = RunStore::open(run_dir)?;
         store.make_table_dirs()?;
         remove_stale_temp_files(&store.run_dir)?;
         for table in TABLE_NAMES {

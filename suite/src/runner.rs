@@ -81,7 +81,7 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     let fingerprint = crate::fingerprint::collect(Some(&options.suite_path));
     let store = match &options.resume {
         Some(run_dir) => {
-            let store = RunStore::open(run_dir)?;
+            let store = RunStore::resume(run_dir)?;
             check_same_suite(&store, &options.suite_path)?;
             check_same_environment(&store, &fingerprint, options.allow_mixed)?;
             store

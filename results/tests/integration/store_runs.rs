@@ -230,9 +230,35 @@ fn leftover_temp_files_and_uncommitted_trials_are_not_finished() {
     assert_eq!(ids.into_iter().collect::<Vec<_>>(), ["done"]);
     assert_eq!(store.load("epochs").expect("epochs").height(), 2, "orphan parts must not be loaded");
 
-    let reopened = RunStore::open(store.run_dir()).expect("open");
-    assert!(!stale.exists(), "open must delete temp files of dead writers");
-    assert_eq!(reopened.finished_trial_ids().expect("ids").len(), 1);
+    // Reading leaves the folder as it is; resuming sweeps what dead writers left.
+    let read = RunStore::open(store.run_dir()).expect("open");
+    assert_eq!(read.finished_trial_ids().expect("ids").len(), 1);
+    assert!(stale.exists(), "reading a run must not change it");
+    let resumed = RunStore::resume(store.run_dir()).expect("resume");
+    assert!(!stale.exists(), "resume must delete temp files of dead writers");
+    assert_eq!(resumed.finished_trial_ids().expect("ids").len(), 1);
+}
+
+/// A run checked into a source tree (a fixture) or someone else's folder: reading it, old
+/// tables missing included, creates and deletes nothing.
+#[test]
+fn opening_a_run_to_read_it_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = new_store(dir.path());
+    let run = store.run_id().to_owned();
+    store.write_trial(TrialTables::new(&trial(&run, "done", 0))).expect("write");
+    // As a run written before the probe tables existed.
+    fs::remove_dir_all(store.run_dir().join("probes")).expect("remove a table folder");
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<_> = fs::read_dir(dir).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+        names.sort();
+        names
+    };
+    let before = listing(store.run_dir());
+    let read = RunStore::open(store.run_dir()).expect("open");
+    assert_eq!(read.finished_trial_ids().expect("ids").len(), 1);
+    assert_eq!(read.load("probes").expect("a missing table reads as empty").height(), 0);
+    assert_eq!(listing(store.run_dir()), before);
 }
 
 #[test]
