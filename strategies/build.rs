@@ -11,36 +11,42 @@
 
 use std::path::PathBuf;
 
+/// The shim's sources, compiled as one translation unit (a unity build): each includes
+/// libtorch's headers, whose parsing is nearly all of their compile time (the optimisation
+/// level hardly matters), and one unit parses them once. Names private to a file live in its
+/// anonymous namespace, which the unit shares, so they must differ across files.
+const SHIM_SOURCES: [&str; 9] = [
+    "torch_context.cpp",
+    "autograd.cpp",
+    "autocast.cpp",
+    "memory_format.cpp",
+    "cpu_memory.cpp",
+    "loss_scale.cpp",
+    "shim_call.cpp",
+    "cuda_memory.cpp",
+    "refusal.cpp",
+];
+
+const SHIM_HEADERS: [&str; 3] = ["shim_call.h", "pass_name.h", "refusal.h"];
+
 fn main() {
     stratlab_build::link_libtorch();
-    println!("cargo:rerun-if-changed=cpp/torch_context.cpp");
-    println!("cargo:rerun-if-changed=cpp/autograd.cpp");
-    println!("cargo:rerun-if-changed=cpp/autocast.cpp");
-    println!("cargo:rerun-if-changed=cpp/memory_format.cpp");
-    println!("cargo:rerun-if-changed=cpp/cpu_memory.cpp");
-    println!("cargo:rerun-if-changed=cpp/loss_scale.cpp");
-    println!("cargo:rerun-if-changed=cpp/shim_call.h");
-    println!("cargo:rerun-if-changed=cpp/shim_call.cpp");
-    println!("cargo:rerun-if-changed=cpp/cuda_memory.cpp");
-    println!("cargo:rerun-if-changed=cpp/pass_name.h");
-    println!("cargo:rerun-if-changed=cpp/refusal.h");
-    println!("cargo:rerun-if-changed=cpp/refusal.cpp");
+    for file in SHIM_SOURCES.iter().chain(&SHIM_HEADERS) {
+        println!("cargo:rerun-if-changed=cpp/{file}");
+    }
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     // torch-sys read LIBTORCH (set by .cargo/config.toml) to find the library; its headers
     // sit beside it.
     let libtorch = PathBuf::from(std::env::var_os("LIBTORCH").expect("LIBTORCH is set by .cargo/config.toml"));
+    let cpp = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo")).join("cpp");
+    let unity = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("shim_unity.cpp");
+    let includes: String =
+        SHIM_SOURCES.iter().map(|file| format!("#include \"{}\"\n", cpp.join(file).display())).collect();
+    std::fs::write(&unity, includes).expect("write the shim's unity source into OUT_DIR");
     let mut build = cc::Build::new();
     build
         .cpp(true)
-        .file("cpp/torch_context.cpp")
-        .file("cpp/autograd.cpp")
-        .file("cpp/autocast.cpp")
-        .file("cpp/memory_format.cpp")
-        .file("cpp/cpu_memory.cpp")
-        .file("cpp/loss_scale.cpp")
-        .file("cpp/shim_call.cpp")
-        .file("cpp/cuda_memory.cpp")
-        .file("cpp/refusal.cpp")
+        .file(&unity)
         .include(libtorch.join("include"))
         .include(libtorch.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")
