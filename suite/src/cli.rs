@@ -68,6 +68,11 @@ pub enum Command {
         /// Do not write the report (`<run>/report/`) or print the results matrix at the end.
         #[arg(long)]
         no_report: bool,
+        /// Do not predict the cells before training: no profile is taken and no link probed
+        /// for them, and the report has no predictions to judge. For a quick look at a few
+        /// cells; `batch_size: max` and `balance: time` still profile what they need.
+        #[arg(long)]
+        no_predict: bool,
         /// Which profiles (kept in the store's `profiles/`) the run's predictions reuse.
         #[command(flatten)]
         reuse: ReuseArgs,

@@ -26,9 +26,16 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Data { command: DataCommand::Fetch { names } } => fetch(&names),
         Command::Train(args) => train(&args),
         Command::Plan { suite } => show_plan(&suite),
-        Command::Run { suite, resume, only, store, allow_mixed, no_report, reuse } => {
-            let options =
-                RunOptions { suite_path: suite, store_dir: store, resume, only, allow_mixed, profiles: reuse.policy() };
+        Command::Run { suite, resume, only, store, allow_mixed, no_report, no_predict, reuse } => {
+            let options = RunOptions {
+                suite_path: suite,
+                store_dir: store,
+                resume,
+                only,
+                allow_mixed,
+                predict: !no_predict,
+                profiles: reuse.policy(),
+            };
             let summary = run_suite(&options)?;
             let counts: Vec<String> = summary.outcomes.iter().map(|(outcome, n)| format!("{n} {outcome}")).collect();
             println!(

@@ -31,6 +31,9 @@ pub struct RunOptions {
     pub only: Vec<String>,
     /// Resume even when this machine's fingerprint differs from the run's (recorded).
     pub allow_mixed: bool,
+    /// Predict every cell before its first trial (profiles, link probes), for the report
+    /// to judge.
+    pub predict: bool,
     /// Which stored profiles the run's predictions reuse.
     pub profiles: ReusePolicy,
 }
@@ -92,7 +95,9 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
     crate::largest_batch::resolve_largest_batches(&mut trials, &store, &fingerprint, options.profiles, &mut |line| {
         eprintln!("{line}")
     })?;
-    crate::ex_ante::predict_run(&trials, &store, options.profiles, &mut |line| eprintln!("{line}"));
+    if options.predict {
+        crate::ex_ante::predict_run(&trials, &store, options.profiles, &mut |line| eprintln!("{line}"));
+    }
     crate::ex_ante::cut_on_run_profiles(&mut trials, &store, &mut |line| eprintln!("{line}"));
     let finished = store.finished_trial_ids()?;
     let already_done = trials.iter().filter(|trial| finished.contains(&trial.trial_id)).count();

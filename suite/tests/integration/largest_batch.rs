@@ -31,7 +31,7 @@ fn run(dir: &Path, store: &Path, extra: &[&str]) -> (Vec<BatchProbeRow>, Vec<Tri
     let before = crate::run_folders(store);
     let output = Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--store", store.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", store.to_str().unwrap(), "--no-predict"])
         .args(extra)
         .env_remove("STRATLAB_TEST_FAULT")
         .output()

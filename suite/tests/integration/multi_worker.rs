@@ -13,7 +13,7 @@ fn run_suite(dir: &Path, suite: &str, fault: Option<&str>) -> RunStore {
     std::fs::write(&path, suite).unwrap();
     let results = dir.join("results");
     let mut command = Command::cargo_bin("stratlab").unwrap();
-    command.args(["run", path.to_str().unwrap(), "--store", results.to_str().unwrap(), "--no-report"]);
+    command.args(["run", path.to_str().unwrap(), "--store", results.to_str().unwrap(), "--no-report", "--no-predict"]);
     if let Some(fault) = fault {
         command.env("STRATLAB_TEST_FAULT", fault);
     }

@@ -39,7 +39,7 @@ fn entries(dir: &Path) -> usize {
 fn run(dir: &Path, suite: &Path, extra: &[&str]) -> std::process::Output {
     Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--store", dir.join("results").to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", dir.join("results").to_str().unwrap(), "--no-predict"])
         .args(extra)
         .env("STRATLAB_DATA_DIR", dir.join("data"))
         .env_remove("STRATLAB_TEST_FAULT")
@@ -170,6 +170,11 @@ fn device_auto_is_resolved_and_every_row_names_its_host_device_and_numerics() {
     assert_eq!((row.precision_auto, row.memory_format_auto), (Some(false), Some(false)));
     assert_eq!(row.metrics_every_steps, 5);
     assert!(row.training.step_samples_per_s.unwrap() >= row.training.wall_samples_per_s.unwrap());
+    // `--no-predict` (which `run` here passes): nothing profiled, nothing predicted.
+    let predictions: Vec<stratlab_results::PredictionRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
+    assert!(predictions.is_empty(), "{predictions:?}");
+    assert!(!dir.path().join("results/profiles").exists(), "no profile is taken");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("predicted every cell"));
 }
 
 #[test]
@@ -273,7 +278,7 @@ fn a_release_binary_ignores_the_fault_variable() {
     let suite = write(dir.path(), "tiny.yaml", TINY);
     let results = dir.path().join("results");
     let output = std::process::Command::new(&binary)
-        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap(), "--no-predict"])
         .env("STRATLAB_TEST_FAULT", "r0=panic")
         .output()
         .unwrap();

@@ -46,7 +46,7 @@ include:
     let results = dir.path().join("results");
     let output = Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap(), "--no-predict"])
         .env("STRATLAB_TEST_FAULT", "r1=panic,r2=abort,r3=sigkill,r4=hang,r5=nan,r6=alloc")
         .timeout(Duration::from_secs(300))
         .output()
@@ -191,7 +191,7 @@ fn resuming_with_a_changed_suite_is_refused() {
     let results = dir.path().join("results");
     Command::cargo_bin("stratlab")
         .unwrap()
-        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap()])
+        .args(["run", suite.to_str().unwrap(), "--store", results.to_str().unwrap(), "--no-predict"])
         .assert()
         .success();
     std::fs::write(&suite, text.replace("steps: 3", "steps: 4")).unwrap();

@@ -45,7 +45,14 @@ fn run(store: &Path, threads: usize) -> PathBuf {
     let suite_path = store.join(format!("tiny-{threads}.yaml"));
     std::fs::write(&suite_path, suite(threads)).unwrap();
     let before: Vec<PathBuf> = runs_in(store);
-    let output = stratlab(&["run", suite_path.to_str().unwrap(), "--store", store.to_str().unwrap(), "--no-report"]);
+    let output = stratlab(&[
+        "run",
+        suite_path.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--no-report",
+        "--no-predict",
+    ]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let mut new: Vec<PathBuf> = runs_in(store).into_iter().filter(|run| !before.contains(run)).collect();
     assert_eq!(new.len(), 1, "one new run folder");
