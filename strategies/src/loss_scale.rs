@@ -92,13 +92,7 @@ impl LossScaler {
     /// The scaler a trial in `precision` needs: float16's, and none for the rest (float32
     /// and float64 do not lower the backward; bfloat16 keeps float32's exponent range).
     pub fn for_precision(precision: Precision, settings: LossScaleSettings) -> Option<LossScaler> {
-        LossScaler::needed_for(precision).then(|| LossScaler::new(settings))
-    }
-
-    /// Whether training in `precision` scales its loss: float16 only, whose range is too
-    /// narrow for small gradients.
-    pub fn needed_for(precision: Precision) -> bool {
-        precision == Precision::Float16
+        precision.needs_loss_scale().then(|| LossScaler::new(settings))
     }
 
     /// A scaler starting at `settings.initial`.

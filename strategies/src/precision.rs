@@ -11,45 +11,18 @@
 //! reorderings move results by ~1e-15 and a tolerance of 1e-9 checks the algorithm exactly.
 
 pub use stratlab_strategy_spec::Precision;
-use stratlab_strategy_spec::{MemoryFormat, Strategy};
+use stratlab_strategy_spec::{MemoryFormat, PrecisionRefused};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::autocast::{AutocastRegion, AutocastType};
 use crate::device_double::{self, DeviceCall};
-use crate::loss_scale::LossScaler;
 use crate::memory_format::to_memory_format;
 use crate::{DeviceChoice, TrainError};
 
-/// Why `precision` cannot train on `device` in this build, if it cannot; the reason names
-/// the valid choices.
-pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(), String> {
-    match precision {
-        Precision::Float64 => {
-            Err("fp64 is the equivalence tests' precision, not a benchmark's; valid: fp32, bf16, tf32, auto".into())
-        }
-        Precision::Tfloat32 if device == DeviceChoice::Cpu => Err("tf32 is a CUDA tensor-core mode and this \
-                                   trial's device is the CPU; valid on a CPU: fp32, bf16, auto"
-            .into()),
-        _ => Ok(()),
-    }
-}
-
-/// Why `strategy` cannot train in `precision`, if it cannot. float16's loss scale needs
-/// every stage to take or skip an update together; PipeDream updates each stage after each
-/// of its own micro-batches, at different moments, so agreeing would take a collective per
-/// micro-batch that stalls the pipeline it exists to keep full.
-pub fn check_strategy(precision: Precision, strategy: &Strategy) -> Result<(), String> {
-    let per_micro_batch = strategy.schedule().is_some_and(|schedule| schedule.updates_per_micro_batch());
-    if per_micro_batch && LossScaler::needed_for(precision) {
-        return Err(format!(
-            "{precision} needs a dynamic loss scale that every stage agrees on at each update, and {} updates \
-             each stage on its own after each micro-batch; valid for {}: fp32, bf16, auto",
-            strategy.name(),
-            strategy.name()
-        ));
-    }
-    Ok(())
+/// Why `precision` cannot train a benchmark cell on `device`, if it cannot.
+pub fn check_trainable(precision: Precision, device: DeviceChoice) -> Result<(), PrecisionRefused> {
+    precision.check_device(device == DeviceChoice::Cpu)
 }
 
 /// What a network computes in: the two suite axes a trial's [`crate::TrainConfig`] carries,

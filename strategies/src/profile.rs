@@ -26,15 +26,9 @@ use crate::staged_model::StagedModel;
 use crate::TrainError;
 
 /// Timed passes per stage and size after one untimed warm-up; the cost is the faster one's
-/// ([`faster_pass`]). Short stages used to repeat up to five times, until 0.3 s of them, and
-/// their median was the cost: on this VM that did not make a profile more repeatable, and it
-/// cost a third of the stage timing. ResNet-18, MobileNetV2 and VGG-11 on MNIST and CIFAR-10
-/// at 2–64 samples, one thread (`stratlab predict` of single cells), two profiles each way,
-/// interleaved: up to five passes took 80–88 s and two profiles' stage sums at a size
-/// differed by a median 9.0 % (p90 26 %); two passes took 56–58 s and differed by 10.3 %
-/// (p90 24 %). The mean of the two, tried first, took in whole any pass the scheduler
-/// interrupted: in a validation run whose profiles met a slow spell (val28) the stages summed
-/// came out a median 23 % above single's 1-thread trials.
+/// ([`faster_pass`]): interference only adds time, and a mean would take in whole any pass
+/// the scheduler interrupted. More passes (up to five, their median) made profiles no more
+/// repeatable and cost a third more of the stage timing (`perf-model/VALIDATION.md`).
 pub const PROFILE_REPEATS: usize = 2;
 /// Timed optimizer steps and gradient copies after an untimed one: milliseconds each, in every
 /// cell's step, so they keep five.

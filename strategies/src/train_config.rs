@@ -20,10 +20,8 @@ pub struct Budget {
     pub seconds: Option<f64>,
     /// With `seconds`: the time limit ends the run only once this many steps after the
     /// warm-up were timed (`epochs` and `steps` still end it). A time limit alone times
-    /// many steps of a fast cell and one or two of a slow one, and a 10th percentile of two
-    /// steps is not a statistic: the validation suite's 7 s timed 1 to 3 steps in 27 of
-    /// its 216 trials (val25: MobileNetV2 on CIFAR-10's parameter server over 100 Mbit/s,
-    /// 3.2 s a step, one).
+    /// many steps of a fast cell and one or two of a slow one (a parameter server over a
+    /// slow link), and a 10th percentile of two steps is not a statistic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_timed_steps: Option<usize>,
 }

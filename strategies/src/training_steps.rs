@@ -10,14 +10,9 @@
 use crate::{Budget, NoObserver, TrainConfig, TrainContext, TrainError, TrainReport};
 
 /// Untimed steps first. A fresh worker's first two steps are the slowest (its heap and
-/// caches still filling; MobileNetV2 on MNIST at 64 samples and two threads: 1254, 945,
-/// then 832, 719, 730, 698 ms; the loader waits a millisecond a step), and a 10th
-/// percentile over more steps after them falls among the steady ones. Two untimed and six
-/// timed steps replaced the loader's prefetched batches and one more (5) and three timed,
-/// the same 8 steps: over the 192 single trials at two threads of eight validation runs
-/// (val16–val23, their step tables), against the 10th percentile of each trial's steps
-/// from the ninth on, the 10th percentile of steps 3–8 was off by a median 4.6 % and at
-/// the 90th percentile 18.6 %, that of steps 6–8 by 5.0 % and 21.6 %.
+/// caches still filling), and a 10th percentile over more steps after them falls among the
+/// steady ones: two untimed and six timed steps matched a trial's later steps more closely
+/// than five untimed and three timed (`perf-model/VALIDATION.md`).
 const WARMUP_STEPS: usize = 2;
 /// Timed steps at least, and at most, after the warm-up: their 10th percentile is the
 /// statistic trials are compared by, and it falls among a trial's steady steps. Short

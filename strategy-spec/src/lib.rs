@@ -24,7 +24,9 @@ pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownNam
 pub use kind::StrategyKind;
 pub use optimizer::OptimizerKind;
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
-pub use precision::{compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision};
+pub use precision::{
+    compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision, PrecisionRefused,
+};
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};

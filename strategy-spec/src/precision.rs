@@ -12,7 +12,7 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, IntoDeserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::UnknownName;
+use crate::{Schedule, StrategyKind, UnknownName};
 
 /// The floating-point types a cell trains in.
 #[derive(
@@ -58,7 +58,57 @@ pub enum Precision {
     Float64,
 }
 
+/// Why a precision cannot train a cell: every rule about which precision applies where, in
+/// one place (the planner, the runner's `auto`, the trial and the pipeline stages ask it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PrecisionRefused {
+    /// fp64 is kept for the equivalence tests.
+    #[error("fp64 is the equivalence tests' precision, not a benchmark's; valid: fp32, bf16, tf32, auto")]
+    TestsOnly,
+    /// tf32 is a CUDA tensor-core mode.
+    #[error("tf32 is a CUDA tensor-core mode and this trial's device is the CPU; valid on a CPU: fp32, bf16, auto")]
+    NotOnCpu,
+    /// float16's loss scale needs every stage to take or skip an update together, and this
+    /// strategy updates each stage on its own after each of its micro-batches (PipeDream):
+    /// agreeing would take a collective per micro-batch that stalls the pipeline it exists
+    /// to keep full.
+    #[error(
+        "{precision} needs a dynamic loss scale that every stage agrees on at each update, and {strategy} updates \
+         each stage on its own after each micro-batch; valid for {strategy}: fp32, bf16, auto"
+    )]
+    UnsharedLossScale {
+        /// The precision asked for.
+        precision: Precision,
+        /// The strategy that updates per micro-batch.
+        strategy: StrategyKind,
+    },
+}
+
 impl Precision {
+    /// Whether this precision trains with a dynamic loss scale (AMP's float16).
+    pub fn needs_loss_scale(self) -> bool {
+        self == Precision::Float16
+    }
+
+    /// Why this precision cannot train a benchmark cell on a device that is (`on_cpu`) or
+    /// may be a CUDA device, if it cannot.
+    pub fn check_device(self, on_cpu: bool) -> Result<(), PrecisionRefused> {
+        match self {
+            Precision::Float64 => Err(PrecisionRefused::TestsOnly),
+            Precision::Tfloat32 if on_cpu => Err(PrecisionRefused::NotOnCpu),
+            _ => Ok(()),
+        }
+    }
+
+    /// Why `strategy` cannot train in this precision, if it cannot.
+    pub fn check_strategy(self, strategy: StrategyKind) -> Result<(), PrecisionRefused> {
+        let per_micro_batch = Schedule::of(strategy).is_some_and(Schedule::updates_per_micro_batch);
+        if per_micro_batch && self.needs_loss_scale() {
+            return Err(PrecisionRefused::UnsharedLossScale { precision: self, strategy });
+        }
+        Ok(())
+    }
+
     /// The name suites, tables and labels use (`fp32`, `bf16`, …).
     pub fn name(self) -> &'static str {
         self.into()
@@ -213,6 +263,26 @@ mod tests {
     use strum::VariantArray;
 
     use super::*;
+
+    #[test]
+    fn each_precision_rule_refuses_what_it_names_and_lists_the_valid_choices() {
+        assert_eq!(Precision::Float64.check_device(false), Err(PrecisionRefused::TestsOnly));
+        assert_eq!(Precision::Tfloat32.check_device(true), Err(PrecisionRefused::NotOnCpu));
+        assert_eq!(Precision::Tfloat32.check_device(false), Ok(()), "a CUDA device, or auto");
+        for precision in [Precision::Float32, Precision::Bfloat16, Precision::Float16] {
+            assert_eq!(precision.check_device(true), Ok(()));
+        }
+        let refused = Precision::Float16.check_strategy(StrategyKind::PipeDream).unwrap_err();
+        assert_eq!(
+            refused,
+            PrecisionRefused::UnsharedLossScale { precision: Precision::Float16, strategy: StrategyKind::PipeDream }
+        );
+        assert!(refused.to_string().ends_with("valid for pipedream: fp32, bf16, auto"), "{refused}");
+        for kind in StrategyKind::VARIANTS.iter().copied().filter(|&kind| kind != StrategyKind::PipeDream) {
+            assert_eq!(Precision::Float16.check_strategy(kind), Ok(()), "{kind}");
+        }
+        assert_eq!(Precision::Bfloat16.check_strategy(StrategyKind::PipeDream), Ok(()));
+    }
 
     #[test]
     fn names_are_the_suite_s_and_serde_strum_agree() {

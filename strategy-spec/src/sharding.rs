@@ -56,13 +56,14 @@ impl stratlab_columns::ColumnValue for ZeroStage {
 }
 
 impl TryFrom<u8> for ZeroStage {
-    type Error = String;
-    fn try_from(number: u8) -> Result<Self, String> {
-        ZeroStage::ALL
-            .into_iter()
-            .find(|stage| stage.number() == number)
-            .ok_or_else(|| format!("unknown ZeRO stage {number}; valid: 1, 2, 3"))
+    type Error = UnknownName;
+    fn try_from(number: u8) -> Result<Self, UnknownName> {
+        ZeroStage::ALL.into_iter().find(|stage| stage.number() == number).ok_or_else(|| unknown_stage(number))
     }
+}
+
+fn unknown_stage(name: impl ToString) -> UnknownName {
+    UnknownName { what: "ZeRO stage", name: name.to_string(), valid: "1, 2, 3".into() }
 }
 
 impl From<ZeroStage> for u8 {
@@ -78,9 +79,9 @@ impl fmt::Display for ZeroStage {
 }
 
 impl FromStr for ZeroStage {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
-        text.parse::<u8>().map_err(|_| format!("unknown ZeRO stage `{text}`; valid: 1, 2, 3"))?.try_into()
+    type Err = UnknownName;
+    fn from_str(text: &str) -> Result<Self, UnknownName> {
+        text.parse::<u8>().map_err(|_| unknown_stage(text))?.try_into()
     }
 }
 
@@ -124,7 +125,7 @@ mod tests {
     fn stages_are_numbers_in_suites_and_names_and_an_unknown_one_lists_the_valid() {
         assert_eq!(serde_saphyr::from_str::<ZeroStage>("2").unwrap(), ZeroStage::Two);
         let error = serde_saphyr::from_str::<ZeroStage>("4").unwrap_err().to_string();
-        assert!(error.contains("unknown ZeRO stage 4; valid: 1, 2, 3"), "{error}");
+        assert!(error.contains("unknown ZeRO stage `4`; valid: 1, 2, 3"), "{error}");
         assert_eq!("3".parse::<ZeroStage>(), Ok(ZeroStage::Three));
         assert!(ZeroStage::Two.shards_gradients() && !ZeroStage::One.shards_gradients());
         assert!(ZeroStage::Three.shards_weights() && !ZeroStage::Two.shards_weights());

@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use stratlab_results::{AutoChoiceRow, PartStore, UtcTime};
-use stratlab_strategies::precision::check_strategy;
 use stratlab_strategies::{DeviceChoice, LibtorchBuild, Numerics};
 use stratlab_strategy_spec::{AutoOr, MemoryFormat, Precision};
 use stratlab_telemetry::{cuda_compute_capability, ComputeCapability, CudaEnv};
@@ -113,7 +112,7 @@ pub(crate) fn resolve_auto(
         let (mut precision, format) = chosen[&group_of(trial)];
         // fp16 (chosen on a Volta or Turing board) is one PipeDream cannot train: its cells
         // fall back to fp32 rather than becoming infeasible.
-        if trial.precision == AutoOr::Auto && check_strategy(precision, &trial.strategy).is_err() {
+        if trial.precision == AutoOr::Auto && precision.check_strategy(trial.strategy.kind()).is_err() {
             say(&format!(
                 "{}: auto trains it in fp32, not the group's {precision}, which it cannot train",
                 trial.label()

@@ -29,10 +29,10 @@ pub(crate) fn own_group_dying_with_parent(command: &mut Command, address_space_l
 }
 
 /// The one JSON line a worker process reads on stdin: what its parent asks of it.
-fn read_request<T: DeserializeOwned>() -> Result<T, String> {
+fn read_request<T: DeserializeOwned>() -> anyhow::Result<T> {
     let mut text = String::new();
-    std::io::stdin().lock().read_line(&mut text).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+    std::io::stdin().lock().read_line(&mut text)?;
+    Ok(serde_json::from_str(&text)?)
 }
 
 /// [`read_request`], or exit code 2 once stderr says that `command` could not read `what`.

@@ -70,30 +70,38 @@ pub(crate) fn rendezvous(emulated: Option<&EmulatedLink>) -> anyhow::Result<(IpA
     })
 }
 
+/// A link on the command line that is neither `loopback` nor `bandwidth=…[,latency=…]`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct LinkArgError(String);
+
 impl FromStr for TrialLink {
-    type Err = String;
+    type Err = LinkArgError;
 
     /// `loopback`, or `bandwidth=100Mbit/s,latency=1ms` (latency optional), as a command
     /// line gives it.
-    fn from_str(text: &str) -> Result<TrialLink, String> {
+    fn from_str(text: &str) -> Result<TrialLink, LinkArgError> {
+        let error = |message: String| LinkArgError(message);
         if text.trim() == "loopback" {
             return Ok(TrialLink::Loopback);
         }
         let (mut bandwidth, mut latency) = (None, Latency(0.0));
         for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
             match part.split_once('=').map(|(key, value)| (key.trim(), value.trim())) {
-                Some(("bandwidth", value)) => bandwidth = Some(value.parse::<Bandwidth>().map_err(|e| e.to_string())?),
-                Some(("latency", value)) => latency = value.parse::<Latency>().map_err(|e| e.to_string())?,
+                Some(("bandwidth", value)) => {
+                    bandwidth = Some(value.parse::<Bandwidth>().map_err(|e| error(e.to_string()))?)
+                }
+                Some(("latency", value)) => latency = value.parse::<Latency>().map_err(|e| error(e.to_string()))?,
                 _ => {
-                    return Err(format!(
+                    return Err(error(format!(
                         "`{part}` in link `{text}`: give `loopback` or `bandwidth=<rate>[,latency=<time>]`, \
                          e.g. bandwidth=100Mbit/s,latency=1ms"
-                    ))
+                    )))
                 }
             }
         }
         let bandwidth =
-            bandwidth.ok_or_else(|| format!("link `{text}` has no bandwidth=<rate>, e.g. bandwidth=1Gbit/s"))?;
+            bandwidth.ok_or_else(|| error(format!("link `{text}` has no bandwidth=<rate>, e.g. bandwidth=1Gbit/s")))?;
         Ok(TrialLink::Emulated(Link { bandwidth, latency }))
     }
 }
@@ -160,11 +168,11 @@ mod tests {
         assert_eq!("loopback".parse::<TrialLink>(), Ok(TrialLink::Loopback));
         assert_eq!("bandwidth=100Mbit/s,latency=1ms".parse::<TrialLink>(), Ok(link(100e6, 1e-3)));
         assert_eq!("bandwidth=1 Gbit/s".parse::<TrialLink>(), Ok(link(1e9, 0.0)));
-        let error = "latency=1ms".parse::<TrialLink>().unwrap_err();
+        let error = "latency=1ms".parse::<TrialLink>().unwrap_err().to_string();
         assert!(error.contains("no bandwidth"), "{error}");
-        let error = "bandwidth=1Gbit/s,jitter=1ms".parse::<TrialLink>().unwrap_err();
+        let error = "bandwidth=1Gbit/s,jitter=1ms".parse::<TrialLink>().unwrap_err().to_string();
         assert!(error.contains("`jitter=1ms`"), "{error}");
-        let error = "bandwidth=fast".parse::<TrialLink>().unwrap_err();
+        let error = "bandwidth=fast".parse::<TrialLink>().unwrap_err().to_string();
         assert!(error.contains("fast") && error.contains("Gbit/s"), "{error}");
     }
 }

@@ -338,10 +338,8 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
             return err(&format!("targets.{name}"), format!("an accuracy between 0 and 1, got {target}"));
         }
     }
-    if let Err(error) = check_train_config(suite) {
-        return err(error.0, error.1);
-    }
-    check_computes(suite).map_err(|(field, message)| field_error(path, field, message))?;
+    check_train_config(suite, path)?;
+    check_computes(suite, path)?;
     for (i, entry) in suite.strategies.iter().enumerate() {
         let outside = [
             outside_axis(entry.precision.as_deref(), &suite.precision, "precision"),
@@ -393,15 +391,17 @@ fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
 
 /// Checks the suite's `precision` and `memory_format` axes: not empty, and each value one
 /// this build trains on the suite's device.
-fn check_computes(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
+fn check_computes(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     if suite.precision.is_empty() {
-        return Err(("precision", "empty axis; give at least one of: fp32, bf16, tf32, auto".into()));
+        return Err(field_error(path, "precision", "empty axis; give at least one of: fp32, bf16, tf32, auto"));
     }
     if suite.memory_format.is_empty() {
-        return Err(("memory_format", "empty axis; give at least one of: contiguous, channels_last, auto".into()));
+        let message = "empty axis; give at least one of: contiguous, channels_last, auto";
+        return Err(field_error(path, "memory_format", message));
     }
     for precision in suite.precision.iter().filter_map(|p| p.given()) {
-        check_trainable(precision, suite.device).map_err(|reason| ("precision", reason))?;
+        check_trainable(precision, suite.device)
+            .map_err(|refused| field_error(path, "precision", refused.to_string()))?;
     }
     Ok(())
 }
@@ -427,10 +427,10 @@ fn given_sizes(sizes: &[BatchSize]) -> impl Iterator<Item = usize> + '_ {
 
 /// The suite-wide training settings, checked by the trainer's own validation so the rules
 /// live in one place.
-fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
+fn check_train_config(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
     let kinds = suite.optimizer.name.kinds();
     if kinds.is_empty() {
-        return Err(("optimizer.name", "give at least one optimizer (sgd, adam)".to_owned()));
+        return Err(field_error(path, "optimizer.name", "give at least one optimizer (sgd, adam)"));
     }
     for kind in kinds {
         let mut config = TrainConfig {
@@ -445,8 +445,10 @@ fn check_train_config(suite: &SuiteFile) -> Result<(), (&'static str, String)> {
         suite.optimizer.apply(kind, &mut config);
         config.validate().map_err(|error| match error {
             // Name the field as the suite file spells it.
-            stratlab_strategies::TrainError::InvalidConfig { field, reason } => (suite_field(field, kind), reason),
-            other => ("budget", other.to_string()),
+            stratlab_strategies::TrainError::InvalidConfig { field, reason } => {
+                field_error(path, suite_field(field, kind), reason)
+            }
+            other => field_error(path, "budget", other.to_string()),
         })?;
     }
     Ok(())

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::loss_scale::LossScaleSettings;
 use stratlab_strategies::{Budget, DeviceChoice, Numerics, DEFAULT_METRICS_EVERY_STEPS};
-use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision, StrategyKind, StrategySweep};
+use stratlab_strategy_spec::{
+    AutoOr, MemoryFormat, OptimizerKind, Precision, StrategyKind, StrategySweep, UnknownName,
+};
 
 use crate::link_axis::TrialLink;
 pub use crate::optimizer_settings::OptimizerSettings;
@@ -182,12 +184,12 @@ impl Default for EvalSettings {
 pub struct NetworkName(pub String);
 
 impl TryFrom<String> for NetworkName {
-    type Error = String;
-    fn try_from(name: String) -> Result<Self, String> {
+    type Error = UnknownName;
+    fn try_from(name: String) -> Result<Self, UnknownName> {
         if stratlab_networks::network_names().contains(&name.as_str()) {
             Ok(NetworkName(name))
         } else {
-            Err(format!("unknown network `{name}`; valid: {}", stratlab_networks::network_names().join(", ")))
+            Err(UnknownName { what: "network", name, valid: stratlab_networks::network_names().join(", ") })
         }
     }
 }
@@ -407,13 +409,14 @@ impl SuiteFile {
     pub fn load(path: &Path) -> Result<(SuiteFile, String), SuiteError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| SuiteError::Read { path: path.to_path_buf(), source })?;
-        let suite = Self::parse(&text).map_err(|message| SuiteError::Invalid { path: path.to_path_buf(), message })?;
+        let suite = Self::parse(&text)
+            .map_err(|error| SuiteError::Invalid { path: path.to_path_buf(), message: error.to_string() })?;
         Ok((suite, text))
     }
 
     /// Parses suite text; the error names the field path (`budget.steps`), the line and
     /// column, and shows the offending line.
-    pub fn parse(text: &str) -> Result<SuiteFile, String> {
-        stratlab_perf_model::from_yaml::<SuiteFile>(text).map_err(|error| error.to_string())
+    pub fn parse(text: &str) -> Result<SuiteFile, serde_saphyr::Error> {
+        stratlab_perf_model::from_yaml::<SuiteFile>(text)
     }
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::Link;
 use stratlab_results::CellKey;
-use stratlab_strategies::precision::{check_strategy, check_trainable};
+use stratlab_strategies::precision::check_trainable;
 use stratlab_strategies::{Numerics, TrainConfig};
 use stratlab_strategy_spec::{threads_label, AutoOr, MemoryFormat, Precision, Strategy};
 
@@ -172,10 +172,10 @@ impl TrialSpec {
         }
         // The runner has resolved the device by now: a suite's `auto` that found no GPU
         // cannot train in tf32.
-        if let Err(reason) = check_trainable(self.train.precision, self.train.device)
-            .and_then(|()| check_strategy(self.train.precision, &self.strategy))
+        if let Err(refused) = check_trainable(self.train.precision, self.train.device)
+            .and_then(|()| self.train.precision.check_strategy(self.strategy.kind()))
         {
-            return Some(reason);
+            return Some(refused.to_string());
         }
         let info = match self.dataset.info() {
             Ok(info) => info,

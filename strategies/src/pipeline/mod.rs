@@ -21,7 +21,6 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
-use crate::precision::check_strategy;
 use crate::setup::{self, Replica};
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
@@ -61,8 +60,8 @@ pub fn train(
 
     // Built whole and copied, so a stage's weights are the ones a single-device build
     // draws from the same seed.
-    if let Err(reason) = check_strategy(config.precision, strategy) {
-        return Err(invalid("precision", reason));
+    if let Err(refused) = config.precision.check_strategy(strategy.kind()) {
+        return Err(invalid("precision", refused.to_string()));
     }
     let Replica { store, model: local, optimizer, loss_scaler } = setup::replica(config, device, |store| {
         let whole = nn::VarStore::new(device);

@@ -342,7 +342,7 @@ fn empty_or_zero_axes_are_refused_naming_the_field() {
     ] {
         let text = format!("{base}{extra}");
         let error = match SuiteFile::parse(&text) {
-            Err(error) => error,
+            Err(error) => error.to_string(),
             Ok(suite) => plan(&suite, Path::new("test.yaml")).unwrap_err().to_string(),
         };
         assert!(error.contains(needle), "{extra}: {error}");
