@@ -14,6 +14,7 @@ mod multi_worker;
 mod netns_probe;
 mod plan_golden;
 mod predict_cli;
+mod prediction_rows;
 mod previous_release;
 mod probe_cli;
 mod run_inputs;
