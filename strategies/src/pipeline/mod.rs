@@ -19,15 +19,15 @@ use stratlab_datasets::Dataset;
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
-use crate::data_parallel::agree_any;
 use crate::evaluate::EvalSums;
+use crate::replica_sync::agree_any;
 use crate::setup::{self, Replica};
 use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
-use crate::{PrecisionOps, TrainConfig, TrainError, TrainObserver, TrainReport};
+use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
 pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
-use stage_worker::StageWorker;
+use stage_worker::{StageModel, StageOrder, StagePlace, StageWorker};
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
@@ -41,8 +41,7 @@ pub fn train(
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
     let invalid = |field: &'static str, reason: String| TrainError::InvalidConfig { field, reason };
-    let schedule =
-        strategy.schedule().ok_or_else(|| invalid("strategy", format!("{} is not a pipeline", strategy.name())))?;
+    let order = StageOrder::of(strategy)?;
     let (stages, replicas) =
         strategy.pipeline_shape(world.world_size()).map_err(|reason| invalid("workers", reason.to_string()))?;
     let layout = Layout::of(world.rank(), stages, replicas);
@@ -76,28 +75,11 @@ pub fn train(
     } else {
         None
     };
-    let worker = StageWorker {
-        world,
-        replica_group,
-        layout,
-        schedule,
-        micro_batches: strategy.micro_batches(),
-        checkpoint: strategy.checkpoint(),
-        stage_output_dims: context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect(),
-        plan,
-        local,
-        optimizer,
-        loss_scaler,
-        params: store.trainable_variables(),
-        device,
-        precision: config.precision,
-        kind: config.precision.message_kind(),
-        steps_done: 0,
-        warmup_steps: config.warmup_steps,
-        peak_activation_bytes: None,
-        in_flight: Default::default(),
-        sends: Default::default(),
-    };
+    let place = StagePlace { world, replica_group, layout };
+    let stage_output_dims = context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect();
+    let params = store.trainable_variables();
+    let model = StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler };
+    let worker = StageWorker::new(place, model, order, config, device);
     let mut runner = PipelineStep { worker, wall_time_budget: config.budget.seconds.is_some() };
     let mut timeline = Timeline::new(device, true);
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
@@ -156,7 +138,7 @@ struct PipelineStep<'a> {
 
 impl StepRunner for PipelineStep<'_> {
     fn model(&self) -> &dyn ModuleT {
-        &self.worker.local
+        self.worker.model()
     }
 
     fn shard(&self) -> (usize, usize) {

@@ -26,14 +26,16 @@ use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
-use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, StrategyKind};
+use stratlab_strategy_spec::{
+    micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, Strategy, StrategyKind,
+};
 
 use super::partition::StagePlan;
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
-use crate::{Precision, PrecisionOps, TrainError};
+use crate::{Precision, PrecisionOps, TrainConfig, TrainError};
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]
@@ -53,37 +55,78 @@ pub(super) struct MicroBatch {
     pub(super) gradient: Option<PendingRecv>,
 }
 
-/// One rank's share of a pipeline and what it needs to run its schedule.
+/// One rank's share of a pipeline and what it needs to run its schedule. Built by
+/// [`StageWorker::new`]; the sibling modules (sends and receives, evaluation) read only
+/// where it sits and what it computes in.
 pub struct StageWorker<'a> {
     pub(super) world: &'a ProcessGroup,
     /// This stage's replicas (hybrid), for the gradient all-reduce.
-    pub(super) replica_group: Option<ProcessGroup>,
+    replica_group: Option<ProcessGroup>,
     pub(super) layout: Layout,
-    pub(super) schedule: Schedule,
-    pub(super) micro_batches: usize,
-    pub(super) checkpoint: Checkpoint,
+    schedule: Schedule,
+    micro_batches: usize,
+    checkpoint: Checkpoint,
     /// Per-sample output shape of every network stage (batch axis 1), inferred once: what
     /// crosses each possible cut, so a receive buffer is shaped without re-analysing.
-    pub(super) stage_output_dims: Vec<Vec<i64>>,
-    pub(super) plan: StagePlan,
-    pub(super) local: Network,
-    pub(super) optimizer: nn::Optimizer,
+    stage_output_dims: Vec<Vec<i64>>,
+    plan: StagePlan,
+    local: Network,
+    optimizer: nn::Optimizer,
     /// float16's loss scale; the stages agree on each step's verdict ([`crate::loss_scale`]).
-    pub(super) loss_scaler: Option<LossScaler>,
-    pub(super) params: Vec<Tensor>,
+    loss_scaler: Option<LossScaler>,
+    params: Vec<Tensor>,
     pub(super) device: Device,
-    pub(super) precision: Precision,
+    precision: Precision,
     /// The element type of activations and gradients, and so of every receive buffer.
     pub(super) kind: Kind,
     /// Steps run so far, and how many are warm-up (not counted in the memory peak).
-    pub(super) steps_done: usize,
-    pub(super) warmup_steps: usize,
-    pub(super) peak_activation_bytes: Option<u64>,
+    steps_done: usize,
+    warmup_steps: usize,
+    peak_activation_bytes: Option<u64>,
     /// Micro-batches whose forward ran and whose backward has not, by global id (step × m
     /// + index): empty between steps except under PipeDream, which never flushes.
-    pub(super) in_flight: BTreeMap<usize, MicroBatch>,
+    in_flight: BTreeMap<usize, MicroBatch>,
     /// Sends not known to be complete, carried across steps (see [`Sends`]).
-    pub(super) sends: Sends,
+    sends: Sends,
+}
+
+/// Where a stage worker sits: the trial's group, its stage's replicas (hybrid), and its
+/// stage and replica.
+pub(super) struct StagePlace<'a> {
+    pub(super) world: &'a ProcessGroup,
+    pub(super) replica_group: Option<ProcessGroup>,
+    pub(super) layout: Layout,
+}
+
+/// The order a stage works in: its strategy's schedule over that many micro-batches, each
+/// checkpointed or not.
+pub(super) struct StageOrder {
+    schedule: Schedule,
+    micro_batches: usize,
+    checkpoint: Checkpoint,
+}
+
+impl StageOrder {
+    /// `strategy`'s order, or an error where it does not pipeline.
+    pub(super) fn of(strategy: &Strategy) -> Result<StageOrder, TrainError> {
+        let schedule = strategy.schedule().ok_or_else(|| TrainError::InvalidConfig {
+            field: "strategy",
+            reason: format!("{} is not a pipeline", strategy.name()),
+        })?;
+        Ok(StageOrder { schedule, micro_batches: strategy.micro_batches(), checkpoint: strategy.checkpoint() })
+    }
+}
+
+/// What a stage worker trains: the plan that cut the network, per-sample output shapes of
+/// every network stage, and this stage's range of it with its weights, optimizer and loss
+/// scale.
+pub(super) struct StageModel {
+    pub(super) plan: StagePlan,
+    pub(super) stage_output_dims: Vec<Vec<i64>>,
+    pub(super) local: Network,
+    pub(super) params: Vec<Tensor>,
+    pub(super) optimizer: nn::Optimizer,
+    pub(super) loss_scaler: Option<LossScaler>,
 }
 
 /// The batch a step trains on, cut into micro-batches.
@@ -118,6 +161,47 @@ struct StepSums {
 }
 
 impl<'a> StageWorker<'a> {
+    /// A stage worker that has run no step yet, running `order` in `config`'s precision on
+    /// `device`.
+    pub(super) fn new(
+        place: StagePlace<'a>,
+        model: StageModel,
+        order: StageOrder,
+        config: &TrainConfig,
+        device: Device,
+    ) -> StageWorker<'a> {
+        let StagePlace { world, replica_group, layout } = place;
+        let StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler } = model;
+        let StageOrder { schedule, micro_batches, checkpoint } = order;
+        StageWorker {
+            world,
+            replica_group,
+            layout,
+            schedule,
+            micro_batches,
+            checkpoint,
+            stage_output_dims,
+            plan,
+            local,
+            optimizer,
+            loss_scaler,
+            params,
+            device,
+            precision: config.precision,
+            kind: config.precision.message_kind(),
+            steps_done: 0,
+            warmup_steps: config.warmup_steps,
+            peak_activation_bytes: None,
+            in_flight: BTreeMap::new(),
+            sends: Sends::default(),
+        }
+    }
+
+    /// This stage's range of the network.
+    pub(super) fn model(&self) -> &Network {
+        &self.local
+    }
+
     /// The shape of network stage `index`'s output for `samples` samples.
     fn boundary_shape(&self, index: usize, samples: usize) -> Vec<i64> {
         std::iter::once(samples as i64).chain(self.stage_output_dims[index][1..].iter().copied()).collect()
