@@ -31,6 +31,7 @@ pub mod pipeline;
 pub mod precision;
 pub mod profile;
 pub mod record;
+mod replica_sync;
 pub mod schedule;
 pub mod setup;
 pub mod sharded_data_parallel;

@@ -47,7 +47,7 @@ pub fn train(
     let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
     let mut timeline = Timeline::new(device, true);
-    crate::data_parallel::broadcast_variables(group, &store, &mut timeline)?;
+    crate::replica_sync::broadcast_variables(group, &store, &mut timeline)?;
     let world_size = group.world_size();
     let server = placement.server_rank(world_size);
     let params = store.trainable_variables();

@@ -32,10 +32,10 @@ use stratlab_strategy_spec::{ShardUnit, ZeroStage};
 use tch::nn::{self, ModuleT, VarStore};
 use tch::{Device, Tensor};
 
-use crate::data_parallel::{agree_any, broadcast_variables, sum_over_group};
 use crate::evaluate::correct_on_device;
 use crate::evaluate::{evaluate_shard, EvalSums};
 use crate::loss_scale;
+use crate::replica_sync::{agree_any, broadcast_variables, sum_over_group};
 use crate::setup::{self, Replica};
 use crate::staged_model::StagedModel;
 use crate::staged_pass::{StageHooks, StagedPass};
