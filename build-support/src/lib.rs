@@ -58,6 +58,7 @@ pub fn embed_provenance() {
         "build-support",
         "columns",
         "units",
+        "profile",
         "strategy-spec",
         "results",
         "telemetry",

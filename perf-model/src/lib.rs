@@ -1,5 +1,5 @@
 //! Predicts a training step and its memory for every strategy, libtorch-free, from what a
-//! profile ([`profile::NetworkProfile`]) and a probe measure ([`predict::StepQuestion`]): per-stage forward and backward seconds against the samples
+//! profile (`stratlab_profile::NetworkProfile`) and a probe measure ([`predict::StepQuestion`]): per-stage forward and backward seconds against the samples
 //! ([`CostCurve`]), and the links between workers ([`Link`]) with the collectives' times the
 //! probe measured over them ([`MeasuredCollectives`]).
 //!
@@ -13,14 +13,11 @@ mod breakdown;
 pub mod closed_forms;
 pub mod cluster;
 mod collective;
-mod contention;
-mod cost_curve;
 pub mod data_parallel;
 pub mod memory;
 pub mod parameter_server;
 pub mod pipeline;
 pub mod predict;
-pub mod profile;
 pub mod published;
 pub mod recommend;
 pub mod sharded_data_parallel;
@@ -29,8 +26,9 @@ mod yaml;
 pub use breakdown::StepBreakdown;
 pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
 pub use collective::{AllReduce, CollectiveCurve, MeasuredCollectives};
-pub use contention::Contention;
-pub use cost_curve::{CostCurve, CurveError};
+// The profile the model reads, on the ground floor (`stratlab-profile`).
+use stratlab_profile as profile;
+pub use stratlab_profile::{Contention, CostCurve, CurveError};
 /// The quantities the model reads, on the ground floor (`stratlab-units`).
 pub use stratlab_units::{Bandwidth, ByteSize, FlopRate, Latency, Link, UnitError, BYTE_SIZE_GRAMMAR};
 pub use yaml::from_yaml;

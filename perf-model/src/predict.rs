@@ -10,12 +10,13 @@ use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, ShardU
 
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
-use crate::memory::{OptimizerFootprint, WorkerMemory};
+use crate::memory::WorkerMemory;
 use crate::parameter_server::ParameterServerRound;
 use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
 use crate::sharded_data_parallel::{sharded_step, ShardCollectives};
 use crate::{AllReduce, CollectiveCurve, Link, MeasuredCollectives, StepBreakdown};
+use stratlab_strategy_spec::OptimizerFootprint;
 
 /// One trial to predict: the strategy and its workers, the per-worker batch, the network's
 /// profile (holding every stage at [`Strategy::stage_samples`] of the batch) and, for a

@@ -24,7 +24,7 @@
 use std::time::Instant;
 
 use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::Contention;
+use stratlab_profile::Contention;
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Tensor};
 
@@ -32,7 +32,7 @@ use crate::autograd::backward_with_grad;
 use crate::profile::inputs_at;
 use crate::staged_model::StagedModel;
 use crate::TrainError;
-use stratlab_perf_model::profile::NetworkProfile;
+use stratlab_profile::NetworkProfile;
 
 /// Timed passes per copy after the untimed warm-up, at least and at most: small passes
 /// repeat until about [`ENOUGH_S`] of them, the least a stable median of a millisecond

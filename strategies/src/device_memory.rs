@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
-use stratlab_perf_model::ByteSize;
+use stratlab_units::ByteSize;
 use tch::Device;
 
 use crate::device_double::{self, DeviceCall};

@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::profile::{stage_seconds, NetworkProfile};
+use stratlab_profile::{stage_seconds, NetworkProfile};
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 use tch::Device;
 

@@ -2,7 +2,7 @@
 //! the trial's [`OptimizerKind`] says, over a store's trainable variables.
 
 use serde::{Deserialize, Serialize};
-use stratlab_perf_model::memory::OptimizerFootprint;
+use stratlab_strategy_spec::OptimizerFootprint;
 use stratlab_strategy_spec::OptimizerKind;
 use tch::nn::{self, OptimizerConfig, VarStore};
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use stratlab_datasets::SplitMix64;
 use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::profile::{NetworkProfile, StageProfile};
+use stratlab_profile::{NetworkProfile, StageProfile};
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Tensor};
 

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use stratlab_perf_model::Contention;
+use stratlab_profile::Contention;
 use stratlab_results::ProfileRow;
 
-use stratlab_perf_model::profile::{value_at, NetworkProfile, StageProfile};
+use stratlab_profile::{value_at, NetworkProfile, StageProfile};
 
 /// What a stored profile is, beside its measurements.
 pub struct ProfileLabel<'a> {

@@ -22,7 +22,7 @@ pub use columns::ParameterColumns;
 pub use data_source::DataSource;
 pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownName};
 pub use kind::StrategyKind;
-pub use optimizer::OptimizerKind;
+pub use optimizer::{OptimizerFootprint, OptimizerKind};
 pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
 pub use precision::{
     compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision, PrecisionRefused,

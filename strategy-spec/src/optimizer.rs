@@ -91,6 +91,16 @@ impl FromStr for OptimizerKind {
     }
 }
 
+/// What the optimizer holds beside the weights, per weight tensor it updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OptimizerFootprint {
+    /// State tensors of the weight's size kept from step to step (momentum SGD 1, Adam 2).
+    pub states: usize,
+    /// Temporaries of the weight's size one update allocates at once (Adam with weight
+    /// decay 3): the update's own high-water, on the largest tensor it updates.
+    pub temporaries: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

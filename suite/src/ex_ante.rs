@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::Context;
-use stratlab_perf_model::profile::stage_seconds;
+use stratlab_profile::stage_seconds;
 use stratlab_results::{PredictionRow, ProbeRow, RunStore};
 use stratlab_strategy_spec::{Balance, StrategyKind};
 use tch::Device;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
 use stratlab_perf_model::predict::StepQuestion;
-use stratlab_perf_model::profile::NetworkProfile;
 use stratlab_perf_model::{CollectiveCurve, Link, MeasuredCollectives};
+use stratlab_profile::NetworkProfile;
 use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::profile::analytical_profile;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use stratlab_networks::NetworkSpec;
-use stratlab_perf_model::profile::NetworkProfile;
+use stratlab_profile::NetworkProfile;
 use stratlab_strategies::contention::measure_contention;
 use stratlab_strategies::profile::profile_network;
 use stratlab_strategies::stored_profile::ProfileNeeds;

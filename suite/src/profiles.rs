@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
-use stratlab_perf_model::profile::NetworkProfile;
+use stratlab_profile::NetworkProfile;
 use stratlab_results::{ProfileRow, ProfileStore, UtcTime};
 use stratlab_strategies::stored_profile::{profile_rows, stored_profile, ProfileLabel, ProfileNeeds};
 use stratlab_strategies::{LibtorchBuild, Numerics};

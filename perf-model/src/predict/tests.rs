@@ -207,7 +207,7 @@ fn a_pipeline_is_predicted_on_the_cut_it_is_given_or_says_why_not() {
 fn zero_stages_shard_memory_and_gloo_s_reduce_scatter_copies_its_input_beside_zero1_s_gradients() {
     let profile = profile(None);
     let link = Link::new(1e9, 0.0);
-    let adam = crate::memory::OptimizerFootprint { states: 2, temporaries: 3 };
+    let adam = stratlab_strategy_spec::OptimizerFootprint { states: 2, temporaries: 3 };
     let peak = |stage: Option<ZeroStage>, host_copy_bandwidth: Option<f64>| {
         let kind = if stage.is_some() { StrategyKind::ShardedDataParallel } else { StrategyKind::DataParallel };
         let strategy = Strategy::new(kind, Parameters { stage, ..Parameters::default() }).unwrap();

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
-use stratlab_perf_model::ByteSize;
 use stratlab_strategy_spec::OptimizerKind;
+use stratlab_units::ByteSize;
 
 /// The default `--sizes`: powers of 4 from one float32 (4 B) to 64 MiB, 1 MiB among them.
 pub const DEFAULT_SIZES: &str = "4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M";

@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::plan::{Collective, Measurement, ProbePlan, ELEMENT_BYTES};
 use crate::cli::AllReduceLoad;
-use stratlab_perf_model::ByteSize;
+use stratlab_units::ByteSize;
 
 /// Tags that keep a pair's ping and pong apart.
 const PING_TAG: u32 = 1;

@@ -6,7 +6,7 @@ use stratlab_results::{ProbeKind, ProbeRow, ProbeSpec};
 
 use super::plan::{Collective, Measurement, ProbePlan, BACKEND};
 use crate::cli::AllReduceLoad;
-use stratlab_perf_model::ByteSize;
+use stratlab_units::ByteSize;
 
 /// The stored rows of `measurements`.
 pub(super) fn probe_rows(

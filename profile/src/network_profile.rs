@@ -1,8 +1,8 @@
 //! A network's profile as the model reads it: every stage's forward and backward seconds
 //! at a few sample counts, with what the stage holds (parameters), keeps and sends on (its
 //! output), the update, and what sharing a machine costs. Plain data: `stratlab_strategies`
-//! measures it with libtorch (or puts it on a device's roofline), the run store keeps it,
-//! and [`crate::predict`] predicts from it.
+//! measures it with libtorch (or puts it on a device's roofline), the profile store keeps
+//! it, and `stratlab_perf_model::predict` predicts from it.
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +110,6 @@ pub fn stage_seconds(profile: &NetworkProfile, samples: usize) -> Vec<f64> {
 }
 
 /// The cost curve of measured `(samples, value)` points (zero where there are none).
-pub(crate) fn curve(points: &[(usize, f64)]) -> CostCurve {
+pub fn curve(points: &[(usize, f64)]) -> CostCurve {
     CostCurve::new(points.to_vec()).unwrap_or_else(|_| CostCurve::proportional(0.0))
 }
