@@ -47,7 +47,10 @@ pub use frontier::{frontier_bars, frontier_cells, frontier_table, FrontierCell, 
 pub use history_section::{history_chart_of, write_history_figures};
 pub use html::{write_report_html, FailedTrialRow, HtmlTable, ReportFigure, ReportPage, ReportSection};
 pub use plotted::{Plotted, NOT_RECORDED};
-pub use predictions::judged_predictions;
+pub use predictions::{
+    draw_published_scaling, judged_predictions, published_errors, published_summary_text, published_table_text,
+    write_predicted_speedup, PredictedCell, PublishedErrors, StepTimes,
+};
 pub use report_error::ReportError;
 pub use run_report::{write_run_report, RunReport};
 pub use series::StrategySeries;

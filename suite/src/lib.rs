@@ -15,7 +15,6 @@ mod one_trial;
 pub mod optimizer_settings;
 pub mod plan;
 pub mod predict;
-pub mod predicted_speedup;
 pub mod predictions;
 pub mod probe;
 mod profile_samples;

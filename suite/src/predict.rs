@@ -12,13 +12,12 @@ use std::time::Instant;
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_perf_model::Cluster;
-use stratlab_reports::judged_predictions;
+use stratlab_reports::{judged_predictions, write_predicted_speedup, PredictedCell, StepTimes};
 use stratlab_results::{PredictionRow, RunView, TrialRow};
 
 use crate::auto_compute::ChoiceStore;
 use crate::exit::InputError;
 use crate::plan::plan;
-use crate::predicted_speedup::{write_speedup_figure, StepTimes};
 use crate::predictions::{predict_cells, LocalLinks, Placement};
 use crate::profiles::{key_of, ProfileCache};
 
@@ -83,7 +82,17 @@ pub fn predict(
     if let Some(dir) = figure {
         let measured_p10: Option<StepTimes> =
             measured.as_ref().map(|steps| steps.iter().map(|(id, &(p10, _, _))| (id.clone(), p10)).collect());
-        for file in write_speedup_figure(&trials, &rows, measured_p10.as_ref(), dir)? {
+        let cells: Vec<PredictedCell> = trials
+            .iter()
+            .filter(|trial| trial.repeat == 0)
+            .map(|trial| PredictedCell { trial_id: trial.trial_id.clone(), key: trial.cell_key() })
+            .collect();
+        let Some(files) = write_predicted_speedup(&cells, &rows, measured_p10.as_ref(), dir)? else {
+            anyhow::bail!(
+                "no cell has both a prediction and a `single` cell of the same network, data set and batch to divide by"
+            );
+        };
+        for file in files {
             println!("predicted speedup: {}", file.display());
         }
     }

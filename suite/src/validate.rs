@@ -7,23 +7,21 @@
 //! backward, pipelines simulated on their schedules), beside the thesis's closed forms and a
 //! null model. Offline; nothing is trained.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
 use stratlab_datasets::DatasetSelector;
 use stratlab_perf_model::predict::StepQuestion;
 use stratlab_perf_model::published::{null_model_step_s, PublishedRow, PublishedTable};
 use stratlab_profile::NetworkProfile;
-use stratlab_reports::{speedup_scaling_noted, FigureTarget, Plotted, ScalingLine, ScalingPoint, Stat};
-use stratlab_results::stats::median;
+use stratlab_reports::{draw_published_scaling, published_summary_text, published_table_text};
 use stratlab_results::ValidationRow;
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::optimizer::UpdateRule;
 use stratlab_strategies::profile::analytical_profile;
 
-use crate::cli::{FigureFormatArg, ValidateArgs};
+use crate::cli::ValidateArgs;
 use crate::exit::InputError;
 use crate::regression_commands::figure_format;
 use crate::shapes::input_shape;
@@ -45,16 +43,16 @@ pub fn validate(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for table in &tables {
         let predicted = predict_table(table).with_context(|| format!("predicting {}", table.path.display()))?;
-        println!("{}", table_text(table, &predicted));
+        println!("{}", published_table_text(table, &predicted));
         rows.extend(predicted);
     }
-    println!("{}", summary_text(&rows));
+    println!("{}", published_summary_text(&rows));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let csv = out.join("validation.csv");
     stratlab_results::write_csv(&rows, &csv)?;
     println!("{}", csv.display());
     for table in &tables {
-        for file in draw(table, &rows, &out.join("figures"), args.format)? {
+        for file in draw_published_scaling(table, &rows, &out.join("figures"), figure_format(args.format))? {
             println!("{}", file.display());
         }
     }
@@ -174,184 +172,4 @@ fn simulated_samples(row: &PublishedRow) -> usize {
         }
         None => row.global_batch(),
     }
-}
-
-/// Signed relative error of `predicted` against `published`.
-fn error(predicted: f64, published: f64) -> f64 {
-    predicted / published - 1.0
-}
-
-/// One table's rows: published against each predictor, throughput error and efficiency.
-fn table_text(table: &PublishedTable, rows: &[ValidationRow]) -> String {
-    let mut text = Table::new();
-    text.load_preset(UTF8_FULL_CONDENSED);
-    text.set_header([
-        "row",
-        "strategy",
-        "samples/step",
-        "published /s",
-        "eff.",
-        "model /s",
-        "error",
-        "eff.",
-        "thesis /s",
-        "error",
-        "null /s",
-        "error",
-    ]);
-    let percent = |value: Option<f64>| value.map_or("—".to_owned(), |value| format!("{:+.1} %", 100.0 * value));
-    let efficiency = |value: Option<f64>| value.map_or("—".to_owned(), |value| format!("{:.1} %", 100.0 * value));
-    let rate = |value: Option<f64>| value.map_or("—".to_owned(), |value| format!("{value:.1}"));
-    for row in rows {
-        let published = row.published_samples_per_s;
-        let mark = if row.input { " (input)" } else { "" };
-        text.add_row([
-            format!("{}{mark}", row.label),
-            row.strategy.clone(),
-            row.global_batch.to_string(),
-            rate(Some(published)),
-            efficiency(Some(row.published_efficiency)),
-            rate(row.model_samples_per_s),
-            percent(row.model_samples_per_s.map(|model| error(model, published))),
-            efficiency(row.model_efficiency),
-            rate(row.thesis_samples_per_s),
-            percent(row.thesis_samples_per_s.map(|thesis| error(thesis, published))),
-            rate(Some(row.null_samples_per_s)),
-            percent(Some(error(row.null_samples_per_s, published))),
-        ]);
-    }
-    for column in 2..12 {
-        if let Some(column) = text.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let unavailable: String = rows
-        .iter()
-        .filter_map(|row| Some(format!("\n{}: no model prediction: {}", row.label, row.model_unavailable.as_ref()?)))
-        .collect();
-    let source = &table.source;
-    format!(
-        "{}: {} ({}, {}; {})\non {} ({}); {} {}\n{text}{unavailable}",
-        table.name,
-        source.title,
-        source.file,
-        source.table,
-        source.pinned,
-        table.cluster.name,
-        table.cluster_path.display(),
-        table.network,
-        table.precision,
-    )
-}
-
-/// One predictor's errors over a set of rows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Errors {
-    /// Median |throughput error|.
-    pub median_abs: f64,
-    /// Largest |throughput error|.
-    pub max_abs: f64,
-    /// Median |scaling-efficiency error|, in points (0.01 = 1 point).
-    pub median_abs_efficiency: f64,
-}
-
-/// The three predictors' errors over every row but the input, or `None` without such rows.
-pub fn errors(rows: &[&ValidationRow]) -> [Option<Errors>; 3] {
-    let judged: Vec<&&ValidationRow> = rows.iter().filter(|row| !row.input).collect();
-    let of = |rate: &dyn Fn(&ValidationRow) -> Option<f64>, efficiency: &dyn Fn(&ValidationRow) -> Option<f64>| {
-        let pairs: Vec<(f64, f64)> = judged
-            .iter()
-            .filter_map(|row| {
-                let throughput = error(rate(row)?, row.published_samples_per_s).abs();
-                Some((throughput, (efficiency(row)? - row.published_efficiency).abs()))
-            })
-            .collect();
-        let throughput: Vec<f64> = pairs.iter().map(|pair| pair.0).collect();
-        let points: Vec<f64> = pairs.iter().map(|pair| pair.1).collect();
-        Some(Errors {
-            median_abs: median(&throughput)?,
-            max_abs: throughput.iter().copied().fold(0.0, f64::max),
-            median_abs_efficiency: median(&points)?,
-        })
-    };
-    [
-        of(&|row| row.model_samples_per_s, &|row| row.model_efficiency),
-        of(&|row| row.thesis_samples_per_s, &|row| row.thesis_efficiency),
-        of(&|row| Some(row.null_samples_per_s), &|row| Some(row.null_efficiency)),
-    ]
-}
-
-/// Median and largest |error| per table and over all, for each predictor.
-fn summary_text(rows: &[ValidationRow]) -> String {
-    let mut tables: Vec<&str> = rows.iter().map(|row| row.table.as_str()).collect();
-    tables.dedup();
-    let mut text = Table::new();
-    text.load_preset(UTF8_FULL_CONDENSED);
-    text.set_header([
-        "table",
-        "rows",
-        "model |error| median (max)",
-        "eff. pts",
-        "thesis",
-        "eff. pts",
-        "null",
-        "eff. pts",
-    ]);
-    let cells = |errors: &Option<Errors>| match errors {
-        Some(errors) => [
-            format!("{:.1} % ({:.1} %)", 100.0 * errors.median_abs, 100.0 * errors.max_abs),
-            format!("{:.1}", 100.0 * errors.median_abs_efficiency),
-        ],
-        None => ["—".to_owned(), "—".to_owned()],
-    };
-    let all: Vec<&ValidationRow> = rows.iter().collect();
-    for (name, selected) in tables
-        .iter()
-        .map(|table| (*table, rows.iter().filter(|row| row.table == *table).collect::<Vec<_>>()))
-        .chain([("all", all)])
-    {
-        let [model, thesis, null] = errors(&selected);
-        let judged = selected.iter().filter(|row| !row.input).count();
-        let mut line = vec![name.to_owned(), judged.to_string()];
-        for errors in [&model, &thesis, &null] {
-            line.extend(cells(errors));
-        }
-        text.add_row(line);
-    }
-    format!("Throughput error (predicted ÷ published − 1) and scaling-efficiency error, rows but the input:\n{text}")
-}
-
-/// Speedup over the input row against workers: published, model, thesis forms, null model.
-fn draw(
-    table: &PublishedTable,
-    rows: &[ValidationRow],
-    dir: &Path,
-    format: FigureFormatArg,
-) -> anyhow::Result<Vec<PathBuf>> {
-    let input_rate = table.input_row().samples_per_s();
-    let mut points = Vec::new();
-    for row in rows.iter().filter(|row| row.table == table.name && !row.input) {
-        let series = [
-            ("published", Some(row.published_samples_per_s)),
-            ("model", row.model_samples_per_s),
-            ("thesis forms", row.thesis_samples_per_s),
-            ("null model", Some(row.null_samples_per_s)),
-        ];
-        for (name, rate) in series {
-            let Some(rate) = rate else { continue };
-            points.push(ScalingPoint {
-                line: ScalingLine::Named(name.to_owned()),
-                network: table.network.clone(),
-                dataset: table.name.clone(),
-                workers: row.workers,
-                speedup: Plotted::Measured(Stat::single(rate / input_rate)),
-            });
-        }
-    }
-    if points.is_empty() {
-        return Ok(Vec::new());
-    }
-    let target = FigureTarget::new(dir, format!("{}_scaling", table.name)).with_formats(&[figure_format(format)]);
-    let note = format!("speedup over the input row ({}), predicted from it alone", table.input_row().label);
-    Ok(speedup_scaling_noted(&points, Some(&note), &target)?)
 }

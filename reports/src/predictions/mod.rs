@@ -6,6 +6,13 @@
 
 mod judge;
 mod machine_speed;
+mod predicted_speedup;
+mod published;
+
+pub use predicted_speedup::{write_predicted_speedup, PredictedCell, StepTimes};
+pub use published::{
+    draw_published_scaling, published_errors, published_summary_text, published_table_text, PublishedErrors,
+};
 
 use polars::prelude::Column;
 use stratlab_perf_model::recommend::SCALE_OUT_MARGIN;
