@@ -30,5 +30,5 @@ pub use precision::{
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};
-pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
+pub use strategy::{micro_batches_fit, threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -197,7 +197,7 @@ impl Strategy {
         } = parameters;
         let error = |field, message: &str| Err(SweepError { field, message: message.to_owned() });
         if micro_batches == Some(0) {
-            return error("micro_batches", "give one or more micro-batch counts, each at least 1");
+            return error("micro_batches", MICRO_BATCHES_AT_LEAST_ONE);
         }
         if fusion_threshold_mib == Some(0) {
             return error("fusion_threshold_mib", "must be at least 1 (MiB)");
@@ -378,9 +378,7 @@ impl Strategy {
     pub fn check(&self, workers: usize, batch: usize, network: &str, network_stages: usize) -> Result<(), Infeasible> {
         self.kind().check_workers(workers)?;
         if let Some(micro_batches) = self.parameters().micro_batches {
-            if micro_batches > batch {
-                return Err(Infeasible(format!("{micro_batches} micro-batches exceed the batch of {batch}")));
-            }
+            micro_batches_fit(micro_batches, batch)?;
         }
         if self.kind().is_pipeline() {
             let (stages, _) = self.pipeline_shape(workers)?;
@@ -389,6 +387,19 @@ impl Strategy {
         }
         Ok(())
     }
+}
+
+/// Why a micro-batch count given in a suite is refused: the one wording of the rule, for a
+/// single count and for a sweep's list.
+pub(crate) const MICRO_BATCHES_AT_LEAST_ONE: &str = "give one or more micro-batch counts, each at least 1";
+
+/// Why `micro_batches` micro-batches cannot split a per-worker (per-pipeline) batch of
+/// `batch` samples, if they cannot: each micro-batch needs a sample.
+pub fn micro_batches_fit(micro_batches: usize, batch: usize) -> Result<(), Infeasible> {
+    if micro_batches > batch {
+        return Err(Infeasible(format!("{micro_batches} micro-batches exceed the batch of {batch} samples")));
+    }
+    Ok(())
 }
 
 /// `1 thread`, `2 threads`: how labels name a swept thread count.
@@ -475,7 +486,10 @@ mod tests {
 
     #[test]
     fn infeasible_cells_say_why() {
-        assert_eq!(gpipe(4).check(2, 2, "small-cnn", 5).unwrap_err().0, "4 micro-batches exceed the batch of 2");
+        assert_eq!(
+            gpipe(4).check(2, 2, "small-cnn", 5).unwrap_err().0,
+            "4 micro-batches exceed the batch of 2 samples"
+        );
         let reason = gpipe(1).check(8, 32, "small-cnn", 5).unwrap_err().0;
         assert!(reason.starts_with("small-cnn: 8 pipeline stages requested") && reason.contains('5'), "{reason}");
         assert!(Strategy::Single.check(2, 32, "small-cnn", 5).is_err());

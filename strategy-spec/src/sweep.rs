@@ -6,6 +6,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+use crate::strategy::{micro_batches_fit, MICRO_BATCHES_AT_LEAST_ONE};
 use crate::{
     AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, ShardUnit, Strategy,
     StrategyKind, SweepError, ZeroStage,
@@ -94,14 +95,13 @@ impl StrategySweep {
         }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {
-                return error("micro_batches", "give one or more micro-batch counts, each at least 1".into());
+                return error("micro_batches", MICRO_BATCHES_AT_LEAST_ONE.into());
             }
             for (dataset, batch) in batches {
-                if let Some(&too_many) = counts.iter().find(|&&m| m > *batch) {
-                    return error(
-                        "micro_batches",
-                        format!("{too_many} micro-batches exceed the batch of {batch} samples for {dataset}"),
-                    );
+                for &count in counts {
+                    if let Err(too_many) = micro_batches_fit(count, *batch) {
+                        return error("micro_batches", format!("{too_many} for {dataset}"));
+                    }
                 }
             }
         }

@@ -289,7 +289,8 @@ impl<'a> StageWorker<'a> {
         }
         let layout = self.layout;
         let batch = labels.size()[0] as usize;
-        let m = self.schedule.micro_batches(self.micro_batches).min(batch);
+        // The plan refused more micro-batches than samples, and training batches are full.
+        let m = self.micro_batches;
         let sizes = micro_batch_sizes(batch, m);
         let offsets = sizes.iter().scan(0i64, |at, &n| Some(std::mem::replace(at, *at + n as i64))).collect();
         let step = StepBatch { images, labels, first_id: self.steps_done * m, sizes, offsets };
