@@ -79,7 +79,7 @@ fn predict_into(
     }
     // The store's profiles sit beside its runs.
     let mut cache = ProfileCache::open(store.run_dir().parent(), profiles)?;
-    let rows = predict_cells(trials, &Placement::Local(&links), &mut cache, store.run_id(), say)?;
+    let rows = predict_cells(trials, &Placement::here(&links), &mut cache, store.run_id(), say)?;
     store.write_run_rows(&rows)?;
     Ok(())
 }

@@ -91,7 +91,7 @@ fn search_cell(
         Some(row) => row.predicted_batch_size.map(|batch| batch as usize),
         None => limit.and_then(|limit| {
             let here = LocalLinks::default();
-            predicted_largest(trial, limit as f64, &Placement::Local(&here), cache, say)
+            predicted_largest(trial, limit as f64, &Placement::here(&here), cache, say)
         }),
     };
     let first = predicted.unwrap_or(info.batch_size);

@@ -64,7 +64,7 @@ pub fn predict(
     }
     let placement = match &cluster {
         Some(cluster) => Placement::Cluster(cluster),
-        None => Placement::Local(&links),
+        None => Placement::here(&links),
     };
     let started = Instant::now();
     let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;

@@ -129,10 +129,28 @@ impl MeasuredLink {
 /// The cluster the cells are predicted on: this machine, its workers sharing its cores and
 /// its link measured; or a cluster file, one device per worker.
 pub enum Placement<'a> {
-    /// This machine, its links as measured (those that were).
-    Local(&'a LocalLinks),
+    /// This machine, its links as measured (those that were), and the cores its workers
+    /// share.
+    Local {
+        /// The links probed.
+        links: &'a LocalLinks,
+        /// The cores the workers share.
+        cores: usize,
+    },
     /// A cluster file's devices and links.
     Cluster(&'a Cluster),
+}
+
+impl<'a> Placement<'a> {
+    /// This machine, with the cores this process may use.
+    pub fn here(links: &'a LocalLinks) -> Placement<'a> {
+        Placement::Local { links, cores: cores_here() }
+    }
+}
+
+/// The cores this process may use.
+pub fn cores_here() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| cores.get())
 }
 
 /// One prediction per cell (the first repeat of each), in plan order, profiles taken from
@@ -147,8 +165,8 @@ pub fn predict_cells(
 ) -> anyhow::Result<Vec<PredictionRow>> {
     let (cores, cluster_link);
     match placement {
-        Placement::Local(_) => {
-            cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        Placement::Local { cores: here, .. } => {
+            cores = *here;
             cluster_link = None;
         }
         Placement::Cluster(cluster) => {
@@ -166,14 +184,14 @@ pub fn predict_cells(
             DeviceSpeed::Analytical { .. } => Some(*cluster),
             DeviceSpeed::Profiled => None,
         },
-        Placement::Local(_) => None,
+        Placement::Local { .. } => None,
     };
     let mut analytical_profiles: BTreeMap<ProfileKey, NetworkProfile> = BTreeMap::new();
     // Workers share this machine's cores, and copy what they exchange through its kernel
     // (at loopback's speed, whatever an emulated link then lets through), only when the
     // cells run here.
     let (shared_cores, loopback_bandwidth) = match placement {
-        Placement::Local(links) => {
+        Placement::Local { links, .. } => {
             (Some(cores), links.of(&TrialLink::Loopback).map(|measured| measured.link.bandwidth.0))
         }
         Placement::Cluster(_) => (None, None),
@@ -221,7 +239,7 @@ pub fn predict_cells(
             _ => None,
         };
         let link = match placement {
-            Placement::Local(links) => links.of(&trial.link),
+            Placement::Local { links, .. } => links.of(&trial.link),
             Placement::Cluster(_) => ring_link.as_ref().or(cluster_link.as_ref()),
         };
         let host_copy_bandwidth = loopback_bandwidth.or(link.map(|measured| measured.link.bandwidth.0));

@@ -128,6 +128,12 @@ impl ProfileCache {
         })
     }
 
+    /// Holds `profile` as the one `trial`'s cell uses, taken elsewhere (a fixture, another
+    /// machine): [`Self::measured`] then neither measures nor looks in the store for it.
+    pub fn hold(&mut self, trial: &TrialSpec, profile: NetworkProfile) {
+        self.taken.insert(key_of(trial), Taken { profile, speed_reference_s: None, retaken: None });
+    }
+
     /// The profile `trial`'s cell needs on this machine's CPU, at the sizes every trial of
     /// its key needs; where `cores` is given (the workers share this machine), with the
     /// contention of the workers that compute at once. Returns the seconds measuring took

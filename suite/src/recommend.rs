@@ -74,10 +74,10 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
     let (placement, device_memory, cores) = match &cluster {
         Some(cluster) => (Placement::Cluster(cluster), cluster.device.memory_bytes as f64, question.workers),
         None => {
-            let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+            let cores = crate::predictions::cores_here();
             // Workers on this machine share its memory.
             let memory = crate::fingerprint::memory_total_bytes().unwrap_or(u64::MAX) as f64;
-            (Placement::Local(&links), memory / question.workers as f64, cores)
+            (Placement::Local { links: &links, cores }, memory / question.workers as f64, cores)
         }
     };
     // What a worker may use: the limit where one was given, else its device's.
