@@ -1,5 +1,6 @@
-//! One cell of the matrix, fully resolved: everything a worker process needs to train it
-//! and everything the results record about its parameters.
+//! One cell of the matrix: as planned and then resolved by the runner ([`TrialSpec`]: what
+//! the suite asked and what the machine gave it, everything the results record about its
+//! parameters), and what its worker processes are handed ([`WorkerTrial`]).
 
 use serde::{Deserialize, Serialize};
 use stratlab_datasets::DatasetSelector;
@@ -11,7 +12,8 @@ use stratlab_strategy_spec::{threads_label, AutoOr, MemoryFormat, Precision, Str
 
 use crate::link_axis::TrialLink;
 
-/// A resolved trial, handed to the worker process as JSON.
+/// A planned trial: the suite's requests (`auto`, `max`) beside what the runner resolved
+/// them to in `train`. Its workers get [`TrialSpec::for_worker`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrialSpec {
     /// Stable identifier (the same for the same cell in every run, so `--resume` can match).
@@ -55,6 +57,37 @@ pub struct TrialSpec {
     pub telemetry_interval_ms: u64,
 }
 
+/// What a trial's worker process is handed: the trial with every choice made, nothing left
+/// for the runner to resolve (no `auto`, no `max`), and nothing it does not train by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerTrial {
+    /// The trial's id (a test fault is keyed by it).
+    pub trial_id: String,
+    /// Network name.
+    pub network: String,
+    /// Data set and source.
+    pub dataset: DatasetSelector,
+    /// Strategy and its parameters.
+    pub strategy: Strategy,
+    /// Training configuration of each worker, in the precision, memory format and batch
+    /// the runner resolved.
+    pub train: TrainConfig,
+    /// Address-space limit per worker process.
+    pub memory_limit_bytes: Option<u64>,
+}
+
+/// A trial that is not ready for its workers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    /// `batch_size: max` before the search for the largest batch.
+    #[error("trial {0}: `batch_size: max` has not been searched for yet")]
+    LargestBatchNotSearched(String),
+    /// `batch_size: max`, and nothing fits.
+    #[error("trial {0}: no batch fits: {1}")]
+    NoBatchFits(String, String),
+}
+
 /// What the suite asked of a trial's batch.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -80,6 +113,24 @@ fn contiguous() -> AutoOr<MemoryFormat> {
 }
 
 impl TrialSpec {
+    /// What its workers train, once the runner has resolved its batch (`auto` precision and
+    /// memory format are resolved into `train` before any trial: `auto_compute`).
+    pub fn for_worker(&self) -> Result<WorkerTrial, Unresolved> {
+        match &self.batch_request {
+            BatchRequest::Largest => return Err(Unresolved::LargestBatchNotSearched(self.trial_id.clone())),
+            BatchRequest::NoneFits(why) => return Err(Unresolved::NoBatchFits(self.trial_id.clone(), why.clone())),
+            BatchRequest::Given | BatchRequest::LargestFound => {}
+        }
+        Ok(WorkerTrial {
+            trial_id: self.trial_id.clone(),
+            network: self.network.clone(),
+            dataset: self.dataset.clone(),
+            strategy: self.strategy.clone(),
+            train: self.train.clone(),
+            memory_limit_bytes: self.memory_limit_bytes,
+        })
+    }
+
     /// Whether its precision or memory format waits for the runner to resolve `auto`.
     pub fn awaits_resolution(&self) -> bool {
         self.precision == AutoOr::Auto || self.memory_format == AutoOr::Auto

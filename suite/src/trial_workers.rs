@@ -44,13 +44,14 @@ impl TrialWorkers {
         let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
         let (master, port) = crate::link_axis::rendezvous(emulated)?;
         let (sender, events) = mpsc::channel::<(usize, WorkerEvent)>();
+        let request = serde_json::to_string(&trial.for_worker()?)?;
         let mut children = Vec::new();
         let mut stderr_tails = Vec::new();
         for rank in 0..trial.workers {
             let end = emulated.map(|emulated| &emulated.ends()[rank]);
             let mut child = spawn_worker(trial, rank, (master, port), end, memory_limit)?;
             let mut stdin = child.stdin.take().context("worker stdin")?;
-            writeln!(stdin, "{}", serde_json::to_string(trial)?).context("sending the trial to its worker")?;
+            writeln!(stdin, "{request}").context("sending the trial to its worker")?;
             drop(stdin);
             let stdout = child.stdout.take().context("worker stdout")?;
             let sender = sender.clone();

@@ -1,5 +1,5 @@
 //! The worker process of a trial (`stratlab worker`, started by the runner): reads its
-//! [`TrialSpec`] as JSON on stdin, trains, and streams [`WorkerEvent`]s as JSON lines on
+//! [`WorkerTrial`] as JSON on stdin, trains, and streams [`WorkerEvent`]s as JSON lines on
 //! stdout. Running each trial in processes of its own means a crash, abort or hang takes
 //! down only that trial, and the runner can kill a whole trial by its process group.
 
@@ -16,11 +16,11 @@ use stratlab_strategies::{device_memory, TrainError, TrainObserver, TrainReport}
 use crate::fault::Fault;
 use crate::protocol::{failure_outcome, failure_reason, is_out_of_memory_message, panic_message, WorkerEvent};
 use crate::training::{open_data, train, TrainingData};
-use crate::trial::TrialSpec;
+use crate::trial::WorkerTrial;
 
 /// Runs the worker side of a trial on this process's stdin and stdout. Returns the exit code.
 pub fn run_worker() -> i32 {
-    let spec: TrialSpec = match crate::child_process::read_request_or_exit_code("worker", "the trial specification") {
+    let spec: WorkerTrial = match crate::child_process::read_request_or_exit_code("worker", "the trial specification") {
         Ok(spec) => spec,
         Err(code) => return code,
     };
@@ -59,7 +59,7 @@ pub fn run_worker() -> i32 {
 
 /// One line for a trial's `reason`: where a device's allocator ran out, what it refused (the
 /// bytes, the pass, the cap and where the cap came from), else the message's own line.
-fn failure_reason_on(message: &str, spec: &TrialSpec) -> String {
+fn failure_reason_on(message: &str, spec: &WorkerTrial) -> String {
     let refusal = || spec.train.device.resolve().ok().and_then(device_memory::last_refusal);
     match is_out_of_memory_message(message).then(refusal).flatten() {
         Some(refusal) => refusal.reason(),
@@ -67,7 +67,7 @@ fn failure_reason_on(message: &str, spec: &TrialSpec) -> String {
     }
 }
 
-fn run_trial(spec: &TrialSpec, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
+fn run_trial(spec: &WorkerTrial, emitter: &mut Emitter) -> Result<TrainReport, TrainError> {
     // A CPU worker's limit is on its tensor storage, counted from before the data loads.
     if spec.memory_limit_bytes.is_some() && spec.train.device.resolve().ok() == Some(tch::Device::Cpu) {
         stratlab_strategies::memory::limit_cpu_storage(spec.memory_limit_bytes);

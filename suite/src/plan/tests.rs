@@ -195,6 +195,14 @@ exclude: [{batch_size: 64, strategy: gpipe}]
     let mut none = trials[1].clone();
     none.batch_request = BatchRequest::NoneFits("no batch trains: 1 per worker did not (oom)".into());
     assert_eq!(none.infeasibility().as_deref(), Some("no batch trains: 1 per worker did not (oom)"));
+    // Workers get only a trial whose batch is known.
+    assert_eq!(trials[0].for_worker().unwrap().train.batch_size, 64);
+    let not_searched = trials[1].for_worker().unwrap_err();
+    assert_eq!(not_searched, crate::trial::Unresolved::LargestBatchNotSearched(trials[1].trial_id.clone()));
+    assert!(none.for_worker().unwrap_err().to_string().contains("no batch fits"));
+    let mut found = trials[2].clone();
+    (found.batch_request, found.train.batch_size) = (BatchRequest::LargestFound, 96);
+    assert_eq!(found.for_worker().unwrap().train.batch_size, 96);
 }
 
 #[test]
