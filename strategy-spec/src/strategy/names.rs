@@ -3,10 +3,20 @@
 
 use super::{Parameters, Strategy};
 
+/// How one given parameter is spelled: its name in labels (`m`), its fragment of a trial id
+/// (`__m4`; ids are file names and resume keys: no brackets or commas) and its label (`m4`).
+struct Spelling {
+    name: &'static str,
+    id: String,
+    label: String,
+}
+
+/// The order labels name parameters in; trial ids keep the order of [`Strategy::spellings`].
+const LABEL_ORDER: [&str; 8] = ["stage", "shard_unit", "pp", "m", "balance", "checkpoint", "fusion", "server"];
+
 impl Strategy {
-    /// The parameters given, as they appear in a trial id after `__w<W>__b<B>`:
-    /// `__m4__bal-2-3__ckpt-except_last` (ids are file names: no brackets or commas).
-    pub fn id_parameters(&self) -> String {
+    /// Every parameter given, each spelled once for ids and labels, in trial-id order.
+    fn spellings(&self) -> Vec<Spelling> {
         let Parameters {
             micro_batches,
             balance,
@@ -17,63 +27,39 @@ impl Strategy {
             stage,
             shard_unit,
         } = self.parameters();
-        let mut id = String::new();
-        if let Some(stage) = stage {
-            id += &format!("__zero{stage}");
-        }
-        if let Some(unit) = shard_unit {
-            id += &format!("__unit-{unit}");
-        }
-        if let Some(m) = micro_batches {
-            id += &format!("__m{m}");
-        }
-        if let Some(mib) = fusion_threshold_mib {
-            id += &format!("__fusion{mib}mib");
-        }
-        if let Some(server) = server {
-            id += &format!("__server-{server}");
-        }
-        if let Some(stages) = pipeline_stages {
-            id += &format!("__pp{stages}");
-        }
-        if let Some(balance) = balance {
-            id += &format!("__bal-{}", balance.to_string().replace(['[', ']'], "").replace(',', "-"));
-        }
-        if let Some(checkpoint) = checkpoint {
-            id += &format!("__ckpt-{checkpoint}");
-        }
-        id
+        let spelled = |name, id, label| Spelling { name, id, label };
+        [
+            stage.map(|stage| spelled("stage", format!("__zero{stage}"), format!("ZeRO-{stage}"))),
+            shard_unit.map(|unit| spelled("shard_unit", format!("__unit-{unit}"), format!("gathers each {unit}"))),
+            micro_batches.map(|m| spelled("m", format!("__m{m}"), format!("m{m}"))),
+            fusion_threshold_mib.map(|mib| spelled("fusion", format!("__fusion{mib}mib"), format!("fusion {mib} MiB"))),
+            server.map(|server| spelled("server", format!("__server-{server}"), format!("{server} server"))),
+            pipeline_stages.map(|pp| spelled("pp", format!("__pp{pp}"), format!("pp{pp}"))),
+            balance.map(|balance| {
+                let id = format!("__bal-{}", balance.to_string().replace(['[', ']'], "").replace(',', "-"));
+                spelled("balance", id, format!("bal {balance}"))
+            }),
+            checkpoint.map(|mode| spelled("checkpoint", format!("__ckpt-{mode}"), format!("ckpt {mode}"))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The parameters given, as they appear in a trial id after `__w<W>__b<B>`:
+    /// `__m4__bal-2-3__ckpt-except_last`.
+    pub fn id_parameters(&self) -> String {
+        self.spellings().into_iter().map(|spelling| spelling.id).collect()
     }
 
     /// Every parameter given, in the order labels name them, as (its name, how a label
     /// says it): `("pp", "pp2")`, `("m", "m4")`, `("balance", "bal [2,3]")`,
     /// `("checkpoint", "ckpt except_last")`, `("fusion", "fusion 64 MiB")`,
-    /// `("server", "dedicated server")`. The one rendering every label uses; trial ids,
-    /// which are file names and resume keys, keep their own spelling ([`Self::id_parameters`]).
+    /// `("server", "dedicated server")`. The one rendering every label uses.
     pub fn labelled_parameters(&self) -> Vec<(&'static str, String)> {
-        let Parameters {
-            micro_batches,
-            balance,
-            checkpoint,
-            fusion_threshold_mib,
-            server,
-            pipeline_stages,
-            stage,
-            shard_unit,
-        } = self.parameters();
-        [
-            ("stage", stage.map(|stage| format!("ZeRO-{stage}"))),
-            ("shard_unit", shard_unit.map(|unit| format!("gathers each {unit}"))),
-            ("pp", pipeline_stages.map(|pp| format!("pp{pp}"))),
-            ("m", micro_batches.map(|m| format!("m{m}"))),
-            ("balance", balance.map(|balance| format!("bal {balance}"))),
-            ("checkpoint", checkpoint.map(|checkpoint| format!("ckpt {checkpoint}"))),
-            ("fusion", fusion_threshold_mib.map(|mib| format!("fusion {mib} MiB"))),
-            ("server", server.map(|server| format!("{server} server"))),
-        ]
-        .into_iter()
-        .filter_map(|(name, text)| Some((name, text?)))
-        .collect()
+        let mut spellings = self.spellings();
+        spellings.sort_by_key(|spelling| LABEL_ORDER.iter().position(|&name| name == spelling.name));
+        spellings.into_iter().map(|spelling| (spelling.name, spelling.label)).collect()
     }
 
     /// The strategy with its workers and the parameters given, as comparisons and
@@ -162,5 +148,22 @@ mod tests {
         assert_eq!(server.report_label(|_| true), "parameter-server (dedicated server)");
         assert_eq!(server.id_parameters(), "__server-dedicated");
         assert_eq!(Strategy::Single.report_label(|_| true), "single");
+        let zero = Strategy::new(
+            StrategyKind::ShardedDataParallel,
+            Parameters {
+                stage: Some(crate::ZeroStage::Three),
+                shard_unit: Some(crate::ShardUnit::Network),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(zero.id_parameters(), "__zero3__unit-network");
+        assert_eq!(zero.label_with_workers(2), "sharded-data-parallel ×2 ZeRO-3 gathers each network");
+        // Every parameter a label names has its place in the label order.
+        for strategy in [&hybrid, &fused, &server, &zero] {
+            for spelling in strategy.spellings() {
+                assert!(super::LABEL_ORDER.contains(&spelling.name), "{}", spelling.name);
+            }
+        }
     }
 }
