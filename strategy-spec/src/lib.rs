@@ -23,12 +23,12 @@ pub use data_source::DataSource;
 pub use error::{ColumnsError, Infeasible, PartitionError, SweepError, UnknownName};
 pub use kind::StrategyKind;
 pub use optimizer::{OptimizerFootprint, OptimizerKind};
-pub use parameters::{check_balance, Balance, Checkpoint, ServerPlacement};
+pub use parameters::{check_balance, micro_batches_fit, Balance, Checkpoint, ServerPlacement};
 pub use precision::{
     compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision, PrecisionRefused,
 };
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};
-pub use strategy::{micro_batches_fit, threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
+pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -139,6 +139,19 @@ pub fn check_balance(stage_count: usize, balance: &Balance, parts: usize) -> Res
     Ok(())
 }
 
+/// Why a micro-batch count given in a suite is refused: the one wording of the rule, for a
+/// single count and for a sweep's list.
+pub(crate) const MICRO_BATCHES_AT_LEAST_ONE: &str = "give one or more micro-batch counts, each at least 1";
+
+/// Why `micro_batches` micro-batches cannot split a per-worker (per-pipeline) batch of
+/// `batch` samples, if they cannot: each micro-batch needs a sample.
+pub fn micro_batches_fit(micro_batches: usize, batch: usize) -> Result<(), Infeasible> {
+    if micro_batches > batch {
+        return Err(Infeasible(format!("{micro_batches} micro-batches exceed the batch of {batch} samples")));
+    }
+    Ok(())
+}
+
 /// Activation checkpointing of a synchronous pipeline (torchgpipe's `checkpoint`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]

@@ -5,9 +5,11 @@ use serde::{Deserialize, Serialize};
 
 mod names;
 
+pub use names::threads_label;
+
 use crate::{
-    check_balance, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, ShardUnit, StrategyKind, SweepError,
-    ZeroStage,
+    check_balance, micro_batches_fit, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, ShardUnit,
+    StrategyKind, SweepError, ZeroStage,
 };
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
@@ -197,7 +199,7 @@ impl Strategy {
         } = parameters;
         let error = |field, message: &str| Err(SweepError { field, message: message.to_owned() });
         if micro_batches == Some(0) {
-            return error("micro_batches", MICRO_BATCHES_AT_LEAST_ONE);
+            return error("micro_batches", crate::parameters::MICRO_BATCHES_AT_LEAST_ONE);
         }
         if fusion_threshold_mib == Some(0) {
             return error("fusion_threshold_mib", "must be at least 1 (MiB)");
@@ -386,27 +388,6 @@ impl Strategy {
                 .map_err(|error| Infeasible(format!("{network}: {error}")))?;
         }
         Ok(())
-    }
-}
-
-/// Why a micro-batch count given in a suite is refused: the one wording of the rule, for a
-/// single count and for a sweep's list.
-pub(crate) const MICRO_BATCHES_AT_LEAST_ONE: &str = "give one or more micro-batch counts, each at least 1";
-
-/// Why `micro_batches` micro-batches cannot split a per-worker (per-pipeline) batch of
-/// `batch` samples, if they cannot: each micro-batch needs a sample.
-pub fn micro_batches_fit(micro_batches: usize, batch: usize) -> Result<(), Infeasible> {
-    if micro_batches > batch {
-        return Err(Infeasible(format!("{micro_batches} micro-batches exceed the batch of {batch} samples")));
-    }
-    Ok(())
-}
-
-/// `1 thread`, `2 threads`: how labels name a swept thread count.
-pub fn threads_label(threads: i64) -> String {
-    match threads {
-        1 => "1 thread".to_owned(),
-        n => format!("{n} threads"),
     }
 }
 

@@ -6,10 +6,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::{micro_batches_fit, MICRO_BATCHES_AT_LEAST_ONE};
+use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
-    AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, ShardUnit, Strategy,
-    StrategyKind, SweepError, ZeroStage,
+    micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, ShardUnit,
+    Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.

@@ -13,6 +13,10 @@
 //! torchgpipe does by default, without its deferred statistics), which is why
 //! equivalence holds only for networks without batch norm.
 
+mod build;
+
+pub(super) use build::{StageModel, StageOrder, StagePlace};
+
 use std::collections::BTreeMap;
 
 use stratlab_comm::{ProcessGroup, ReduceOp};
@@ -26,16 +30,14 @@ use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
-use stratlab_strategy_spec::{
-    micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, Strategy, StrategyKind,
-};
+use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, StrategyKind};
 
 use super::partition::StagePlan;
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
-use crate::{Precision, PrecisionOps, TrainConfig, TrainError};
+use crate::{Precision, PrecisionOps, TrainError};
 
 /// What a stage holds for one micro-batch between its forward and its backward.
 #[derive(Default)]
@@ -90,45 +92,6 @@ pub struct StageWorker<'a> {
     sends: Sends,
 }
 
-/// Where a stage worker sits: the trial's group, its stage's replicas (hybrid), and its
-/// stage and replica.
-pub(super) struct StagePlace<'a> {
-    pub(super) world: &'a ProcessGroup,
-    pub(super) replica_group: Option<ProcessGroup>,
-    pub(super) layout: Layout,
-}
-
-/// The order a stage works in: its strategy's schedule over that many micro-batches, each
-/// checkpointed or not.
-pub(super) struct StageOrder {
-    schedule: Schedule,
-    micro_batches: usize,
-    checkpoint: Checkpoint,
-}
-
-impl StageOrder {
-    /// `strategy`'s order, or an error where it does not pipeline.
-    pub(super) fn of(strategy: &Strategy) -> Result<StageOrder, TrainError> {
-        let schedule = strategy.schedule().ok_or_else(|| TrainError::InvalidConfig {
-            field: "strategy",
-            reason: format!("{} is not a pipeline", strategy.name()),
-        })?;
-        Ok(StageOrder { schedule, micro_batches: strategy.micro_batches(), checkpoint: strategy.checkpoint() })
-    }
-}
-
-/// What a stage worker trains: the plan that cut the network, per-sample output shapes of
-/// every network stage, and this stage's range of it with its weights, optimizer and loss
-/// scale.
-pub(super) struct StageModel {
-    pub(super) plan: StagePlan,
-    pub(super) stage_output_dims: Vec<Vec<i64>>,
-    pub(super) local: Network,
-    pub(super) params: Vec<Tensor>,
-    pub(super) optimizer: nn::Optimizer,
-    pub(super) loss_scaler: Option<LossScaler>,
-}
-
 /// The batch a step trains on, cut into micro-batches.
 struct StepBatch<'t> {
     images: &'t Tensor,
@@ -161,42 +124,6 @@ struct StepSums {
 }
 
 impl<'a> StageWorker<'a> {
-    /// A stage worker that has run no step yet, running `order` in `config`'s precision on
-    /// `device`.
-    pub(super) fn new(
-        place: StagePlace<'a>,
-        model: StageModel,
-        order: StageOrder,
-        config: &TrainConfig,
-        device: Device,
-    ) -> StageWorker<'a> {
-        let StagePlace { world, replica_group, layout } = place;
-        let StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler } = model;
-        let StageOrder { schedule, micro_batches, checkpoint } = order;
-        StageWorker {
-            world,
-            replica_group,
-            layout,
-            schedule,
-            micro_batches,
-            checkpoint,
-            stage_output_dims,
-            plan,
-            local,
-            optimizer,
-            loss_scaler,
-            params,
-            device,
-            precision: config.precision,
-            kind: config.precision.message_kind(),
-            steps_done: 0,
-            warmup_steps: config.warmup_steps,
-            peak_activation_bytes: None,
-            in_flight: BTreeMap::new(),
-            sends: Sends::default(),
-        }
-    }
-
     /// This stage's range of the network.
     pub(super) fn model(&self) -> &Network {
         &self.local

@@ -111,6 +111,14 @@ impl std::fmt::Display for Strategy {
     }
 }
 
+/// `1 thread`, `2 threads`: how labels name a swept thread count.
+pub fn threads_label(threads: i64) -> String {
+    match threads {
+        1 => "1 thread".to_owned(),
+        n => format!("{n} threads"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Balance, Checkpoint, Parameters, ServerPlacement, Strategy, StrategyKind};
