@@ -174,7 +174,7 @@ fn train(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         (None, None, None) => Budget { epochs: Some(1), ..Budget::default() },
         (epochs, steps, seconds) => Budget { epochs, steps, seconds, ..Budget::default() },
     };
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = crate::fingerprint::cores_here();
     let config = TrainConfig {
         batch_size: args.batch_size.unwrap_or(info.batch_size),
         budget,

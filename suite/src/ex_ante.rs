@@ -104,7 +104,7 @@ pub fn cut_on_run_profiles(trials: &mut [TrialSpec], store: &RunStore, say: &mut
         Ok(cache) => cache,
         Err(error) => return say(&format!("warning: pipeline trials time their own stages: {error:#}")),
     };
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let cores = crate::fingerprint::cores_here();
     let cuts: Vec<Option<Vec<f64>>> = trials
         .iter()
         .map(|trial| {

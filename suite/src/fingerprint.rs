@@ -167,8 +167,14 @@ fn logical_cores() -> usize {
     if online > 0 {
         online as usize
     } else {
-        std::thread::available_parallelism().map_or(1, usize::from)
+        cores_here()
     }
+}
+
+/// The cores this process may use (its affinity mask), at least 1: what its trials'
+/// threads share.
+pub fn cores_here() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 /// `MemTotal` of `/proc/meminfo` (given in KiB), in bytes.

@@ -41,7 +41,7 @@ impl Cell<'_> {
         match (&self.swept_threads, &suite.threads) {
             (Some(threads), _) => *threads,
             (None, Some(threads)) => threads.counts()[0],
-            (None, None) => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            (None, None) => crate::fingerprint::cores_here(),
         }
     }
 

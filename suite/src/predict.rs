@@ -104,7 +104,7 @@ pub fn predict(
 pub fn profile(suite_path: &Path, cache: &mut ProfileCache) -> anyhow::Result<ExitCode> {
     let (suite, _) = SuiteFile::load(suite_path)?;
     let trials = plan(&suite, suite_path)?;
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let cores = crate::fingerprint::cores_here();
     let started = Instant::now();
     let mut profiled = std::collections::BTreeSet::new();
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {

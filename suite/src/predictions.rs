@@ -144,13 +144,8 @@ pub enum Placement<'a> {
 impl<'a> Placement<'a> {
     /// This machine, with the cores this process may use.
     pub fn here(links: &'a LocalLinks) -> Placement<'a> {
-        Placement::Local { links, cores: cores_here() }
+        Placement::Local { links, cores: crate::fingerprint::cores_here() }
     }
-}
-
-/// The cores this process may use.
-pub fn cores_here() -> usize {
-    std::thread::available_parallelism().map_or(1, |cores| cores.get())
 }
 
 /// One prediction per cell (the first repeat of each), in plan order, profiles taken from

@@ -74,7 +74,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
     let (placement, device_memory, cores) = match &cluster {
         Some(cluster) => (Placement::Cluster(cluster), cluster.device.memory_bytes as f64, question.workers),
         None => {
-            let cores = crate::predictions::cores_here();
+            let cores = crate::fingerprint::cores_here();
             // Workers on this machine share its memory.
             let memory = crate::fingerprint::memory_total_bytes().unwrap_or(u64::MAX) as f64;
             (Placement::Local { links: &links, cores }, memory / question.workers as f64, cores)

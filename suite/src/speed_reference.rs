@@ -31,7 +31,7 @@ const WARMUP: usize = 2;
 /// median, and the slowest core's kept (a synchronous step waits for its slowest
 /// worker). The thread count in force before is restored.
 pub fn reference_seconds() -> f64 {
-    let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+    let cores = crate::fingerprint::cores_here();
     let threads_before = tch::get_num_threads();
     let seconds = std::thread::scope(|scope| {
         let copies: Vec<_> = (0..cores).map(|_| scope.spawn(one_core_seconds)).collect();

@@ -19,7 +19,7 @@ use crate::link_axis::TrialLink;
 /// in a network namespace of its own, each with its share of the cores, and waits for all
 /// of them; the emulated link is removed after.
 pub(super) fn run_local(args: &ProbeArgs, workers: usize) -> anyhow::Result<ExitCode> {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = crate::fingerprint::cores_here();
     let threads = args.threads.unwrap_or((cores / workers).max(1));
     let emulated = match args.link.as_ref().and_then(TrialLink::emulated) {
         Some(link) => {
