@@ -30,5 +30,6 @@ pub use precision::{
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};
-pub use strategy::{threads_label, Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
+pub use strategy::names::threads_label;
+pub use strategy::{Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

@@ -3,9 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-mod names;
-
-pub use names::threads_label;
+pub(crate) mod names;
 
 use crate::{
     check_balance, micro_batches_fit, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, ShardUnit,

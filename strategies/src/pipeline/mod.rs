@@ -27,7 +27,8 @@ use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
 pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
-use stage_worker::{StageModel, StageOrder, StagePlace, StageWorker};
+use stage_worker::build::{StageModel, StageOrder, StagePlace};
+use stage_worker::StageWorker;
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages

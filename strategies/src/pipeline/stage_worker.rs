@@ -13,9 +13,7 @@
 //! torchgpipe does by default, without its deferred statistics), which is why
 //! equivalence holds only for networks without batch norm.
 
-mod build;
-
-pub(super) use build::{StageModel, StageOrder, StagePlace};
+pub(super) mod build;
 
 use std::collections::BTreeMap;
 
