@@ -76,8 +76,11 @@ pub struct CellChange {
     /// How much longer the runner's fixed reference work took before the new run's trials
     /// than before the baseline's (0.25: the machine itself ran 25 % slower), where both
     /// timed it: a change of the host, not of the code, when it matches the cell's. The
-    /// verdict does not use it.
+    /// verdict uses it only where [`Thresholds::per_machine_speed`] asks.
     pub machine_slowdown: Option<f64>,
+    /// The step-time ratio divided by the machine's (`1 + machine_slowdown`), where both
+    /// runs timed the reference work: the change left once the host's own is taken out.
+    pub per_machine_step_time_ratio: Option<RatioEstimate>,
     /// The performance model's error on the cell in each run (baseline, new), where both
     /// runs predicted it.
     pub prediction_errors: Option<(f64, f64)>,
@@ -227,13 +230,24 @@ fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChan
     let statistic = thresholds.statistic;
     let step_time_ratio =
         statistic_ratio(&after.steps, &before.steps, statistic, thresholds.confidence(), thresholds.bootstrap);
+    let machine_slowdown = before
+        .speed_reference_s()
+        .zip(after.speed_reference_s())
+        .filter(|(before, _)| *before > 0.0)
+        .map(|(before, after)| after / before - 1.0);
+    let per_machine_step_time_ratio =
+        step_time_ratio.zip(machine_slowdown).map(|(ratio, slowdown)| ratio.scaled(1.0 / (1.0 + slowdown)));
+    let judged_ratio = match per_machine_step_time_ratio {
+        Some(per_machine) if thresholds.per_machine_speed => Some(per_machine),
+        _ => step_time_ratio,
+    };
     // A smaller share of repeats finishing is worse whatever the speed of those that did.
     let share_ok = |cell: &Cell| cell.ok_count() as f64 / cell.outcomes.len().max(1) as f64;
     let (ok_before, ok_after) = (share_ok(before), share_ok(after));
     let verdict = if ok_after < ok_before {
         Verdict::Regressed
     } else {
-        match step_time_ratio {
+        match judged_ratio {
             Some(ratio) => thresholds.verdict(ratio),
             None if ok_after > ok_before => Verdict::Improved,
             None => Verdict::Unmeasured,
@@ -263,11 +277,8 @@ fn cell_change(before: &Cell, after: &Cell, thresholds: &Thresholds) -> CellChan
         outcome_changed: ok_before != ok_after,
         verdict,
         settings_changed: before.settings.changes_to(&after.settings),
-        machine_slowdown: before
-            .speed_reference_s()
-            .zip(after.speed_reference_s())
-            .filter(|(before, _)| *before > 0.0)
-            .map(|(before, after)| after / before - 1.0),
+        machine_slowdown,
+        per_machine_step_time_ratio,
         prediction_errors,
         predicted_step_ratio,
         prediction_error_moved,

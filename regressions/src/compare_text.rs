@@ -4,6 +4,7 @@
 use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
+use crate::bootstrap::RatioEstimate;
 use crate::compare::{CellChange, Comparison, Leadership, Ranking};
 use crate::thresholds::Verdict;
 
@@ -75,6 +76,12 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
         c.thresholds.bootstrap.seed,
         c.statistics
     ));
+    if c.thresholds.per_machine_speed {
+        out.push_str(
+            "per machine speed: each verdict judges the step-time ratio divided by the machine's own (the runner's \
+             reference work, new ÷ baseline), where both runs timed it.\n\n",
+        );
+    }
 
     out.push_str(&style.heading("Environment"));
     if c.environment_changes.is_empty() {
@@ -88,7 +95,7 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
     }
 
     out.push_str(&style.heading("Cells"));
-    out.push_str(&cells_table(&c.cells, style));
+    out.push_str(&cells_table(&c.cells, c.thresholds.per_machine_speed, style));
     out.push_str("\n\n");
 
     let changed: Vec<&CellChange> = c.cells.iter().filter(|cell| cell.outcome_changed).collect();
@@ -137,7 +144,7 @@ pub fn comparison_text(comparison: &Comparison, style: TextStyle) -> String {
     out
 }
 
-fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
+fn cells_table(cells: &[CellChange], per_machine_speed: bool, style: TextStyle) -> String {
     // Runs from before the reference work was timed show no column of dashes.
     let machine_timed = cells.iter().any(|cell| cell.machine_slowdown.is_some());
     let mut header = vec![
@@ -153,6 +160,10 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
     if machine_timed {
         header.push("machine (reference work)");
     }
+    let per_machine_column = machine_timed && per_machine_speed;
+    if per_machine_column {
+        header.push("step time change ÷ machine [CI]");
+    }
     let mut table = style.table(&header);
     for cell in cells {
         let outcome = if cell.baseline_outcome == cell.new_outcome {
@@ -160,10 +171,12 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
         } else {
             format!("{} → {}", cell.baseline_outcome, cell.new_outcome)
         };
-        let change = cell.step_time_ratio.map_or_else(
-            || "—".to_owned(),
-            |r| format!("{} [{}, {}]", percent(r.ratio), percent(r.low), percent(r.high)),
-        );
+        let change = |ratio: Option<RatioEstimate>| {
+            ratio.map_or_else(
+                || "—".to_owned(),
+                |r| format!("{} [{}, {}]", percent(r.ratio), percent(r.low), percent(r.high)),
+            )
+        };
         let verdict = match cell.verdict {
             Verdict::Regressed | Verdict::Improved if style == TextStyle::Markdown => {
                 format!("**{}**", cell.verdict.as_str())
@@ -174,7 +187,7 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
             cell.cell.clone(),
             outcome,
             format!("{} → {}", seconds(cell.baseline_step_time_s), seconds(cell.new_step_time_s)),
-            change,
+            change(cell.step_time_ratio),
             format!("{} → {}", rate(cell.baseline_throughput), rate(cell.new_throughput)),
             cell.throughput_ratio.map_or_else(|| "—".to_owned(), |r| percent(r.ratio)),
             verdict,
@@ -182,6 +195,9 @@ fn cells_table(cells: &[CellChange], style: TextStyle) -> String {
         ];
         if machine_timed {
             row.push(cell.machine_slowdown.map_or_else(|| "—".to_owned(), |slowdown| percent(1.0 + slowdown)));
+        }
+        if per_machine_column {
+            row.push(change(cell.per_machine_step_time_ratio));
         }
         table.add_row(row);
     }

@@ -31,6 +31,14 @@ pub struct Thresholds {
     pub noise: f64,
     /// The bootstrap's resamples and seed.
     pub bootstrap: BootstrapSettings,
+    /// Whether `compare` judges each cell's step-time ratio divided by the machine's own
+    /// ratio (the runner's fixed reference work, new ÷ baseline, timed before each trial), so
+    /// that a host which ran slower or faster as a whole during one run (a shared VM's
+    /// neighbours, throttling) is not read as a change of the code. Off by default: the
+    /// division assumes the cell slows as the reference does, which a change of threads,
+    /// memory or links need not. Cells without a timed reference are judged as measured;
+    /// `history`'s series stay as measured.
+    pub per_machine_speed: bool,
 }
 
 impl Default for Thresholds {
@@ -40,6 +48,7 @@ impl Default for Thresholds {
             significance: DEFAULT_SIGNIFICANCE,
             noise: DEFAULT_NOISE_THRESHOLD,
             bootstrap: BootstrapSettings::default(),
+            per_machine_speed: false,
         }
     }
 }

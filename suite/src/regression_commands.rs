@@ -31,7 +31,7 @@ fn load(run: &Path, role: &str) -> anyhow::Result<RunCells> {
 
 /// Compares two runs; exit status 3 on a regression or a ranking flip.
 pub fn compare_runs(args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let thresholds = thresholds(&args.thresholds)?;
+    let thresholds = Thresholds { per_machine_speed: args.per_machine_speed, ..thresholds(&args.thresholds)? };
     let baseline = load(&args.baseline, "baseline")?;
     let new = load(&args.new, "new")?;
     let comparison = compare(&baseline, &new, &thresholds, args.allow_missing)?;

@@ -229,3 +229,37 @@ fn the_machines_own_slowdown_is_shown_beside_each_cell() {
     let text = comparison_text(&comparison, TextStyle::Markdown);
     assert!(!text.contains("machine (reference work)"), "no column of dashes: {text}");
 }
+
+/// `per_machine_speed` judges each cell's change divided by the machine's: a cell that
+/// slowed as much as the host did is noise, and one that slowed while the host sped up is a
+/// regression the raw ratio hid within the noise band. As measured (the default), the same
+/// runs give the opposite verdicts.
+#[test]
+fn per_machine_speed_takes_the_hosts_own_change_out_of_the_verdict() {
+    let time_reference = |run: &mut stratlab_regressions::RunCells, seconds: f64| {
+        for trial in run.cells.values_mut().flat_map(|cell| cell.trials.iter_mut()) {
+            trial.speed_reference_s = Some(seconds);
+        }
+    };
+    let judged = |before: f64, after: f64, reference: (f64, f64)| {
+        let mut baseline = run("20261123T100000Z-matrix", fingerprint_at(0), &[Made::new("single", 1, Some(before))]);
+        let mut new = run("20261123T110000Z-matrix", fingerprint_at(60), &[Made::new("single", 1, Some(after))]);
+        time_reference(&mut baseline, reference.0);
+        time_reference(&mut new, reference.1);
+        let verdicts = [false, true].map(|per_machine_speed| {
+            let thresholds = Thresholds { per_machine_speed, ..Thresholds::default() };
+            let comparison = compare(&baseline, &new, &thresholds, false).unwrap();
+            let cell = &comparison.cells[0];
+            let (raw, per_machine) = (cell.step_time_ratio.unwrap(), cell.per_machine_step_time_ratio.unwrap());
+            assert!((per_machine.ratio - raw.ratio * reference.0 / reference.1).abs() < 1e-9, "{cell:?}");
+            let text = comparison_text(&comparison, TextStyle::Markdown);
+            assert_eq!(text.contains("step time change ÷ machine"), per_machine_speed, "{text}");
+            cell.verdict
+        });
+        verdicts
+    };
+    // +60 % on a host 50 % slower: as measured a regression, per machine +7 %, noise.
+    assert_eq!(judged(0.10, 0.16, (0.008, 0.012)), [Verdict::Regressed, Verdict::Noise]);
+    // +25 % on a host that ran 25 % faster: as measured noise, per machine +67 %.
+    assert_eq!(judged(0.10, 0.125, (0.008, 0.006)), [Verdict::Noise, Verdict::Regressed]);
+}

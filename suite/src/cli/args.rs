@@ -138,6 +138,11 @@ pub struct CompareArgs {
     /// List baseline cells the new run lacks instead of failing the gate on them (exit 3).
     #[arg(long)]
     pub allow_missing: bool,
+    /// Judge each cell's step-time change divided by the machine's own (the runner's
+    /// reference work, timed before every trial): for runs on a shared or throttled host,
+    /// where the whole machine ran slower or faster during one of them.
+    #[arg(long)]
+    pub per_machine_speed: bool,
 }
 
 /// Options of `stratlab history`.

@@ -98,11 +98,13 @@ fn runs() -> &'static Runs {
     })
 }
 
-/// The noise threshold the slowdown is judged against. Not the default 30 %: on a shared
-/// CI host the 1-thread run measured only +43.7 % [+24.8 %, +68.6 %], its reference work
-/// taking 14 % less time than the baseline's. 15 % lies well
-/// below that interval's low end; the unchanged pair is still judged against the default.
-const SLOWDOWN_THRESHOLD: &str = "0.15";
+/// How the slowdown is judged. Not as measured at the default 30 %: on a shared CI host the
+/// 1-thread run measured only +43.7 % [+24.8 %, +68.6 %] (its reference work taking 14 % less
+/// time than the baseline's), and at 15 % a slower sitting's +37.4 % [+13.6 %, +53.8 %]
+/// (reference −27.7 %) still missed: the host's own speed moved between the runs. Per machine
+/// speed those were +68 % and +90 %; 15 % lies well below either; the unchanged pair is
+/// judged as measured, against the default.
+const SLOWDOWN_JUDGEMENT: [&str; 3] = ["--noise-threshold", "0.15", "--per-machine-speed"];
 
 fn compare(baseline: &Path, new: &Path, extra: &[&str]) -> (Option<i32>, String, serde_json::Value) {
     let mut args = vec!["compare", baseline.to_str().unwrap(), new.to_str().unwrap()];
@@ -124,19 +126,19 @@ fn a_real_slowdown_from_two_threads_to_one_is_flagged_and_exits_3_and_history_sh
     let _alone = alone();
     let runs = runs();
     let (two, one) = (&runs.two_threads, &runs.one_thread);
-    let threshold = ["--noise-threshold", SLOWDOWN_THRESHOLD];
-    let (code, stdout, json) = compare(two, one, &threshold);
+    let (code, stdout, json) = compare(two, one, &SLOWDOWN_JUDGEMENT);
     assert_eq!(code, Some(3), "{stdout}");
     let cell = &json["cells"][0];
     assert_eq!(cell["verdict"], "regressed", "{stdout}");
-    assert!(cell["step_time_ratio"]["low"].as_f64().unwrap() > 1.15, "{cell}");
+    assert!(cell["per_machine_step_time_ratio"]["low"].as_f64().unwrap() > 1.15, "{cell}");
     assert!(stdout.contains("threads 2 → 1") && stdout.contains("RESULT: regression"), "{stdout}");
     assert!(stdout.contains("suite_sha256"), "the suite file changed, and the fingerprint says so:\n{stdout}");
     assert!(one.join("compare").join(two.file_name().unwrap()).join("comparison.md").is_file());
 
     // The same two runs as a history: one step, at the second run, with the figure.
     let store = runs.slowdown.path();
-    let output = stratlab(&["history", store.to_str().unwrap(), threshold[0], threshold[1]]);
+    // History's series stay as measured: its steps compare point levels, not intervals.
+    let output = stratlab(&["history", store.to_str().unwrap(), SLOWDOWN_JUDGEMENT[0], SLOWDOWN_JUDGEMENT[1]]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("worse") && stdout.contains("suite_sha256"), "{stdout}");
