@@ -125,52 +125,94 @@ pub struct Parameters {
     pub shard_unit: Option<ShardUnit>,
 }
 
-/// A parameter's rule: the name suites give it, the strategies that take it, and whether
-/// [`Parameters`] holds a value for it. One line per parameter, so the name and the field
-/// it reads cannot drift apart.
-struct AppliesTo {
-    field: &'static str,
-    kinds: &'static [StrategyKind],
-    given: fn(&Parameters) -> bool,
+/// One strategy parameter, declared once: its key (the YAML key, the field of
+/// [`Parameters`], the name errors and labels use), the strategies that take it, and how a
+/// trial id and a label spell a value given. The table's order is the trial ids' order.
+pub(crate) struct Declared {
+    pub(crate) key: &'static str,
+    pub(crate) kinds: &'static [StrategyKind],
+    /// Its place in a label: `hybrid ×4 pp2 m4`, though ids say `__m4__pp2`.
+    pub(crate) label_rank: u8,
+    /// A pipeline's shape or schedule: reports name it only where a run varied it.
+    pub(crate) shapes_pipeline: bool,
+    /// The value given, as suites write it (`4`, `[2,3]`, `dedicated`), or `None`.
+    pub(crate) given: fn(&Parameters) -> Option<String>,
+    /// That value's fragment of a trial id (a file name and resume key: no brackets or
+    /// commas) and its words in a label: `("__m4", "m4")`.
+    pub(crate) spell: fn(&str) -> (String, String),
 }
 
-/// Which strategies take each parameter.
-const APPLIES_TO: [AppliesTo; 8] = [
-    AppliesTo {
-        field: "micro_batches",
+fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
+    value.as_ref().map(ToString::to_string)
+}
+
+/// Every parameter a strategy may take.
+pub(crate) const PARAMETERS: [Declared; 8] = [
+    Declared {
+        key: "stage",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        label_rank: 0,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.stage),
+        spell: |stage| (format!("__zero{stage}"), format!("ZeRO-{stage}")),
+    },
+    Declared {
+        key: "shard_unit",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        label_rank: 1,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.shard_unit),
+        spell: |unit| (format!("__unit-{unit}"), format!("gathers each {unit}")),
+    },
+    Declared {
+        key: "micro_batches",
         kinds: &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid],
-        given: |parameters| parameters.micro_batches.is_some(),
+        label_rank: 3,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.micro_batches),
+        spell: |m| (format!("__m{m}"), format!("m{m}")),
     },
-    AppliesTo { field: "balance", kinds: StrategyKind::PIPELINES, given: |parameters| parameters.balance.is_some() },
-    AppliesTo {
-        field: "checkpoint",
-        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
-        given: |parameters| parameters.checkpoint.is_some(),
-    },
-    AppliesTo {
-        field: "fusion_threshold_mib",
+    Declared {
+        key: "fusion_threshold_mib",
         kinds: &[StrategyKind::DataParallel],
-        given: |parameters| parameters.fusion_threshold_mib.is_some(),
+        label_rank: 6,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.fusion_threshold_mib),
+        spell: |mib| (format!("__fusion{mib}mib"), format!("fusion {mib} MiB")),
     },
-    AppliesTo {
-        field: "server",
+    Declared {
+        key: "server",
         kinds: &[StrategyKind::ParameterServer],
-        given: |parameters| parameters.server.is_some(),
+        label_rank: 7,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.server),
+        spell: |server| (format!("__server-{server}"), format!("{server} server")),
     },
-    AppliesTo {
-        field: "pipeline_stages",
+    Declared {
+        key: "pipeline_stages",
         kinds: &[StrategyKind::Hybrid],
-        given: |parameters| parameters.pipeline_stages.is_some(),
+        label_rank: 2,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.pipeline_stages),
+        spell: |pp| (format!("__pp{pp}"), format!("pp{pp}")),
     },
-    AppliesTo {
-        field: "stage",
-        kinds: &[StrategyKind::ShardedDataParallel],
-        given: |parameters| parameters.stage.is_some(),
+    Declared {
+        key: "balance",
+        kinds: StrategyKind::PIPELINES,
+        label_rank: 4,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.balance),
+        spell: |balance| {
+            (format!("__bal-{}", balance.replace(['[', ']'], "").replace(',', "-")), format!("bal {balance}"))
+        },
     },
-    AppliesTo {
-        field: "shard_unit",
-        kinds: &[StrategyKind::ShardedDataParallel],
-        given: |parameters| parameters.shard_unit.is_some(),
+    Declared {
+        key: "checkpoint",
+        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
+        label_rank: 5,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.checkpoint),
+        spell: |mode| (format!("__ckpt-{mode}"), format!("ckpt {mode}")),
     },
 ];
 
@@ -178,11 +220,11 @@ impl Strategy {
     /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
     /// does not take (it would be silently ignored), a value out of range, one it needs.
     pub fn new(kind: StrategyKind, parameters: Parameters) -> Result<Strategy, SweepError> {
-        for rule in &APPLIES_TO {
-            if (rule.given)(&parameters) && !rule.kinds.contains(&kind) {
-                let names: Vec<&str> = rule.kinds.iter().map(|kind| kind.name()).collect();
+        for declared in &PARAMETERS {
+            if (declared.given)(&parameters).is_some() && !declared.kinds.contains(&kind) {
+                let names: Vec<&str> = declared.kinds.iter().map(|kind| kind.name()).collect();
                 let message = format!("does not apply to strategy {kind}; it applies to {}", names.join(", "));
-                return Err(SweepError { field: rule.field, message });
+                return Err(SweepError { field: declared.key, message });
             }
         }
         let Parameters {
@@ -414,7 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn each_rule_reads_the_field_it_names() {
+    fn each_declared_parameter_reads_the_field_it_names() {
         // Every parameter given alone: exactly the rule of its name sees it.
         let alone = |field: &str| -> Parameters {
             let mut parameters = Parameters::default();
@@ -427,15 +469,15 @@ mod tests {
                 "pipeline_stages" => parameters.pipeline_stages = Some(2),
                 "stage" => parameters.stage = Some(ZeroStage::Two),
                 "shard_unit" => parameters.shard_unit = Some(ShardUnit::Network),
-                other => panic!("a rule names {other}, which this test does not set"),
+                other => panic!("a parameter is declared as {other}, which this test does not set"),
             }
             parameters
         };
-        for rule in &APPLIES_TO {
-            let parameters = alone(rule.field);
+        for declared in &PARAMETERS {
+            let parameters = alone(declared.key);
             let seen: Vec<&str> =
-                APPLIES_TO.iter().filter(|other| (other.given)(&parameters)).map(|other| other.field).collect();
-            assert_eq!(seen, [rule.field]);
+                PARAMETERS.iter().filter(|other| (other.given)(&parameters).is_some()).map(|other| other.key).collect();
+            assert_eq!(seen, [declared.key]);
         }
     }
 

@@ -1,49 +1,29 @@
 //! How a strategy is named: its trial-id suffix (file names and resume keys), and the
 //! labels rankings, comparisons and reports show, all from one rendering of each parameter.
 
-use super::{Parameters, Strategy};
+use super::{Strategy, PARAMETERS};
 
-/// How one given parameter is spelled: its name in labels (`m`), its fragment of a trial id
-/// (`__m4`; ids are file names and resume keys: no brackets or commas) and its label (`m4`).
+/// How one given parameter is spelled: its key, its fragment of a trial id (`__m4`) and its
+/// label (`m4`), as its declaration in [`PARAMETERS`] says.
 struct Spelling {
-    name: &'static str,
+    key: &'static str,
+    label_rank: u8,
     id: String,
     label: String,
 }
 
-/// The order labels name parameters in; trial ids keep the order of [`Strategy::spellings`].
-const LABEL_ORDER: [&str; 8] = ["stage", "shard_unit", "pp", "m", "balance", "checkpoint", "fusion", "server"];
-
 impl Strategy {
     /// Every parameter given, each spelled once for ids and labels, in trial-id order.
     fn spellings(&self) -> Vec<Spelling> {
-        let Parameters {
-            micro_batches,
-            balance,
-            checkpoint,
-            fusion_threshold_mib,
-            server,
-            pipeline_stages,
-            stage,
-            shard_unit,
-        } = self.parameters();
-        let spelled = |name, id, label| Spelling { name, id, label };
-        [
-            stage.map(|stage| spelled("stage", format!("__zero{stage}"), format!("ZeRO-{stage}"))),
-            shard_unit.map(|unit| spelled("shard_unit", format!("__unit-{unit}"), format!("gathers each {unit}"))),
-            micro_batches.map(|m| spelled("m", format!("__m{m}"), format!("m{m}"))),
-            fusion_threshold_mib.map(|mib| spelled("fusion", format!("__fusion{mib}mib"), format!("fusion {mib} MiB"))),
-            server.map(|server| spelled("server", format!("__server-{server}"), format!("{server} server"))),
-            pipeline_stages.map(|pp| spelled("pp", format!("__pp{pp}"), format!("pp{pp}"))),
-            balance.map(|balance| {
-                let id = format!("__bal-{}", balance.to_string().replace(['[', ']'], "").replace(',', "-"));
-                spelled("balance", id, format!("bal {balance}"))
-            }),
-            checkpoint.map(|mode| spelled("checkpoint", format!("__ckpt-{mode}"), format!("ckpt {mode}"))),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
+        let parameters = self.parameters();
+        PARAMETERS
+            .iter()
+            .filter_map(|declared| {
+                let value = (declared.given)(&parameters)?;
+                let (id, label) = (declared.spell)(&value);
+                Some(Spelling { key: declared.key, label_rank: declared.label_rank, id, label })
+            })
+            .collect()
     }
 
     /// The parameters given, as they appear in a trial id after `__w<W>__b<B>`:
@@ -52,14 +32,14 @@ impl Strategy {
         self.spellings().into_iter().map(|spelling| spelling.id).collect()
     }
 
-    /// Every parameter given, in the order labels name them, as (its name, how a label
-    /// says it): `("pp", "pp2")`, `("m", "m4")`, `("balance", "bal [2,3]")`,
-    /// `("checkpoint", "ckpt except_last")`, `("fusion", "fusion 64 MiB")`,
-    /// `("server", "dedicated server")`. The one rendering every label uses.
+    /// Every parameter given, in the order labels name them, as (its key, how a label
+    /// says it): `("pipeline_stages", "pp2")`, `("micro_batches", "m4")`, `("balance", "bal
+    /// [2,3]")`, `("fusion_threshold_mib", "fusion 64 MiB")`, `("server", "dedicated
+    /// server")`. The one rendering every label uses.
     pub fn labelled_parameters(&self) -> Vec<(&'static str, String)> {
         let mut spellings = self.spellings();
-        spellings.sort_by_key(|spelling| LABEL_ORDER.iter().position(|&name| name == spelling.name));
-        spellings.into_iter().map(|spelling| (spelling.name, spelling.label)).collect()
+        spellings.sort_by_key(|spelling| spelling.label_rank);
+        spellings.into_iter().map(|spelling| (spelling.key, spelling.label)).collect()
     }
 
     /// The strategy with its workers and the parameters given, as comparisons and
@@ -73,28 +53,28 @@ impl Strategy {
         label
     }
 
-    /// The pipeline's shape and schedule as given, by name (`pp`, `m`, `balance`,
-    /// `checkpoint`): a report names one in a strategy's label only where the run tried
-    /// that strategy with more than one value of it.
-    pub fn pipeline_parameters(&self) -> [(&'static str, Option<String>); 4] {
+    /// The pipeline's shape and schedule as given, by key (`micro_batches`,
+    /// `pipeline_stages`, `balance`, `checkpoint`; `None` where not given): a report names
+    /// one in a strategy's label only where the run tried that strategy with more than one
+    /// value of it.
+    pub fn pipeline_parameters(&self) -> Vec<(&'static str, Option<String>)> {
         let parameters = self.parameters();
-        [
-            ("pp", parameters.pipeline_stages.map(|pp| pp.to_string())),
-            ("m", parameters.micro_batches.map(|m| m.to_string())),
-            ("balance", parameters.balance.map(|balance| balance.to_string())),
-            ("checkpoint", parameters.checkpoint.map(|checkpoint| checkpoint.to_string())),
-        ]
+        PARAMETERS
+            .iter()
+            .filter(|declared| declared.shapes_pipeline)
+            .map(|declared| (declared.key, (declared.given)(&parameters)))
+            .collect()
     }
 
     /// The label reports group and draw by: the name, then in parentheses the pipeline
     /// parameters `varies` says the run varied, the fusion threshold and the server
     /// placement where given: `gpipe (m4)`, `parameter-server (dedicated server)`.
     pub fn report_label(&self, varies: impl Fn(&str) -> bool) -> String {
-        let pipeline = self.pipeline_parameters().map(|(name, _)| name);
+        let pipeline: Vec<&str> = self.pipeline_parameters().into_iter().map(|(key, _)| key).collect();
         let shown: Vec<String> = self
             .labelled_parameters()
             .into_iter()
-            .filter(|(name, _)| !pipeline.contains(name) || varies(name))
+            .filter(|(key, _)| !pipeline.contains(key) || varies(key))
             .map(|(_, text)| text)
             .collect();
         match shown.is_empty() {
@@ -138,8 +118,8 @@ mod tests {
         .unwrap();
         assert_eq!(hybrid.id_parameters(), "__m4__pp2__bal-2-3__ckpt-except_last");
         assert_eq!(hybrid.label_with_workers(4), "hybrid ×4 pp2 m4 bal [2,3] ckpt except_last");
-        assert_eq!(hybrid.report_label(|name| name == "m"), "hybrid (m4)");
-        assert_eq!(hybrid.report_label(|name| name == "pp"), "hybrid (pp2)");
+        assert_eq!(hybrid.report_label(|key| key == "micro_batches"), "hybrid (m4)");
+        assert_eq!(hybrid.report_label(|key| key == "pipeline_stages"), "hybrid (pp2)");
         let fused = Strategy::new(
             StrategyKind::DataParallel,
             Parameters { fusion_threshold_mib: Some(1), ..Default::default() },
@@ -167,11 +147,9 @@ mod tests {
         .unwrap();
         assert_eq!(zero.id_parameters(), "__zero3__unit-network");
         assert_eq!(zero.label_with_workers(2), "sharded-data-parallel ×2 ZeRO-3 gathers each network");
-        // Every parameter a label names has its place in the label order.
-        for strategy in [&hybrid, &fused, &server, &zero] {
-            for spelling in strategy.spellings() {
-                assert!(super::LABEL_ORDER.contains(&spelling.name), "{}", spelling.name);
-            }
-        }
+        // Each declaration's place in labels is its own.
+        let mut ranks: Vec<u8> = super::PARAMETERS.iter().map(|declared| declared.label_rank).collect();
+        ranks.sort();
+        assert_eq!(ranks, (0..super::PARAMETERS.len() as u8).collect::<Vec<_>>());
     }
 }
