@@ -4,11 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 pub(crate) mod names;
+mod shape;
 
-use crate::{
-    check_balance, micro_batches_fit, Balance, Checkpoint, Infeasible, Schedule, ServerPlacement, ShardUnit,
-    StrategyKind, SweepError, ZeroStage,
-};
+use crate::{Balance, Checkpoint, Schedule, ServerPlacement, ShardUnit, StrategyKind, SweepError, ZeroStage};
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
 pub const DEFAULT_FUSION_THRESHOLD_MIB: u64 = 64;
@@ -362,15 +360,6 @@ impl Strategy {
         self.schedule().map_or(1, |schedule| schedule.micro_batches(requested))
     }
 
-    /// Samples one stage runs at once with a per-worker (per-pipeline) batch of `batch`:
-    /// a pipeline's micro-batch (at least 1), the whole batch otherwise.
-    pub fn stage_samples(&self, batch: usize) -> usize {
-        match self.schedule() {
-            Some(_) => (batch / self.micro_batches()).max(1),
-            None => batch,
-        }
-    }
-
     /// How the pipeline's stages are split (uniform when not given).
     pub fn balance(&self) -> Balance {
         self.parameters().balance.unwrap_or(Balance::Uniform)
@@ -379,55 +368,6 @@ impl Strategy {
     /// Activation checkpointing (never when not given).
     pub fn checkpoint(&self) -> Checkpoint {
         self.parameters().checkpoint.unwrap_or_default()
-    }
-
-    /// `(stages, replicas)` of a pipeline over `workers` workers: hybrid's pp stages and
-    /// workers ÷ pp replicas, every other pipeline one stage per worker.
-    pub fn pipeline_shape(&self, workers: usize) -> Result<(usize, usize), Infeasible> {
-        let stages = match self {
-            Strategy::Hybrid { pipeline_stages, .. } => *pipeline_stages,
-            _ => workers,
-        };
-        if stages == 0 || !workers.is_multiple_of(stages) {
-            return Err(Infeasible(format!(
-                "{workers} workers cannot form pipelines of {stages} stages (workers = dp × pp)"
-            )));
-        }
-        Ok((stages, workers / stages))
-    }
-
-    /// Samples per optimizer step over all workers for a per-worker `batch`: every
-    /// data-parallel worker trains on its own batch; a pipeline's stages share one
-    /// (hybrid: one per replica).
-    pub fn global_batch(&self, batch: usize, workers: usize) -> usize {
-        if self.kind().shards_batch() {
-            batch * workers
-        } else {
-            batch * self.pipeline_shape(workers).map_or(1, |(_, replicas)| replicas)
-        }
-    }
-
-    /// The per-worker batch that makes a step of `workers` workers consume exactly
-    /// `global_batch` samples (the inverse of [`Self::global_batch`]); `None` where the
-    /// workers (or replicas) do not divide it.
-    pub fn batch_per_worker(&self, global_batch: usize, workers: usize) -> Option<usize> {
-        let per_sample = self.global_batch(1, workers);
-        (global_batch.is_multiple_of(per_sample) && global_batch >= per_sample).then(|| global_batch / per_sample)
-    }
-
-    /// Why `workers` workers cannot train `network` (of `network_stages` stages) with a
-    /// per-worker `batch` under this strategy, if they cannot.
-    pub fn check(&self, workers: usize, batch: usize, network: &str, network_stages: usize) -> Result<(), Infeasible> {
-        self.kind().check_workers(workers)?;
-        if let Some(micro_batches) = self.parameters().micro_batches {
-            micro_batches_fit(micro_batches, batch)?;
-        }
-        if self.kind().is_pipeline() {
-            let (stages, _) = self.pipeline_shape(workers)?;
-            check_balance(network_stages, &self.balance(), stages)
-                .map_err(|error| Infeasible(format!("{network}: {error}")))?;
-        }
-        Ok(())
     }
 }
 
