@@ -31,12 +31,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         parameters: ParameterColumns {
             micro_batches: Some(4),
             balance: Some(Balance::Uniform),
-            checkpoint: None,
-            pipeline_stages: None,
-            fusion_threshold_bytes: None,
-            server: None,
-            zero_stage: None,
-            shard_unit: None,
+            ..ParameterColumns::default()
         },
         workers: 2,
         batch_size: 32,
