@@ -227,3 +227,22 @@ pub enum Command {
     #[command(hide = true)]
     ContentionCopy,
 }
+
+impl Command {
+    /// Whether the command trains nothing and talks to no peer (it reads, prints and at most
+    /// writes its own files), so a reader that stops early (`stratlab plan suite.yaml |
+    /// head`) may end it as it ends `cat`. Commands that train or talk to peers keep Rust's ignored SIGPIPE, so a peer's
+    /// closed socket is an error the trial reports, not a silent death.
+    pub fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Networks
+                | Command::Inspect { .. }
+                | Command::Plan { .. }
+                | Command::Compare(_)
+                | Command::History(_)
+                | Command::Export { .. }
+                | Command::Env { .. }
+        )
+    }
+}

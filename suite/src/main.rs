@@ -9,6 +9,11 @@ use stratlab::{commands, exit};
 fn main() -> ExitCode {
     stratlab_strategies::heap::keep_freed_memory();
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        // SAFETY: restores the default disposition of one signal before any thread starts;
+        // no handler runs Rust code.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match commands::execute(cli.command) {
         Ok(code) => code,
         Err(error) => {

@@ -93,3 +93,22 @@ fn train_with_a_missing_gpu_exits_2_naming_the_valid_devices() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&missing) && stderr.contains("valid choices: cpu, auto"), "{stderr}");
 }
+
+/// A reader that stops early (`stratlab plan … | head`) ends a printing command quietly, as
+/// it ends `cat`: by SIGPIPE, with no panic on stderr. The pipe's read end is closed before
+/// the command starts, so its first line already finds no reader.
+#[test]
+fn a_closed_pipe_ends_plan_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["plan", concat!(env!("CARGO_MANIFEST_DIR"), "/default.yaml")])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", output.status);
+}
