@@ -6,7 +6,9 @@
 
 use std::ops::Range;
 
-use stratlab_strategy_spec::{Infeasible, PartitionError, ServerPlacement, ShardUnit, Strategy, StrategyKind};
+use stratlab_strategy_spec::{
+    Infeasible, PartitionError, ServerPlacement, ShardUnit, Straggler, Strategy, StrategyKind,
+};
 
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
@@ -57,6 +59,10 @@ pub struct StepQuestion<'a> {
     /// taken from compute when the workers' threads fill the cores. `None` where
     /// transfers do not run on the workers' cores (a cluster's devices and NICs).
     pub host_copy_bandwidth: Option<f64>,
+    /// Ranks whose forwards and backwards are slowed, and by how much (a suite's
+    /// `straggler` axis): synchronous replicas are paced by the slowest, a pipeline by its
+    /// slowed stages.
+    pub straggler: Option<&'a Straggler>,
 }
 
 /// Why the model, the thesis's forms or the memory have no answer for a trial.
@@ -287,7 +293,7 @@ impl<'a> StepQuestion<'a> {
     /// Every data-parallel worker computes at once.
     fn data_parallel(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
         let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
-        let stages = self.stage_works(slowdown);
+        let stages = self.stage_works(slowdown * self.slowest_rank());
         let fusion = self.strategy.fusion_threshold_bytes();
         let optimizer_s = self.profile.optimizer_s * slowdown;
         let link = self.link()?;
@@ -299,7 +305,7 @@ impl<'a> StepQuestion<'a> {
     /// Every sharded worker computes at once, as data parallelism's do.
     fn sharded(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
         let slowdown = slowdown * self.contention(self.workers as f64, self.batch);
-        let stages = self.stage_works(slowdown);
+        let stages = self.stage_works(slowdown * self.slowest_rank());
         let link = self.link()?;
         let collectives = ShardCollectives {
             all_reduce: AllReduce { link: &link, measured: self.measured_all_reduce() },
@@ -343,7 +349,7 @@ impl<'a> StepQuestion<'a> {
         // The training ranks compute at once; a dedicated server waits for them.
         let slowdown = slowdown * self.contention(training as f64, self.batch);
         let round = ParameterServerRound {
-            compute_s: (self.sequential_s(self.batch) - self.profile.optimizer_s) * slowdown,
+            compute_s: (self.sequential_s(self.batch) - self.profile.optimizer_s) * slowdown * self.slowest_rank(),
             parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
             remote_workers: self.remote_workers(),
             optimizer_s: self.profile.optimizer_s * slowdown,
@@ -402,18 +408,45 @@ impl<'a> StepQuestion<'a> {
             };
             Ok(simulate(&pipeline)?)
         };
-        let mut step = simulate_slowed(&vec![slowdown; costs.len()])?;
+        let stragglers = self.slowed_stages(costs.len());
+        let mut step = simulate_slowed(&stragglers.iter().map(|straggler| slowdown * straggler).collect::<Vec<_>>())?;
         if self.profile.contention.is_some() {
             for _ in 0..CONTENTION_ROUNDS {
                 let slowdowns: Vec<f64> = step
                     .concurrency()
                     .iter()
-                    .map(|&stages| slowdown * self.contention(stages * replicas as f64, samples))
+                    .zip(&stragglers)
+                    .map(|(&stages, straggler)| {
+                        slowdown * straggler * self.contention(stages * replicas as f64, samples)
+                    })
                     .collect();
                 step = simulate_slowed(&slowdowns)?;
             }
         }
         Ok(step.breakdown())
+    }
+
+    /// How much slower the slowest rank computes: what synchronous replicas wait for every
+    /// step (a jittered factor's mean is its slowdown). 1 without a straggler among them.
+    fn slowest_rank(&self) -> f64 {
+        match self.straggler {
+            Some(straggler) if straggler.fits(self.workers).is_ok() => straggler.slowdown,
+            _ => 1.0,
+        }
+    }
+
+    /// Each of a pipeline's `stages` slowed by its slowest rank over the replicas (rank r
+    /// holds stage r mod stages), 1 where none is slowed.
+    fn slowed_stages(&self, stages: usize) -> Vec<f64> {
+        let mut slowed = vec![1.0; stages];
+        if let Some(straggler) = self.straggler {
+            for &rank in &straggler.ranks {
+                if let Some(stage) = slowed.get_mut(rank as usize % stages.max(1)) {
+                    *stage = f64::max(*stage, straggler.slowdown);
+                }
+            }
+        }
+        slowed
     }
 
     /// What each part of `partition` costs per micro-batch of `samples`, from the profile.

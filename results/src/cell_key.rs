@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 use stratlab_strategy_spec::{
     compute_label, threads_label, ColumnsError, DataSource, MemoryFormat, OptimizerKind, ParameterColumns, Precision,
-    Strategy, StrategyKind,
+    Straggler, Strategy, StrategyKind,
 };
 use stratlab_units::Link;
 
@@ -39,6 +39,8 @@ pub struct CellKey {
     /// The emulated link the workers talked over (`None`: loopback).
     #[serde(with = "stratlab_units::stored_link")]
     pub link: Option<Link>,
+    /// The ranks slowed as stragglers (`None`: every rank at full speed).
+    pub straggler: Option<Straggler>,
     /// What it computed in (runs stored before the axis: fp32).
     pub precision: Precision,
     /// How its tensors were laid out (runs stored before the axis: contiguous).
@@ -65,6 +67,7 @@ impl CellKey {
             batch_size: count(trial.batch_size, "batch_size")?,
             swept_threads: trial.swept_threads.map(|threads| count(threads, "swept_threads")).transpose()?,
             link: trial.link,
+            straggler: trial.straggler.straggler(&trial.trial_id)?,
             precision: trial.precision(),
             memory_format: trial.memory_format(),
             optimizer: trial.optimizer(),
@@ -78,9 +81,16 @@ impl CellKey {
 
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: the
     /// same network, data set and batch per worker, in the same precision, memory format
-    /// and optimizer, with the same threads where the run swept them; single has no link.
+    /// and optimizer, with the same threads where the run swept them; single has no link
+    /// and no straggler.
     pub fn baseline(&self) -> CellKey {
-        CellKey { strategy: Strategy::Single, workers: 1, link: None, ..self.clone() }
+        CellKey { strategy: Strategy::Single, workers: 1, link: None, straggler: None, ..self.clone() }
+    }
+
+    /// The same cell with every rank at full speed: what a straggler's slowdown is measured
+    /// against.
+    pub fn without_straggler(&self) -> CellKey {
+        CellKey { straggler: None, ..self.clone() }
     }
 
     /// Whether it computes in float32 on contiguous tensors with SGD: what every cell did
@@ -100,13 +110,18 @@ impl CellKey {
         compute_label(self.precision, self.memory_format) + &self.optimizer.label()
     }
 
-    /// The threads where the run swept them (` · 2 threads`), and the link where there was
-    /// one (` over 1 Gbit/s`), as a label joins them.
+    /// The threads where the run swept them (` · 2 threads`), the link where there was one
+    /// (` over 1 Gbit/s`) and the straggler (` · straggler rank 1 ×2`), as a label joins them.
     pub fn setting_label(&self) -> String {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads.into()))).unwrap_or_default();
         let link = self.link.map(|link| format!(" over {}", link.name())).unwrap_or_default();
-        threads + &link
+        threads + &link + &self.straggler_label()
+    }
+
+    /// ` · straggler rank 1 ×2`, or nothing without one.
+    pub fn straggler_label(&self) -> String {
+        self.straggler.as_ref().map(|straggler| format!(" · straggler {straggler}")).unwrap_or_default()
     }
 
     /// The strategy with its workers, parameters, settings and numerics, without network
@@ -115,7 +130,12 @@ impl CellKey {
         let threads =
             self.swept_threads.map(|threads| format!(" {}", threads_label(threads.into()))).unwrap_or_default();
         let link = self.link.map(|link| format!(" over {}", link.name())).unwrap_or_default();
-        format!("{}{threads}{link}{}", self.strategy.label_with_workers(self.workers as usize), self.compute_label())
+        format!(
+            "{}{threads}{link}{}{}",
+            self.strategy.label_with_workers(self.workers as usize),
+            self.straggler_label(),
+            self.compute_label()
+        )
     }
 
     /// What cells sort by: the columns in the order the `trials` table has them (the
@@ -128,6 +148,7 @@ impl CellKey {
             self.swept_threads,
             self.link,
             (self.precision, self.memory_format, self.optimizer),
+            &self.straggler,
         )
     }
 }

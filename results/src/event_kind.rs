@@ -47,6 +47,9 @@ pub enum EventKind {
     Optimizer,
     /// Explicitly recorded idle time (a pipeline bubble).
     Idle,
+    /// A straggler's added wait after a forward or backward: its slowdown, apart from its
+    /// compute and its communication.
+    StragglerWait,
     /// Evaluation.
     Eval,
 }
@@ -138,7 +141,7 @@ mod tests {
         assert_eq!(
             names.join(" "),
             "data_wait h2d forward backward recompute all_reduce broadcast reduce all_gather reduce_scatter send recv \
-             barrier optimizer idle eval"
+             barrier optimizer idle straggler_wait eval"
         );
         for &kind in EventKind::ALL {
             assert_eq!(kind.name().parse::<EventKind>(), Ok(kind));
@@ -147,7 +150,7 @@ mod tests {
         }
         let unknown = "matmul".parse::<EventKind>().unwrap_err().to_string();
         assert!(unknown.starts_with("unknown event kind `matmul`; valid: data_wait, h2d, forward,"), "{unknown}");
-        assert!(unknown.ends_with(", optimizer, idle, eval"), "{unknown}");
+        assert!(unknown.ends_with(", optimizer, idle, straggler_wait, eval"), "{unknown}");
     }
 
     #[test]

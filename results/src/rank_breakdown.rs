@@ -53,7 +53,9 @@ impl Table for RankBreakdownRow {
 /// What an event's time counts as in the breakdown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Category {
-    /// Work on the rank's own data: h2d, forward, backward, optimizer.
+    /// Work on the rank's own data: h2d, forward, backward, optimizer, and a straggler's
+    /// wait, which stands for the slower compute it emulates (a slower device computes
+    /// through it, and communication beside it is hidden as behind computation).
     Compute,
     /// Data moving between ranks.
     Communication,

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use stratlab_strategy_spec::{
-    ColumnsError, MatmulPrecision, MemoryFormat, OptimizerKind, ParameterColumns, Precision, Strategy, StrategyKind,
+    ColumnsError, MatmulPrecision, MemoryFormat, OptimizerKind, ParameterColumns, Precision, StragglerColumns,
+    Strategy, StrategyKind,
 };
 use stratlab_units::Link;
 
@@ -81,6 +82,11 @@ pub struct TrialRow {
     /// the column existed.
     #[serde(default, with = "stratlab_units::stored_link")]
     pub link: Option<Link>,
+    /// The ranks slowed as stragglers and by how much: columns `straggler_ranks`,
+    /// `straggler_slowdown`, `straggler_jitter`, null without a straggler (and in runs stored
+    /// before the axis).
+    #[serde(flatten)]
+    pub straggler: StragglerColumns,
     /// What the trial computed in (`fp32`, `bf16`, `tf32`), part of the cell; null for runs
     /// stored before the column existed, which all computed in fp32 ([`TrialRow::precision`]).
     #[serde(default, rename = "precision")]

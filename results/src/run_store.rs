@@ -252,7 +252,7 @@ impl RunStore {
             let path = out_dir.join(format!("{table}.{}", format.extension()));
             let file = File::create(&path).map_err(io_error(&path))?;
             let result = match format {
-                ExportFormat::Csv => CsvWriter::new(file).finish(&mut frame),
+                ExportFormat::Csv => CsvWriter::new(file).finish(&mut crate::table::lists_as_text(&frame, table)?),
                 ExportFormat::Json => JsonWriter::new(file).with_json_format(JsonFormat::Json).finish(&mut frame),
             };
             result.map_err(|source| StoreError::Polars { path: path.clone(), source })?;

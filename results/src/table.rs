@@ -158,10 +158,32 @@ fn json_value(table: &'static str, column: &str, cell: AnyValue<'_>) -> Result<V
     })
 }
 
+/// `frame` with each list column (a straggler's ranks) as text, its cells' JSON arrays
+/// (`[1,3]`): CSV has no nested values, and a spreadsheet reads this as written.
+pub(crate) fn lists_as_text(frame: &DataFrame, table: &'static str) -> Result<DataFrame, StoreError> {
+    let mut flat = frame.clone();
+    for column in frame.columns() {
+        if !matches!(column.dtype(), DataType::List(_)) {
+            continue;
+        }
+        let mut texts: Vec<Option<String>> = Vec::with_capacity(column.len());
+        for i in 0..column.len() {
+            let cell = column.get(i).map_err(|source| StoreError::Frame { table, source })?;
+            texts.push(match json_value(table, column.name(), cell)? {
+                Value::Null => None,
+                value => Some(value.to_string()),
+            });
+        }
+        flat.with_column(Column::new(column.name().clone(), texts))
+            .map_err(|source| StoreError::Frame { table, source })?;
+    }
+    Ok(flat)
+}
+
 /// Writes `rows` as CSV to `path`, whole or not at all (written beside it, then renamed).
 pub fn write_csv<T: Table>(rows: &[T], path: &std::path::Path) -> Result<(), StoreError> {
     use polars::prelude::SerWriter;
-    let mut frame = to_frame(rows)?;
+    let mut frame = lists_as_text(&to_frame(rows)?, T::NAME)?;
     let mut bytes = Vec::new();
     polars::prelude::CsvWriter::new(&mut bytes)
         .finish(&mut frame)

@@ -37,7 +37,7 @@ pub fn train(
     let device = setup::prepare(config)?;
     let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(StagedModel::build(context.network, store)))?;
-    let mut timeline = Timeline::new(device, true);
+    let mut timeline = Timeline::of_rank(device, group.rank(), config.straggler.as_ref(), config.seed);
     broadcast_variables(group, &store, &mut timeline)?;
     let params = store.trainable_variables();
     let param_bytes: Vec<u64> = params.iter().map(stratlab_comm::byte_size).collect();

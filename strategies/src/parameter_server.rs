@@ -46,7 +46,7 @@ pub fn train(
     let device = setup::prepare(config)?;
     let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
-    let mut timeline = Timeline::new(device, true);
+    let mut timeline = Timeline::of_rank(device, group.rank(), config.straggler.as_ref(), config.seed);
     crate::replica_sync::broadcast_variables(group, &store, &mut timeline)?;
     let world_size = group.world_size();
     let server = placement.server_rank(world_size);

@@ -60,7 +60,7 @@ pub fn train(
     // SGD and Adam create theirs at the first step): each rank's optimizer is over its chunks.
     let Replica { store, model, optimizer: _, loss_scaler } =
         setup::replica(config, device, |store| Ok(StagedModel::build(context.network, store)))?;
-    let mut timeline = Timeline::new(device, true);
+    let mut timeline = Timeline::of_rank(device, group.rank(), config.straggler.as_ref(), config.seed);
     broadcast_variables(group, &store, &mut timeline)?;
     let params = store.trainable_variables();
     let stage_count = model.stages.len();

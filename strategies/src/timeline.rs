@@ -3,9 +3,14 @@
 //! shared by the ranks of a machine and by c10d's completion callbacks, and the device is
 //! synchronised before each clock read, so a GPU event ends when its kernels end.
 
+use std::time::Duration;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 use stratlab_comm::Completed;
 pub use stratlab_results::EventKind;
+use stratlab_strategy_spec::Straggler;
 use tch::Device;
 
 use crate::device::synchronize;
@@ -30,19 +35,51 @@ pub struct TimelineEvent {
 }
 
 /// Records a rank's events when enabled; a disabled timeline costs a branch per event and
-/// adds no synchronisation.
+/// adds no synchronisation. A straggler's timeline also slows its compute: every forward,
+/// backward and recompute it records is followed by a wait of (factor − 1) × its own time,
+/// recorded as [`EventKind::StragglerWait`].
 pub struct Timeline {
     device: Device,
     enabled: bool,
     step: u64,
     micro_batch: Option<u32>,
     events: Vec<TimelineEvent>,
+    pace: Option<Pace>,
+}
+
+/// How a straggler's compute is slowed: this step's factor, and the draws of the next.
+struct Pace {
+    straggler: Straggler,
+    rank: usize,
+    draws: Pcg64Mcg,
+    factor: f64,
+}
+
+impl Pace {
+    fn draw(&mut self) {
+        let draws = &mut self.draws;
+        self.factor = self.straggler.factor(self.rank, || draws.random_range(-1.0..=1.0)).unwrap_or(1.0);
+    }
 }
 
 impl Timeline {
     /// A timeline for work on `device`; `enabled` is false for single-worker strategies.
     pub fn new(device: Device, enabled: bool) -> Self {
-        Timeline { device, enabled, step: 0, micro_batch: None, events: Vec::new() }
+        Timeline { device, enabled, step: 0, micro_batch: None, events: Vec::new(), pace: None }
+    }
+
+    /// The recording timeline of rank `rank` of a multi-worker trial, slowed where
+    /// `straggler` names the rank; each step's factor is drawn from `seed` and the rank.
+    pub fn of_rank(device: Device, rank: usize, straggler: Option<&Straggler>, seed: u64) -> Self {
+        let mut timeline = Timeline::new(device, true);
+        timeline.pace = straggler.filter(|straggler| straggler.factor(rank, || 0.0).is_some()).map(|straggler| {
+            // The rank in the seed's high bits: each slowed rank draws its own factors.
+            let draws = Pcg64Mcg::seed_from_u64(seed ^ ((rank as u64) << 48));
+            let mut pace = Pace { straggler: straggler.clone(), rank, draws, factor: 1.0 };
+            pace.draw();
+            pace
+        });
+        timeline
     }
 
     /// Whether events are recorded.
@@ -50,8 +87,13 @@ impl Timeline {
         self.enabled
     }
 
-    /// The step that following events belong to.
+    /// The step that following events belong to (a straggler draws its factor for it).
     pub fn set_step(&mut self, step: u64) {
+        if step != self.step {
+            if let Some(pace) = &mut self.pace {
+                pace.draw();
+            }
+        }
         self.step = step;
     }
 
@@ -69,17 +111,34 @@ impl Timeline {
         stratlab_comm::monotonic_ns()
     }
 
-    /// Records an event measured by the caller.
+    /// Records an event measured by the caller, which has just ended; a straggler then
+    /// waits out its slowdown of a forward, backward or recompute.
     pub fn record(&mut self, kind: EventKind, name: impl Into<String>, start_ns: i64, end_ns: i64, bytes: Option<u64>) {
-        if self.enabled {
+        if !self.enabled {
+            return;
+        }
+        let name = name.into();
+        let wait_ns = match (&self.pace, kind) {
+            (Some(pace), EventKind::Forward | EventKind::Backward | EventKind::Recompute) => {
+                ((pace.factor - 1.0) * (end_ns - start_ns).max(0) as f64) as i64
+            }
+            _ => 0,
+        };
+        let (step, micro_batch) = (self.step, self.micro_batch);
+        self.events.push(TimelineEvent { step, micro_batch, kind, name: name.clone(), start_ns, end_ns, bytes });
+        if wait_ns > 0 {
+            let wait_start = stratlab_comm::monotonic_ns();
+            std::thread::sleep(Duration::from_nanos(wait_ns as u64));
+            let wait_end = stratlab_comm::monotonic_ns();
+            let kind = EventKind::StragglerWait;
             self.events.push(TimelineEvent {
-                step: self.step,
-                micro_batch: self.micro_batch,
+                step,
+                micro_batch,
                 kind,
-                name: name.into(),
-                start_ns,
-                end_ns,
-                bytes,
+                name,
+                start_ns: wait_start,
+                end_ns: wait_end,
+                bytes: None,
             });
         }
     }

@@ -2,6 +2,7 @@
 //! the CLI and tests pass one value instead of long parameter lists.
 
 use serde::{Deserialize, Serialize};
+use stratlab_strategy_spec::Straggler;
 
 use crate::loss_scale::LossScaleSettings;
 use crate::optimizer::{AdamSettings, UpdateRule};
@@ -110,6 +111,10 @@ pub struct TrainConfig {
     /// one (`crate::device_memory`). CPU workers are limited by the runner instead.
     #[serde(default)]
     pub device_memory_limit_bytes: Option<u64>,
+    /// Ranks whose compute is slowed, and by how much (a suite's `straggler` axis): each
+    /// rank's [`crate::timeline::Timeline`] waits after its forwards and backwards.
+    #[serde(default)]
+    pub straggler: Option<Straggler>,
 }
 
 /// Default of [`TrainConfig::metrics_every_steps`]: one read per 5 steps costs a fifth of
@@ -143,6 +148,7 @@ impl Default for TrainConfig {
             stage_seconds: None,
             loss_scale: LossScaleSettings::default(),
             device_memory_limit_bytes: None,
+            straggler: None,
         }
     }
 }

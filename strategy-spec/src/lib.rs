@@ -15,6 +15,7 @@ mod precision;
 pub mod schedule;
 mod search;
 mod sharding;
+mod straggler;
 mod strategy;
 mod sweep;
 
@@ -30,6 +31,7 @@ pub use precision::{
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
 pub use sharding::{ShardUnit, ZeroStage};
+pub use straggler::{Straggler, StragglerColumns, StragglerEntry};
 pub use strategy::names::threads_label;
 pub use strategy::{Parameters, Strategy, DEFAULT_FUSION_THRESHOLD_MIB};
 pub use sweep::StrategySweep;

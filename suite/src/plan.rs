@@ -6,13 +6,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use stratlab_datasets::DatasetSelector;
-use stratlab_strategies::precision::check_trainable;
 use stratlab_strategies::TrainConfig;
-use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision, Strategy, StrategyKind, StrategySweep};
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision, Straggler, Strategy, StrategySweep};
 
 use crate::link_axis::TrialLink;
 use crate::suite_error::SuiteError;
-use crate::suite_file::{BatchSize, BatchSizes, CellRule, SuiteFile};
+use crate::suite_file::{BatchSize, CellRule, SuiteFile};
 use crate::trial::{BatchRequest, TrialSpec};
 
 /// One cell before repeats: a value of every axis.
@@ -27,6 +26,8 @@ struct Cell<'a> {
     swept_threads: Option<usize>,
     /// Where the workers talk (loopback for a single worker).
     link: TrialLink,
+    /// Its slowed ranks (none for a single worker).
+    straggler: Option<Straggler>,
     /// What it computes in, as the suite asks.
     precision: AutoOr<Precision>,
     memory_format: AutoOr<MemoryFormat>,
@@ -87,7 +88,9 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                             for &swept_threads in per_worker {
                                 // One worker talks to no one: it runs once, not once per link.
                                 let links = if workers > 1 { suite.link.as_slice() } else { &[TrialLink::Loopback] };
-                                for &link in links {
+                                for (&link, straggler) in links.iter().flat_map(|link| {
+                                    stragglers_of(suite, workers).into_iter().map(move |straggler| (link, straggler))
+                                }) {
                                     let cell = Cell {
                                         network: &network.0,
                                         dataset,
@@ -96,6 +99,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                                         batch_size,
                                         swept_threads,
                                         link,
+                                        straggler,
                                         precision,
                                         memory_format,
                                         optimizer,
@@ -135,6 +139,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 batch_size,
                 swept_threads: swept_threads[0],
                 link: if workers > 1 { suite.link[0] } else { TrialLink::Loopback },
+                straggler: None,
                 precision,
                 memory_format,
                 optimizer: suite.optimizer.name.kinds()[0],
@@ -159,6 +164,16 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
     Ok(trials)
 }
 
+/// The stragglers a cell of `workers` ranks runs with: every entry of the axis whose ranks it
+/// has, or none at all for a single worker (it has no one to wait for it).
+fn stragglers_of(suite: &SuiteFile, workers: usize) -> Vec<Option<Straggler>> {
+    if workers == 1 {
+        return vec![None];
+    }
+    let entries = suite.straggler.iter().map(|entry| entry.0.clone());
+    entries.filter(|straggler| straggler.as_ref().is_none_or(|straggler| straggler.fits(workers).is_ok())).collect()
+}
+
 fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
     rule.network.as_ref().is_none_or(|n| n.0 == cell.network)
         && rule.dataset.as_ref().is_none_or(|d| d == cell.dataset)
@@ -170,21 +185,6 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.precision.is_none_or(|p| p == cell.precision)
         && rule.memory_format.is_none_or(|f| f == cell.memory_format)
         && rule.optimizer.is_none_or(|o| o == cell.optimizer)
-}
-
-/// Why an entry's own list of axis `name` is not a narrowing of the suite's `axis`: the
-/// first value it gives that the axis lacks.
-fn outside_axis<T: PartialEq + std::fmt::Display>(
-    given: Option<&[T]>,
-    axis: &[T],
-    name: &'static str,
-) -> Option<(&'static str, String)> {
-    let outside = given?.iter().find(|value| !axis.contains(value))?;
-    let axis: Vec<String> = axis.iter().map(ToString::to_string).collect();
-    Some((
-        name,
-        format!("`{outside}` is not on the suite's `{name}` axis ({}); an entry narrows the axis", axis.join(", ")),
-    ))
 }
 
 /// The (precision, memory format) pairs `entry`'s cells run: its own lists where it narrows
@@ -238,6 +238,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         trial_id += &format!("__t{threads}");
     }
     trial_id += &cell.link.id_part();
+    // No straggler, what every trial ran with before the axis, adds nothing: their ids stay.
+    trial_id += &cell.straggler.as_ref().map(Straggler::id_part).unwrap_or_default();
     trial_id += &format!("__r{repeat}");
     let mut train = TrainConfig {
         batch_size,
@@ -261,6 +263,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         stage_seconds: None,
         loss_scale: suite.loss_scale,
         device_memory_limit_bytes: suite.device_memory_limit_mib.map(|mib| mib << 20),
+        straggler: cell.straggler.clone(),
         ..TrainConfig::default()
     };
     suite.optimizer.apply(cell.optimizer, &mut train);
@@ -284,191 +287,14 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
     }
 }
 
-fn field_error(path: &Path, field: &str, message: impl Into<String>) -> SuiteError {
-    SuiteError::Field { path: path.to_path_buf(), field: field.to_string(), message: message.into() }
-}
+mod reading;
+mod validate;
 
-/// Checks what serde cannot: empty axes, impossible numbers, parameters that do not apply.
-fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
-    let err = |field: &str, message: String| Err(field_error(path, field, message));
-    if suite.networks.is_empty() {
-        return err(
-            "networks",
-            format!("empty axis; give at least one of: {}", stratlab_networks::network_names().join(", ")),
-        );
-    }
-    if suite.datasets.is_empty() {
-        return err(
-            "datasets",
-            format!("empty axis; give at least one of: {}", stratlab_datasets::dataset_names().join(", ")),
-        );
-    }
-    if suite.strategies.is_empty() {
-        return err(
-            "strategies",
-            format!("empty axis; give at least one of: {}", StrategyKind::valid_names().join(", ")),
-        );
-    }
-    if suite.repeats == 0 {
-        return err("repeats", "must be at least 1".into());
-    }
-    if let Some(i) = suite.repeats_of.iter().position(|rule| rule.repeats == 0) {
-        return err(&format!("repeats_of[{i}].repeats"), "must be at least 1 (`exclude` drops cells)".into());
-    }
-    if suite.link.is_empty() {
-        return err("link", "empty axis; give `loopback` or links such as {bandwidth: 1 Gbit/s, latency: 1 ms}".into());
-    }
-    if !(suite.timeout_s.is_finite() && suite.timeout_s > 0.0) {
-        return err("timeout_s", format!("must be a finite positive number of seconds, got {}", suite.timeout_s));
-    }
-    if suite.telemetry_interval_ms == 0 {
-        return err("telemetry_interval_ms", "must be at least 1".into());
-    }
-    if let Some(threads) = &suite.threads {
-        let counts = threads.counts();
-        if counts.is_empty() || counts.contains(&0) {
-            return err("threads", "give a thread count or a list of them, each at least 1".into());
-        }
-    }
-    for (name, target) in &suite.targets {
-        if let Err(error) = stratlab_datasets::info(name) {
-            return err(&format!("targets.{name}"), error.to_string());
-        }
-        if !(0.0..=1.0).contains(target) {
-            return err(&format!("targets.{name}"), format!("an accuracy between 0 and 1, got {target}"));
-        }
-    }
-    check_train_config(suite, path)?;
-    check_computes(suite, path)?;
-    for (i, entry) in suite.strategies.iter().enumerate() {
-        let outside = [
-            outside_axis(entry.precision.as_deref(), &suite.precision, "precision"),
-            outside_axis(entry.memory_format.as_deref(), &suite.memory_format, "memory_format"),
-        ];
-        if let Some((name, message)) = outside.into_iter().flatten().next() {
-            return err(&format!("strategies[{i}].{name}"), message);
-        }
-    }
-    let batches: Vec<(String, usize)> = suite
-        .datasets
-        .iter()
-        .flat_map(|dataset| {
-            let given: Vec<usize> = given_sizes(&batches_for(suite, dataset)).collect();
-            given.into_iter().map(move |batch| (dataset.to_string(), batch))
-        })
-        .collect();
-    for (i, strategy) in suite.strategies.iter().enumerate() {
-        if let Err(error) = strategy.validate(&batches) {
-            return err(&format!("strategies[{i}].{}", error.field), error.message);
-        }
-    }
-    for dataset in &suite.datasets {
-        let info = dataset.info().expect("validated while parsing");
-        let sizes = batches_for(suite, dataset);
-        if sizes.contains(&BatchSize::Largest)
-            && suite.memory_limit_mib.is_none()
-            && !matches!(suite.device, stratlab_strategies::DeviceChoice::Cuda(_))
-        {
-            return err(
-                "batch_size",
-                "`max` is the largest batch under a memory limit, and this suite sets none: give \
-                 memory_limit_mib (each worker's tensor storage on a CPU, in MiB), or train on a \
-                 `cuda:N` device, whose own memory (or device_memory_limit_mib) is the limit"
-                    .into(),
-            );
-        }
-        for batch in given_sizes(&sizes) {
-            if batch > info.train_len {
-                return err(
-                    "batch_size",
-                    format!("{batch} exceeds the {} training samples of {dataset}", info.train_len),
-                );
-            }
-        }
-    }
-    Ok(())
-}
+use reading::{batches_for, field_error, given_sizes};
 
-/// Checks the suite's `precision` and `memory_format` axes: not empty, and each value one
-/// this build trains on the suite's device.
-fn check_computes(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
-    if suite.precision.is_empty() {
-        return Err(field_error(path, "precision", "empty axis; give at least one of: fp32, bf16, tf32, auto"));
-    }
-    if suite.memory_format.is_empty() {
-        let message = "empty axis; give at least one of: contiguous, channels_last, auto";
-        return Err(field_error(path, "memory_format", message));
-    }
-    for precision in suite.precision.iter().filter_map(|p| p.given()) {
-        check_trainable(precision, suite.device)
-            .map_err(|refused| field_error(path, "precision", refused.to_string()))?;
-    }
-    Ok(())
-}
+use validate::validate;
 
-/// The per-worker batch sizes of `dataset`'s cells, in the order the suite lists them.
-fn batches_for(suite: &SuiteFile, dataset: &DatasetSelector) -> Vec<BatchSize> {
-    let info = dataset.info().expect("validated while parsing");
-    let default = vec![BatchSize::Samples(info.batch_size)];
-    match &suite.batch_size {
-        Some(BatchSizes::All(sizes)) => sizes.clone(),
-        Some(BatchSizes::PerDataset(sizes)) => sizes.get(info.name).cloned().unwrap_or(default),
-        None => default,
-    }
-}
-
-/// The sizes given as numbers (`max` is searched for, and checked once found).
-fn given_sizes(sizes: &[BatchSize]) -> impl Iterator<Item = usize> + '_ {
-    sizes.iter().filter_map(|size| match size {
-        BatchSize::Samples(batch) => Some(*batch),
-        BatchSize::Largest => None,
-    })
-}
-
-/// The suite-wide training settings, checked by the trainer's own validation so the rules
-/// live in one place.
-fn check_train_config(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
-    let kinds = suite.optimizer.name.kinds();
-    if kinds.is_empty() {
-        return Err(field_error(path, "optimizer.name", "give at least one optimizer (sgd, adam)"));
-    }
-    for kind in kinds {
-        let mut config = TrainConfig {
-            budget: suite.budget,
-            eval_batch_size: suite.eval.batch_size,
-            eval_every_steps: suite.eval.every_steps,
-            eval_samples: suite.eval.samples,
-            metrics_every_steps: suite.metrics_every_steps,
-            loss_scale: suite.loss_scale,
-            ..TrainConfig::default()
-        };
-        suite.optimizer.apply(kind, &mut config);
-        config.validate().map_err(|error| match error {
-            // Name the field as the suite file spells it.
-            stratlab_strategies::TrainError::InvalidConfig { field, reason } => {
-                field_error(path, suite_field(field, kind), reason)
-            }
-            other => field_error(path, "budget", other.to_string()),
-        })?;
-    }
-    Ok(())
-}
-
-/// The suite-file spelling of a [`TrainConfig`] field, for a cell training with `kind`.
-fn suite_field(field: &'static str, kind: OptimizerKind) -> &'static str {
-    match field {
-        "lr" if kind == OptimizerKind::Adam => "optimizer.adam.lr",
-        "lr" => "optimizer.lr",
-        "momentum" => "optimizer.momentum",
-        "weight_decay" => "optimizer.weight_decay",
-        "adam.betas" => "optimizer.adam.betas",
-        "adam.eps" => "optimizer.adam.eps",
-        "eval_batch_size" => "eval.batch_size",
-        "eval_every_steps" => "eval.every_steps",
-        "eval_samples" => "eval.samples",
-        other => other,
-    }
-}
-
+#[cfg(test)]
+mod straggler_tests;
 #[cfg(test)]
 mod tests;

@@ -253,6 +253,7 @@ pub fn predict_cells(
             threads: trial.train.threads,
             cores,
             host_copy_bandwidth,
+            straggler: trial.train.straggler.as_ref(),
         };
         let prediction = question.predict();
         let step = prediction.model.as_ref().ok();

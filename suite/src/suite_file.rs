@@ -12,7 +12,7 @@ use stratlab_datasets::DatasetSelector;
 use stratlab_strategies::loss_scale::LossScaleSettings;
 use stratlab_strategies::{Budget, DeviceChoice, Numerics, DEFAULT_METRICS_EVERY_STEPS};
 use stratlab_strategy_spec::{
-    AutoOr, MemoryFormat, OptimizerKind, Precision, StrategyKind, StrategySweep, UnknownName,
+    AutoOr, MemoryFormat, OptimizerKind, Precision, StragglerEntry, StrategyKind, StrategySweep, UnknownName,
 };
 
 use crate::link_axis::TrialLink;
@@ -77,6 +77,13 @@ pub struct SuiteFile {
     /// trials run once, on loopback. Default: loopback.
     #[serde(default = "loopback_only")]
     pub link: Vec<TrialLink>,
+    /// Slow workers (an axis): `none`, or `{ranks: [1], slowdown: 2.0, jitter: 0.2}`: the
+    /// named ranks wait (slowdown − 1) × each forward's and backward's own time after it
+    /// (`jitter` draws each step's factor from slowdown × (1 ± jitter)). Trials with fewer
+    /// ranks than a straggler names, and single-worker trials, run without it. Default:
+    /// `[none]`.
+    #[serde(default = "no_straggler")]
+    pub straggler: Vec<StragglerEntry>,
     /// Test-accuracy targets per data set name, overriding the registry's defaults.
     #[serde(default)]
     pub targets: BTreeMap<String, f64>,
@@ -127,6 +134,10 @@ pub struct SuiteFile {
     /// Extra cells to add (network, data set and strategy required), as in CI matrices.
     #[serde(default)]
     pub include: Vec<IncludeCell>,
+}
+
+fn no_straggler() -> Vec<StragglerEntry> {
+    vec![StragglerEntry(None)]
 }
 
 fn loopback_only() -> Vec<TrialLink> {

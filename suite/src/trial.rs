@@ -171,6 +171,7 @@ impl TrialSpec {
             batch_size: self.train.batch_size as u32,
             swept_threads: self.swept_threads.map(|threads| threads as u32),
             link: self.link.emulated().map(Link::as_stored),
+            straggler: self.train.straggler.clone(),
             precision: self.train.precision,
             memory_format: self.train.memory_format,
             optimizer: self.train.optimizer,
@@ -182,6 +183,8 @@ impl TrialSpec {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
         let link = self.link.emulated().map(|_| format!(" · {}", self.link)).unwrap_or_default();
+        let straggler =
+            self.train.straggler.as_ref().map(|straggler| format!(" · straggler {straggler}")).unwrap_or_default();
         let batch = match self.batch_request {
             BatchRequest::Given => format!("b{}", self.train.batch_size),
             BatchRequest::LargestFound => format!("b{} (max)", self.train.batch_size),
@@ -192,7 +195,7 @@ impl TrialSpec {
         let parameters: String =
             self.strategy.labelled_parameters().into_iter().map(|(_, text)| format!(" {text}")).collect();
         format!(
-            "{} · {} · {}×{}{parameters} · {batch}{}{threads}{link}",
+            "{} · {} · {}×{}{parameters} · {batch}{}{threads}{link}{straggler}",
             self.network,
             self.dataset,
             self.strategy.name(),

@@ -9,7 +9,7 @@ use stratlab_results::{
     RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
-use stratlab_strategy_spec::{AutoOr, ParameterColumns};
+use stratlab_strategy_spec::{AutoOr, ParameterColumns, StragglerColumns};
 use stratlab_telemetry::{Sample, TelemetrySummary};
 
 use crate::trial::TrialSpec;
@@ -129,6 +129,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         threads: trial.train.threads as i64,
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
         link: trial.link.emulated().copied(),
+        straggler: StragglerColumns::from(trial.train.straggler.as_ref()),
         stored_precision: Some(trial.train.precision),
         stored_memory_format: Some(trial.train.memory_format),
         precision_auto: Some(trial.precision == AutoOr::Auto),

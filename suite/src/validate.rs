@@ -101,6 +101,7 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
             // A device per worker: nothing shares compute, and transfers use no host core.
             cores: usize::MAX / 2,
             host_copy_bandwidth: None,
+            straggler: None,
         };
         let prediction = question.predict();
         let samples = simulated_samples(row) as f64;

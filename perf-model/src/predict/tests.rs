@@ -1,6 +1,6 @@
 //! What the workers sharing one machine cost each other, on hand-made profiles.
 
-use stratlab_strategy_spec::{Parameters, Strategy, StrategyKind, ZeroStage};
+use stratlab_strategy_spec::{Parameters, Straggler, Strategy, StrategyKind, ZeroStage};
 
 use super::*;
 use crate::profile::StageProfile;
@@ -56,6 +56,7 @@ fn question<'a>(
         threads: 1,
         cores: 2,
         host_copy_bandwidth,
+        straggler: None,
     }
 }
 
@@ -225,4 +226,30 @@ fn zero_stages_shard_memory_and_gloo_s_reduce_scatter_copies_its_input_beside_ze
     assert!((zero1 - unit_bytes).abs() < 1e-6, "{zero1}");
     let zero2 = peak(Some(ZeroStage::Two), gloo).total_bytes() - peak(Some(ZeroStage::Two), None).total_bytes();
     assert_eq!(zero2, 0.0);
+}
+
+#[test]
+fn a_straggler_paces_synchronous_replicas_and_slows_only_its_own_pipeline_stage() {
+    let profile = profile(None);
+    let link = Link::new(1e9, 0.0);
+    let slowed = Straggler { ranks: vec![1], slowdown: 2.0, jitter: 0.0 };
+    let compute = |strategy: &Strategy, straggler: Option<&Straggler>| {
+        let step = StepQuestion { straggler, ..question(strategy, &profile, &link, None) }.predict().model.unwrap();
+        (step.step_s, step.compute_s)
+    };
+    let data_parallel = Strategy::new(StrategyKind::DataParallel, Default::default()).unwrap();
+    let (full, full_compute) = compute(&data_parallel, None);
+    let (paced, paced_compute) = compute(&data_parallel, Some(&slowed));
+    assert!((paced_compute / full_compute - 2.0).abs() < 1e-9, "{paced_compute} against {full_compute}");
+    assert!(paced > full);
+    // GPipe over two stages: only stage 1's passes take twice as long, so the step grows by
+    // less than twice (stage 0 keeps its speed).
+    let gpipe =
+        Strategy::new(StrategyKind::Gpipe, Parameters { micro_batches: Some(4), ..Default::default() }).unwrap();
+    let (pipeline, _) = compute(&gpipe, None);
+    let (slowed_pipeline, _) = compute(&gpipe, Some(&slowed));
+    assert!(slowed_pipeline > pipeline && slowed_pipeline < 2.0 * pipeline, "{slowed_pipeline} against {pipeline}");
+    // A straggler rank the trial does not have slows nothing.
+    let absent = Straggler { ranks: vec![5], ..slowed.clone() };
+    assert_eq!(compute(&data_parallel, Some(&absent)).0, full);
 }

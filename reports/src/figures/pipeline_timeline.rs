@@ -34,6 +34,7 @@ enum Block {
     Optimizer,
     DataWait,
     HostToDevice,
+    StragglerWait,
 }
 
 impl Block {
@@ -51,6 +52,7 @@ impl Block {
             EventKind::Optimizer => Block::Optimizer,
             EventKind::DataWait => Block::DataWait,
             EventKind::H2d => Block::HostToDevice,
+            EventKind::StragglerWait => Block::StragglerWait,
             EventKind::Barrier | EventKind::Idle | EventKind::Eval => return None,
         })
     }
@@ -180,6 +182,8 @@ fn block_look(block: Block, micro_batch: Option<u32>) -> (RGBColor, RGBColor, Op
         Block::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
         Block::DataWait => (RGBColor(242, 242, 242), RGBColor(170, 170, 170), None, "wait".into()),
         Block::HostToDevice => (RGBColor(215, 215, 215), RGBColor(120, 120, 120), None, "H2D".into()),
+        // Tol's muted rose: the one warm block, so a slowed rank's waits stand out.
+        Block::StragglerWait => (RGBColor(204, 102, 119), RGBColor(136, 34, 85), None, "slow".into()),
     }
 }
 
@@ -304,7 +308,14 @@ fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
     if has(Block::Backward) {
         entries.push(LegendEntry::new(Swatch::Hatched { fill: grey, hatch: tint(grey, 0.45) }, "backward (B)"));
     }
-    for block in [Block::Collective, Block::SendRecv, Block::Optimizer, Block::HostToDevice, Block::DataWait] {
+    for block in [
+        Block::Collective,
+        Block::SendRecv,
+        Block::Optimizer,
+        Block::HostToDevice,
+        Block::DataWait,
+        Block::StragglerWait,
+    ] {
         if has(block) {
             let (fill, _, _, short) = block_look(block, None);
             let name = match block {
@@ -312,6 +323,7 @@ fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
                 Block::SendRecv => "send/receive",
                 Block::Optimizer => "optimizer step",
                 Block::HostToDevice => "host-to-device copy",
+                Block::StragglerWait => "straggler's slowdown",
                 _ => "data wait (idle)",
             };
             entries.push(LegendEntry::new(Swatch::Fill(fill), format!("{name} ({short})")));

@@ -36,17 +36,24 @@ pub(crate) struct JudgedCell {
 }
 
 /// The question a cell answers with the others of its group: its network, data set, batch,
-/// threads, numerics and link, whatever the strategy and workers (a single cell's key with
-/// the group's link).
+/// threads, numerics, link and straggler, whatever the strategy and workers (a single cell's
+/// key with the group's link and straggler).
 pub(crate) fn group_of(key: &CellKey) -> CellKey {
-    CellKey { link: key.link, ..key.baseline() }
+    CellKey { link: key.link, straggler: key.straggler.clone(), ..key.baseline() }
 }
 
 /// How tables name a group: `small-cnn · mnist · b128 · 2 threads · bf16 · 1 Gbit/s`.
 pub(crate) fn group_label(group: &CellKey) -> String {
     let threads = group.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
     let link = group.link.map(|link| format!(" · {}", link.name())).unwrap_or_default();
-    format!("{} · {} · b{}{threads}{}{link}", group.network, group.dataset, group.batch_size, group.compute_label())
+    format!(
+        "{} · {} · b{}{threads}{}{link}{}",
+        group.network,
+        group.dataset,
+        group.batch_size,
+        group.compute_label(),
+        group.straggler_label()
+    )
 }
 
 impl JudgedCell {
@@ -106,7 +113,7 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], run: &RunView) -> Vec<J
             let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
             Some(JudgedCell {
                 key: key.clone(),
-                label: key.strategy.report_label(|_| true) + &key.compute_label(),
+                label: key.strategy.report_label(|_| true) + &key.straggler_label() + &key.compute_label(),
                 global_batch: first.global_batch.max(1) as f64,
                 prediction: prediction.clone(),
                 measured_p10_s: median(&p10s)?,
@@ -223,7 +230,8 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
             // both measurements: a cell whose repeats spread by 14 % cannot be said to lose
             // by 6 % to one measured once.
             let noise = members[best].noise().max(members[pick].noise());
-            let name = |cell: &JudgedCell| format!("{}×{}", cell.label, cell.key.workers);
+            // The group's label says what its cells share (numerics, link, straggler).
+            let name = |cell: &JudgedCell| format!("{}×{}", cell.key.strategy.report_label(|_| true), cell.key.workers);
             Recommendation {
                 group,
                 ranked: members.len(),
@@ -259,6 +267,7 @@ mod tests {
                 batch_size: 16,
                 swept_threads: None,
                 link: None,
+                straggler: None,
                 precision: Default::default(),
                 memory_format: Default::default(),
                 optimizer: Default::default(),

@@ -113,6 +113,7 @@ mod tests {
                     batch_size: 64,
                     swept_threads: None,
                     link: None,
+                    straggler: None,
                     precision,
                     memory_format: MemoryFormat::Contiguous,
                     optimizer: OptimizerKind::Sgd,

@@ -18,14 +18,14 @@ pub use format::{outcome_label, three_significant, MISSING};
 pub use matrix::{matrix_for_terminal, results_matrix};
 pub use summaries::{
     bubble_table, device_usage_table, loss_table, pipeline_stages_table, speedup_table, step_breakdown_table,
-    throughput_table, time_to_accuracy_table,
+    straggler_table, throughput_table, time_to_accuracy_table,
 };
 pub use summary_table::{SummaryTable, OUTCOME_COLUMN};
 
 /// Every summary table of a run: the results matrix first, then one per figure kind
-/// (speedup backs both the speedup bars and the scaling lines). The step-time breakdown
-/// and the pipeline stages come last, each only when the run recorded them (multi-worker
-/// trials with events, pipeline trials).
+/// (speedup backs both the speedup bars and the scaling lines). The step-time breakdown,
+/// the pipeline stages and the stragglers come last, each only when the run recorded them
+/// (multi-worker trials with events, pipeline trials, straggler cells).
 pub fn summary_tables(aggregates: &RunAggregates) -> Result<Vec<SummaryTable>, ReportError> {
     let mut tables = vec![
         results_matrix(aggregates)?,
@@ -40,6 +40,9 @@ pub fn summary_tables(aggregates: &RunAggregates) -> Result<Vec<SummaryTable>, R
     }
     if !aggregates.pipelines.is_empty() {
         tables.push(pipeline_stages_table(aggregates)?);
+    }
+    if let Some(stragglers) = straggler_table(aggregates) {
+        tables.push(stragglers?);
     }
     Ok(tables)
 }

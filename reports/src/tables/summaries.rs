@@ -299,3 +299,54 @@ pub fn bubble_table(timelines: &[PipelineTimeline]) -> Result<SummaryTable, Repo
             "Pipeline bubble: idle share of the step span, measured and GPipe's (p − 1)/(m + p − 1)",
         )
 }
+
+/// Each straggler cell beside the same cell without one: how much longer its step took
+/// (step samples/s without ÷ with: loader waits left out), against the slowdown its ranks'
+/// compute was given; `None` when the run has no straggler cell.
+pub fn straggler_table(aggregates: &RunAggregates) -> Option<Result<SummaryTable, ReportError>> {
+    let slowed: Vec<_> = aggregates.throughput.iter().filter(|cell| cell.key.straggler.is_some()).collect();
+    if slowed.is_empty() {
+        return None;
+    }
+    let without = |key: &CellKey| {
+        let unslowed = key.without_straggler();
+        aggregates
+            .throughput
+            .iter()
+            .find(|cell| cell.key == unslowed)
+            .and_then(|cell| stat_of(&cell.step_samples_per_s))
+    };
+    let (mut median, mut low, mut high, mut share, mut notes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let factor: Vec<Option<f64>> = slowed.iter().map(|cell| cell.key.straggler.as_ref().map(|s| s.slowdown)).collect();
+    for (cell, factor) in slowed.iter().zip(&factor) {
+        let ratio = without(&cell.key).zip(stat_of(&cell.step_samples_per_s));
+        median.push(ratio.map(|(without, with)| without.median / with.median));
+        low.push(ratio.map(|(without, with)| without.min / with.max));
+        high.push(ratio.map(|(without, with)| without.max / with.min));
+        share.push(
+            ratio
+                .zip(*factor)
+                .filter(|(_, factor)| *factor > 1.0)
+                .map(|((without, with), factor)| (without.median / with.median - 1.0) / (factor - 1.0)),
+        );
+        notes.push(match ratio {
+            Some(_) => failure_note(&cell.repeats),
+            None => Some("no measured cell without a straggler to set it beside".to_owned()),
+        });
+    }
+    let ranks = slowed.iter().map(|cell| cell.key.straggler.as_ref().map(|s| format!("{:?}", s.ranks))).collect();
+    Some(
+        Columns::default()
+            .keys(&aggregates.labels, slowed.iter().map(|cell| &cell.key))
+            .maybe_text("slowed ranks", ranks)
+            .float("compute slowdown (×)", factor)
+            .float("step time × without (median)", median)
+            .float("step time × without (min)", low)
+            .float("step time × without (max)", high)
+            .float("share of the slowdown the step took", share)
+            .repeats(slowed.iter().map(|cell| &cell.repeats))
+            .maybe_text("note", notes)
+            .finish("stragglers", "Straggler cells: step time against the same cell without a straggler"),
+    )
+}

@@ -82,7 +82,7 @@ pub fn train(
     let model = StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler };
     let worker = StageWorker::new(place, model, order, config, device);
     let mut runner = PipelineStep { worker, wall_time_budget: config.budget.seconds.is_some() };
-    let mut timeline = Timeline::new(device, true);
+    let mut timeline = Timeline::of_rank(device, world.rank(), config.straggler.as_ref(), config.seed);
     let mut report = train_loop::run(context, device, &mut runner, &mut timeline, observer)?;
     observer.on_trained(&store);
     report.events = timeline.into_events();

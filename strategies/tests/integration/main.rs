@@ -9,3 +9,4 @@ mod device_double;
 mod distributed_equivalence;
 mod pipeline_equivalence;
 mod single_training;
+mod straggler;
