@@ -72,7 +72,7 @@ impl Timeline {
     /// `straggler` names the rank; each step's factor is drawn from `seed` and the rank.
     pub fn of_rank(device: Device, rank: usize, straggler: Option<&Straggler>, seed: u64) -> Self {
         let mut timeline = Timeline::new(device, true);
-        timeline.pace = straggler.filter(|straggler| straggler.factor(rank, || 0.0).is_some()).map(|straggler| {
+        timeline.pace = straggler.filter(|straggler| straggler.slows(rank)).map(|straggler| {
             // The rank in the seed's high bits: each slowed rank draws its own factors.
             let draws = Pcg64Mcg::seed_from_u64(seed ^ ((rank as u64) << 48));
             let mut pace = Pace { straggler: straggler.clone(), rank, draws, factor: 1.0 };
@@ -117,7 +117,6 @@ impl Timeline {
         if !self.enabled {
             return;
         }
-        let name = name.into();
         let wait_ns = match (&self.pace, kind) {
             (Some(pace), EventKind::Forward | EventKind::Backward | EventKind::Recompute) => {
                 ((pace.factor - 1.0) * (end_ns - start_ns).max(0) as f64) as i64
@@ -125,8 +124,11 @@ impl Timeline {
             _ => 0,
         };
         let (step, micro_batch) = (self.step, self.micro_batch);
-        self.events.push(TimelineEvent { step, micro_batch, kind, name: name.clone(), start_ns, end_ns, bytes });
-        if wait_ns > 0 {
+        let event = TimelineEvent { step, micro_batch, kind, name: name.into(), start_ns, end_ns, bytes };
+        // Only a slowed pass names its wait: no copy of the name on every event.
+        let waited_for = (wait_ns > 0).then(|| event.name.clone());
+        self.events.push(event);
+        if let Some(name) = waited_for {
             let wait_start = stratlab_comm::monotonic_ns();
             std::thread::sleep(Duration::from_nanos(wait_ns as u64));
             let wait_end = stratlab_comm::monotonic_ns();

@@ -84,10 +84,15 @@ impl Straggler {
         }
     }
 
+    /// Whether it slows rank `rank`.
+    pub fn slows(&self, rank: usize) -> bool {
+        self.ranks.contains(&(rank as u32))
+    }
+
     /// The factor rank `rank`'s compute is slowed by, `None` for a rank at full speed;
     /// `draw` is a uniform draw in [−1, 1] for this step (used only with jitter).
     pub fn factor(&self, rank: usize, draw: impl FnOnce() -> f64) -> Option<f64> {
-        if !self.ranks.contains(&(rank as u32)) {
+        if !self.slows(rank) {
             return None;
         }
         let factor = match self.jitter > 0.0 {

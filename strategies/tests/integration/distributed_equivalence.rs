@@ -8,10 +8,8 @@
 //! the child entry point and the role in the environment), joined over loopback by c10d Gloo.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
-use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_strategies::{
     data_parallel, parameter_server, sharded_data_parallel, MemoryFormat, OptimizerKind, Precision, TrainConfig,
     TrainContext,
@@ -25,9 +23,7 @@ use tch::Tensor;
 #[ignore = "entry point of the child ranks the equivalence tests start"]
 fn child_rank() {
     let role = std::env::var(ROLE).expect("started by a parent test, with the role in the environment");
-    let launch = Launch::from_env().unwrap();
-    let group = ProcessGroup::init(&launch, &GroupOptions::for_launch(&launch, Backend::Gloo, Duration::from_secs(60)))
-        .unwrap();
+    let (launch, group) = child_group();
     let (train, test) = data();
     let spec = network(&train);
     let mut config = config(PER_RANK_BATCH);

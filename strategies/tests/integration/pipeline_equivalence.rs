@@ -10,10 +10,8 @@
 //! its stages' weights and its timeline for the parent to merge and check.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
-use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
@@ -91,9 +89,7 @@ const BATCH: usize = 2 * PER_RANK_BATCH;
 fn pipeline_child_rank() {
     let role = std::env::var(ROLE).expect("started by a parent test, with the role in the environment");
     let run = Run::parse(&role);
-    let launch = Launch::from_env().unwrap();
-    let group = ProcessGroup::init(&launch, &GroupOptions::for_launch(&launch, Backend::Gloo, Duration::from_secs(60)))
-        .unwrap();
+    let (launch, group) = child_group();
     let (train, test) = data();
     let spec = network(&train);
     let mut config = TrainConfig { memory_format: run.memory_format, ..config_in(run.precision, BATCH) };

@@ -6,10 +6,8 @@
 //! never ends early), not by wall-clock rates.
 
 use std::path::Path;
-use std::time::Duration;
 
 use crate::common::*;
-use stratlab_comm::{Backend, GroupOptions, Launch, ProcessGroup};
 use stratlab_strategies::timeline::{EventKind, TimelineEvent};
 use stratlab_strategies::{data_parallel, parameter_server, TrainContext};
 use stratlab_strategy_spec::{ServerPlacement, Straggler};
@@ -22,9 +20,7 @@ const SLOWDOWN: f64 = 3.0;
 #[ignore = "entry point of the child ranks the straggler tests start"]
 fn child_rank() {
     let role = std::env::var(ROLE).expect("started by a parent test, with the role in the environment");
-    let launch = Launch::from_env().unwrap();
-    let group = ProcessGroup::init(&launch, &GroupOptions::for_launch(&launch, Backend::Gloo, Duration::from_secs(60)))
-        .unwrap();
+    let (launch, group) = child_group();
     let (train, test) = data();
     let spec = network(&train);
     let mut config = config(PER_RANK_BATCH);

@@ -132,6 +132,15 @@ impl TrainObserver for Weights {
     }
 }
 
+/// This child rank's launch variables and its Gloo group with the other ranks (60 s timeout).
+pub fn child_group() -> (Launch, stratlab_comm::ProcessGroup) {
+    use stratlab_comm::{Backend, GroupOptions, ProcessGroup};
+    let launch = Launch::from_env().unwrap();
+    let options = GroupOptions::for_launch(&launch, Backend::Gloo, std::time::Duration::from_secs(60));
+    let group = ProcessGroup::init(&launch, &options).unwrap();
+    (launch, group)
+}
+
 /// Runs `role` on `world_size` child processes, each this test binary re-run on the ignored
 /// entry point `child_test` (its full path, `module::name`) with the role and the output
 /// folder `out` in its environment.
