@@ -2,7 +2,7 @@
 //!
 //! Layout (see `results/README.md`): `runs/<run_id>/` holds `fingerprint.json`,
 //! `suite.yaml` and one folder per table (`trials/`, `epochs/`, `steps/`, `telemetry/`,
-//! `events/`, `rank_breakdown/`, `pipeline_stages/`) with one `<trial_id>.parquet` per finished trial, plus
+//! `events/`, `rank_breakdown/`, `pipeline_stages/`, `gradient_updates/`) with one `<trial_id>.parquet` per finished trial, plus
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
 //! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead. Run-level tables
@@ -23,6 +23,7 @@ mod fingerprint;
 mod intervals;
 pub mod nonfinite;
 mod outcome;
+mod gradient_update;
 mod pipeline_stage;
 mod prediction_row;
 mod probe_row;
@@ -53,13 +54,15 @@ pub use event_row::EventRow;
 pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use outcome::Outcome;
+pub use gradient_update::{GradientRecord, GradientUpdateRow};
+pub use rows::EvaluationRow;
 pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
 pub use prediction_row::PredictionRow;
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
 pub use profile_row::ProfileRow;
 pub use profile_store::{PartStore, ProfileStore};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};
-pub use records::{EpochRecord, StepRecord, TrainingSummary};
+pub use records::{EpochRecord, EvalRecord, StepRecord, TrainingSummary};
 pub use rows::{EpochRow, StepRow, TelemetryRow, TrialRow};
 pub use run_store::{RunStore, DEFAULT_STORE_DIR};
 pub use run_view::RunView;

@@ -147,3 +147,22 @@ pub struct TrainingSummary {
     #[serde(default)]
     pub skipped_updates: Option<i64>,
 }
+
+/// One evaluation on the test split (after an epoch, or every N steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
+pub struct EvalRecord {
+    /// Steps trained before this evaluation (a parameter server's own evaluations: updates
+    /// applied).
+    pub after_step: usize,
+    /// Mean test loss.
+    #[serde(with = "crate::nonfinite::float")]
+    pub loss: f64,
+    /// Test accuracy.
+    pub accuracy: f64,
+    /// Samples evaluated.
+    pub samples: usize,
+    /// Seconds the evaluation took.
+    pub time_s: f64,
+    /// Wall time since training started, at the end of this evaluation.
+    pub elapsed_s: f64,
+}

@@ -17,7 +17,7 @@ use stratlab_strategy_spec::{
 use stratlab_units::Link;
 
 use crate::{
-    DataSource, DeviceLoad, EpochRecord, Outcome, Sample, StepRecord, Table, TrainingSummary, TrialDevice, UtcTime,
+    DataSource, DeviceLoad, EpochRecord, EvalRecord, Outcome, Sample, StepRecord, Table, TrainingSummary, TrialDevice, UtcTime,
 };
 
 /// One trial: its configuration, its outcome and its headline metrics.
@@ -214,6 +214,32 @@ pub struct EpochRow {
 
 impl Table for EpochRow {
     const NAME: &'static str = crate::table_names::EPOCHS;
+
+    fn trial_id(&self) -> Option<&str> {
+        Some(&self.trial_id)
+    }
+}
+
+/// One evaluation on the test split by one rank: every epoch's, every `eval.every_steps`
+/// steps', and a parameter server's own, of the weights it holds, every `eval.every_steps`
+/// updates (`by_server`; `after_step` then counts updates applied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
+pub struct EvaluationRow {
+    /// The run this evaluation belongs to.
+    pub run_id: String,
+    /// The trial this evaluation belongs to.
+    pub trial_id: String,
+    /// Rank that evaluated, from 0.
+    pub worker: i64,
+    /// Whether it evaluated as the parameter server (the weights it serves).
+    pub by_server: bool,
+    /// What the rank measured.
+    #[serde(flatten)]
+    pub record: EvalRecord,
+}
+
+impl Table for EvaluationRow {
+    const NAME: &'static str = crate::table_names::EVALUATIONS;
 
     fn trial_id(&self) -> Option<&str> {
         Some(&self.trial_id)

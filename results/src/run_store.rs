@@ -15,7 +15,8 @@ use polars::prelude::{
 use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
 use crate::table_names::TABLE_NAMES;
 use crate::{
-    chrome_trace, to_frame, BatchProbeRow, EpochRow, EventRow, ExportFormat, Fingerprint, PipelineStageRow,
+    chrome_trace, to_frame, BatchProbeRow, EpochRow, EventRow, ExportFormat, EvaluationRow, Fingerprint, GradientUpdateRow,
+    PipelineStageRow,
     PredictionRow, ProbeRow, RankBreakdownRow, StepRow, StoreError, Table, TelemetryRow, TrialRow, TrialTables,
     UtcTime,
 };
@@ -173,7 +174,17 @@ impl RunStore {
     /// the earlier trace. Empty slices still write a part (with zero rows), so "all parts
     /// exist" holds for every finished trial.
     pub fn write_trial(&self, tables: TrialTables<'_>) -> Result<(), StoreError> {
-        let TrialTables { trial, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages } = tables;
+        let TrialTables {
+            trial,
+            epochs,
+            steps,
+            telemetry,
+            events,
+            rank_breakdown,
+            pipeline_stages,
+            evaluations,
+            gradient_updates,
+        } = tables;
         let id = trial.trial_id.as_str();
         check_trial_id(id)?;
         check_rows(id, epochs)?;
@@ -182,6 +193,8 @@ impl RunStore {
         check_rows(id, events)?;
         check_rows(id, rank_breakdown)?;
         check_rows(id, pipeline_stages)?;
+        check_rows(id, evaluations)?;
+        check_rows(id, gradient_updates)?;
         remove_if_present(&self.part_path(TrialRow::NAME, id))?;
         self.write_part(id, epochs)?;
         self.write_part(id, steps)?;
@@ -189,6 +202,8 @@ impl RunStore {
         self.write_part(id, events)?;
         self.write_part(id, rank_breakdown)?;
         self.write_part(id, pipeline_stages)?;
+        self.write_part(id, evaluations)?;
+        self.write_part(id, gradient_updates)?;
         self.write_trace(id, events)?;
         self.write_part(id, std::slice::from_ref(trial))
     }
@@ -231,6 +246,8 @@ impl RunStore {
             EventRow::NAME => self.load_table::<EventRow>(),
             RankBreakdownRow::NAME => self.load_table::<RankBreakdownRow>(),
             PipelineStageRow::NAME => self.load_table::<PipelineStageRow>(),
+            EvaluationRow::NAME => self.load_table::<EvaluationRow>(),
+            GradientUpdateRow::NAME => self.load_table::<GradientUpdateRow>(),
             ProbeRow::NAME => self.load_table::<ProbeRow>(),
             PredictionRow::NAME => self.load_table::<PredictionRow>(),
             BatchProbeRow::NAME => self.load_table::<BatchProbeRow>(),

@@ -15,6 +15,10 @@ pub const EVENTS: &str = "events";
 pub const RANK_BREAKDOWN: &str = "rank_breakdown";
 /// One row per pipeline stage of a trial.
 pub const PIPELINE_STAGES: &str = "pipeline_stages";
+/// One row per evaluation of a rank (every epoch's, every N steps', a server's own).
+pub const EVALUATIONS: &str = "evaluations";
+/// One row per gradient a parameter server was pushed (asynchronous modes, backup workers).
+pub const GRADIENT_UPDATES: &str = "gradient_updates";
 /// One row per link-probe measurement.
 pub const PROBES: &str = "probes";
 
@@ -34,8 +38,20 @@ pub const BATCH_PROBES: &str = "batch_probes";
 
 /// The run's tables, in the order they are exported: the per-trial ones, then the
 /// run-level `probes`, `predictions` and `batch_probes`.
-pub const TABLE_NAMES: [&str; 10] =
-    [TRIALS, EPOCHS, STEPS, TELEMETRY, EVENTS, RANK_BREAKDOWN, PIPELINE_STAGES, PROBES, PREDICTIONS, BATCH_PROBES];
+pub const TABLE_NAMES: [&str; 12] = [
+    TRIALS,
+    EPOCHS,
+    STEPS,
+    TELEMETRY,
+    EVENTS,
+    RANK_BREAKDOWN,
+    PIPELINE_STAGES,
+    EVALUATIONS,
+    GRADIENT_UPDATES,
+    PROBES,
+    PREDICTIONS,
+    BATCH_PROBES,
+];
 
 /// Written by `stratlab validate`, outside any run: one row per published measurement,
 /// predicted three ways against what was published.

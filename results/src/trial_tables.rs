@@ -1,6 +1,6 @@
 //! Everything one finished trial writes, handed to `RunStore::write_trial` in one piece.
 
-use crate::{EpochRow, EventRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
+use crate::{EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
 
 /// The rows of one trial for every per-trial table: grouped so adding a table adds a field
 /// instead of another positional argument at every call site.
@@ -24,6 +24,11 @@ pub struct TrialTables<'a> {
     /// One row per pipeline rank (see [`crate::pipeline_stage_rows()`]); empty for
     /// strategies that do not cut the network into stages.
     pub pipeline_stages: &'a [PipelineStageRow],
+    /// One row per evaluation of every rank.
+    pub evaluations: &'a [EvaluationRow],
+    /// One row per gradient a parameter server was pushed, where its mode records them
+    /// (asynchronous modes and backup workers); empty otherwise.
+    pub gradient_updates: &'a [GradientUpdateRow],
 }
 
 impl<'a> TrialTables<'a> {
@@ -37,6 +42,8 @@ impl<'a> TrialTables<'a> {
             events: &[],
             rank_breakdown: &[],
             pipeline_stages: &[],
+            evaluations: &[],
+            gradient_updates: &[],
         }
     }
 }

@@ -31,7 +31,7 @@ pub fn train(
             data_parallel::train(context, group, strategy.fusion_threshold_bytes(), observer)
         }
         Strategy::ParameterServer { .. } => {
-            parameter_server::train(context, group, strategy.server_placement(), observer)
+            parameter_server::train(context, group, strategy.server_settings(), observer)
         }
         Strategy::ShardedDataParallel { .. } => {
             let stage = strategy.zero_stage().unwrap_or_default();

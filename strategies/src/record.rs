@@ -3,7 +3,7 @@
 //! every strategy so the results store needs one writer.
 
 use serde::{Deserialize, Serialize};
-pub use stratlab_results::{EpochRecord, StepRecord, TrainingSummary};
+pub use stratlab_results::{EpochRecord, EvalRecord, StepRecord, TrainingSummary};
 
 /// How a training run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -13,24 +13,6 @@ pub enum TrainOutcome {
     Completed,
     /// The loss became NaN or infinite; training stopped at that step.
     Diverged,
-}
-
-/// One evaluation on the test split (after an epoch, or every N steps).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvalRecord {
-    /// Steps trained before this evaluation.
-    pub after_step: usize,
-    /// Mean test loss.
-    #[serde(with = "crate::nonfinite::float")]
-    pub loss: f64,
-    /// Test accuracy.
-    pub accuracy: f64,
-    /// Samples evaluated.
-    pub samples: usize,
-    /// Seconds the evaluation took.
-    pub time_s: f64,
-    /// Wall time since training started, at the end of this evaluation.
-    pub elapsed_s: f64,
 }
 
 /// Everything one worker's training run measured.
@@ -66,6 +48,10 @@ pub struct TrainReport {
     /// This rank's stage, plan and activation memory (pipeline strategies only).
     #[serde(default)]
     pub pipeline: Option<stratlab_results::PipelineStageInfo>,
+    /// Every gradient a parameter server was pushed, where it answers each worker on its
+    /// own (asynchronous modes, backup workers): the server's report only.
+    #[serde(default)]
+    pub gradients: Vec<stratlab_results::GradientRecord>,
 }
 
 impl TrainReport {

@@ -97,6 +97,13 @@ pub trait StepRunner {
         sum_evaluation(self, sums)
     }
 
+    /// Whether this rank evaluates every `eval_every_steps` of its own steps (it still
+    /// evaluates after every epoch): a dedicated parameter server answering each worker on
+    /// its own evaluates the weights it serves instead, every that many updates.
+    fn evaluates_every_steps(&self) -> bool {
+        true
+    }
+
     /// Called once when training ends, before the report: work a schedule still has in
     /// flight (PipeDream's unflushed micro-batches) completes here.
     fn finish(&mut self, _timeline: &mut Timeline) -> Result<(), TrainError> {
@@ -223,7 +230,8 @@ pub fn run(
                 correct: output.correct,
             });
             run.steps_done += 1;
-            let evaluate_now = config.eval_every_steps.is_some_and(|every| run.steps_done.is_multiple_of(every));
+            let evaluate_now = runner.evaluates_every_steps()
+                && config.eval_every_steps.is_some_and(|every| run.steps_done.is_multiple_of(every));
             if evaluate_now || run.steps_done.is_multiple_of(config.metrics_every_steps) {
                 run.read_metrics(&mut clock, observer)?;
                 if run.outcome == TrainOutcome::Diverged {
@@ -460,6 +468,7 @@ impl<'a> RunState<'a> {
             wall_time_s: started.elapsed().as_secs_f64(),
             events: Vec::new(),
             pipeline: None,
+            gradients: Vec::new(),
         }
     }
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, Parameters, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage,
+    Balance, Checkpoint, ColumnsError, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage,
 };
 
 /// The parameter columns of a trial row, flattened into it. A parameter not given is null.
@@ -39,6 +39,16 @@ pub struct ParameterColumns {
     /// What ZeRO stage 3 gathers at once (`stage`, `network`), when given.
     #[serde(default)]
     pub shard_unit: Option<ShardUnit>,
+    /// The parameter server's mode (`async`, `bounded`); null for `sync`, for other
+    /// strategies and for runs stored before the column existed.
+    #[serde(default)]
+    pub mode: Option<ServerMode>,
+    /// `bounded`'s staleness bound k.
+    #[serde(default)]
+    pub staleness: Option<i64>,
+    /// `sync`'s backup workers, when given.
+    #[serde(default)]
+    pub backup_workers: Option<i64>,
 }
 
 impl From<&Strategy> for ParameterColumns {
@@ -52,6 +62,9 @@ impl From<&Strategy> for ParameterColumns {
             pipeline_stages,
             stage,
             shard_unit,
+            mode,
+            staleness,
+            backup_workers,
         } = strategy.parameters();
         ParameterColumns {
             micro_batches: micro_batches.map(|m| m as i64),
@@ -62,6 +75,9 @@ impl From<&Strategy> for ParameterColumns {
             server,
             zero_stage: stage,
             shard_unit,
+            mode,
+            staleness: staleness.map(|k| k as i64),
+            backup_workers: backup_workers.map(|b| b as i64),
         }
     }
 }
@@ -87,6 +103,9 @@ impl ParameterColumns {
             stage: self.zero_stage,
             shard_unit: self.shard_unit,
             pipeline_stages: count(self.pipeline_stages, "pipeline_stages")?,
+            mode: self.mode,
+            staleness: count(self.staleness, "staleness")?,
+            backup_workers: count(self.backup_workers, "backup_workers")?,
         };
         Strategy::new(kind, parameters).map_err(|e| error(e.to_string()))
     }
@@ -107,7 +126,15 @@ mod tests {
         let data_parallel = Strategy::DataParallel { fusion_threshold_mib: Some(16) };
         let sharded =
             Strategy::ShardedDataParallel { stage: Some(ZeroStage::Three), shard_unit: Some(ShardUnit::Network) };
-        for strategy in [hybrid, data_parallel, sharded, Strategy::Single] {
+        let bounded = Strategy::ParameterServer {
+            server: Some(ServerPlacement::Dedicated),
+            mode: Some(ServerMode::Bounded),
+            staleness: Some(2),
+            backup_workers: None,
+        };
+        let backups =
+            Strategy::ParameterServer { server: None, mode: None, staleness: None, backup_workers: Some(1) };
+        for strategy in [hybrid, data_parallel, sharded, bounded, backups, Strategy::Single] {
             let columns = ParameterColumns::from(&strategy);
             assert_eq!(columns.strategy(strategy.kind(), "any").unwrap(), strategy);
             let json = serde_json::to_string(&columns).unwrap();

@@ -14,6 +14,7 @@ mod parameters;
 mod precision;
 pub mod schedule;
 mod search;
+mod server;
 mod sharding;
 mod straggler;
 mod strategy;
@@ -30,6 +31,7 @@ pub use precision::{
 };
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
+pub use server::{check_backup_workers, Consistency, ServerMode, ServerSettings};
 pub use sharding::{ShardUnit, ZeroStage};
 pub use straggler::{Straggler, StragglerColumns, StragglerEntry};
 pub use strategy::names::threads_label;

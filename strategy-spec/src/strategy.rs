@@ -3,10 +3,16 @@
 
 use serde::{Deserialize, Serialize};
 
+mod declared;
 pub(crate) mod names;
 mod shape;
 
-use crate::{Balance, Checkpoint, Schedule, ServerPlacement, ShardUnit, StrategyKind, SweepError, ZeroStage};
+pub(crate) use declared::PARAMETERS;
+
+use crate::{
+    Balance, Checkpoint, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StrategyKind, SweepError,
+    ZeroStage,
+};
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
 pub const DEFAULT_FUSION_THRESHOLD_MIB: u64 = 64;
@@ -30,6 +36,16 @@ pub enum Strategy {
         /// Where the server runs (default colocated on rank 0).
         #[serde(default)]
         server: Option<ServerPlacement>,
+        /// When the server applies a gradient (default `sync`, which is never stored: a
+        /// `sync` cell keeps the id it had before modes existed).
+        #[serde(default)]
+        mode: Option<ServerMode>,
+        /// `bounded`'s k: no worker runs more than k updates ahead of the slowest.
+        #[serde(default)]
+        staleness: Option<usize>,
+        /// `sync`'s gradients per round the server does not wait for (default 0).
+        #[serde(default)]
+        backup_workers: Option<usize>,
     },
     /// Consecutive stages, one per worker, the whole batch at a time.
     ModelParallel {
@@ -121,98 +137,13 @@ pub struct Parameters {
     pub stage: Option<ZeroStage>,
     /// Sharded data parallelism's gathering unit at stage 3.
     pub shard_unit: Option<ShardUnit>,
+    /// Parameter-server mode.
+    pub mode: Option<ServerMode>,
+    /// Parameter-server staleness bound (`bounded`).
+    pub staleness: Option<usize>,
+    /// Parameter-server backup workers (`sync`).
+    pub backup_workers: Option<usize>,
 }
-
-/// One strategy parameter, declared once: its key (the YAML key, the field of
-/// [`Parameters`], the name errors and labels use), the strategies that take it, and how a
-/// trial id and a label spell a value given. The table's order is the trial ids' order.
-pub(crate) struct Declared {
-    pub(crate) key: &'static str,
-    pub(crate) kinds: &'static [StrategyKind],
-    /// Its place in a label: `hybrid ×4 pp2 m4`, though ids say `__m4__pp2`.
-    pub(crate) label_rank: u8,
-    /// A pipeline's shape or schedule: reports name it only where a run varied it.
-    pub(crate) shapes_pipeline: bool,
-    /// The value given, as suites write it (`4`, `[2,3]`, `dedicated`), or `None`.
-    pub(crate) given: fn(&Parameters) -> Option<String>,
-    /// That value's fragment of a trial id (a file name and resume key: no brackets or
-    /// commas) and its words in a label: `("__m4", "m4")`.
-    pub(crate) spell: fn(&str) -> (String, String),
-}
-
-fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
-    value.as_ref().map(ToString::to_string)
-}
-
-/// Every parameter a strategy may take.
-pub(crate) const PARAMETERS: [Declared; 8] = [
-    Declared {
-        key: "stage",
-        kinds: &[StrategyKind::ShardedDataParallel],
-        label_rank: 0,
-        shapes_pipeline: false,
-        given: |parameters| text(&parameters.stage),
-        spell: |stage| (format!("__zero{stage}"), format!("ZeRO-{stage}")),
-    },
-    Declared {
-        key: "shard_unit",
-        kinds: &[StrategyKind::ShardedDataParallel],
-        label_rank: 1,
-        shapes_pipeline: false,
-        given: |parameters| text(&parameters.shard_unit),
-        spell: |unit| (format!("__unit-{unit}"), format!("gathers each {unit}")),
-    },
-    Declared {
-        key: "micro_batches",
-        kinds: &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid],
-        label_rank: 3,
-        shapes_pipeline: true,
-        given: |parameters| text(&parameters.micro_batches),
-        spell: |m| (format!("__m{m}"), format!("m{m}")),
-    },
-    Declared {
-        key: "fusion_threshold_mib",
-        kinds: &[StrategyKind::DataParallel],
-        label_rank: 6,
-        shapes_pipeline: false,
-        given: |parameters| text(&parameters.fusion_threshold_mib),
-        spell: |mib| (format!("__fusion{mib}mib"), format!("fusion {mib} MiB")),
-    },
-    Declared {
-        key: "server",
-        kinds: &[StrategyKind::ParameterServer],
-        label_rank: 7,
-        shapes_pipeline: false,
-        given: |parameters| text(&parameters.server),
-        spell: |server| (format!("__server-{server}"), format!("{server} server")),
-    },
-    Declared {
-        key: "pipeline_stages",
-        kinds: &[StrategyKind::Hybrid],
-        label_rank: 2,
-        shapes_pipeline: true,
-        given: |parameters| text(&parameters.pipeline_stages),
-        spell: |pp| (format!("__pp{pp}"), format!("pp{pp}")),
-    },
-    Declared {
-        key: "balance",
-        kinds: StrategyKind::PIPELINES,
-        label_rank: 4,
-        shapes_pipeline: true,
-        given: |parameters| text(&parameters.balance),
-        spell: |balance| {
-            (format!("__bal-{}", balance.replace(['[', ']'], "").replace(',', "-")), format!("bal {balance}"))
-        },
-    },
-    Declared {
-        key: "checkpoint",
-        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
-        label_rank: 5,
-        shapes_pipeline: true,
-        given: |parameters| text(&parameters.checkpoint),
-        spell: |mode| (format!("__ckpt-{mode}"), format!("ckpt {mode}")),
-    },
-];
 
 impl Strategy {
     /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
@@ -234,7 +165,12 @@ impl Strategy {
             pipeline_stages,
             stage,
             shard_unit,
+            mode,
+            staleness,
+            backup_workers,
         } = parameters;
+        // `sync` is the default and is never stored, so a sync cell keeps its old id.
+        let mode = mode.filter(|&mode| mode != ServerMode::Sync);
         let error = |field, message: &str| Err(SweepError { field, message: message.to_owned() });
         if micro_batches == Some(0) {
             return error("micro_batches", crate::parameters::MICRO_BATCHES_AT_LEAST_ONE);
@@ -245,6 +181,15 @@ impl Strategy {
         if shard_unit.is_some() && stage.is_some_and(|stage| !stage.shards_weights()) {
             return error("shard_unit", "gathers sharded weights: it applies to stage 3 only");
         }
+        if staleness.is_some() && mode != Some(ServerMode::Bounded) {
+            return error("staleness", "bounds mode bounded only: give mode: bounded, or leave staleness out");
+        }
+        if mode == Some(ServerMode::Bounded) && staleness.is_none() {
+            return error("staleness", "mode bounded needs staleness: k, the updates a worker may run ahead");
+        }
+        if backup_workers.is_some() && mode.is_some() {
+            return error("backup_workers", "applies to mode sync only (asynchronous modes wait for no round)");
+        }
         if let Some(Balance::Explicit(counts)) = &balance {
             if counts.is_empty() || counts.contains(&0) {
                 return error("balance", "an explicit balance lists one positive stage count per worker");
@@ -253,7 +198,7 @@ impl Strategy {
         Ok(match kind {
             StrategyKind::Single => Strategy::Single,
             StrategyKind::DataParallel => Strategy::DataParallel { fusion_threshold_mib },
-            StrategyKind::ParameterServer => Strategy::ParameterServer { server },
+            StrategyKind::ParameterServer => Strategy::ParameterServer { server, mode, staleness, backup_workers },
             StrategyKind::ModelParallel => Strategy::ModelParallel { balance, checkpoint },
             StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
             StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
@@ -273,7 +218,10 @@ impl Strategy {
         match self {
             Strategy::Single => {}
             Strategy::DataParallel { fusion_threshold_mib } => parameters.fusion_threshold_mib = *fusion_threshold_mib,
-            Strategy::ParameterServer { server } => parameters.server = *server,
+            Strategy::ParameterServer { server, mode, staleness, backup_workers } => {
+                (parameters.server, parameters.mode, parameters.staleness, parameters.backup_workers) =
+                    (*server, *mode, *staleness, *backup_workers)
+            }
             Strategy::ModelParallel { balance, checkpoint } => {
                 (parameters.balance, parameters.checkpoint) = (balance.clone(), *checkpoint)
             }
@@ -333,6 +281,13 @@ impl Strategy {
     /// Where the parameter server runs (colocated when not given).
     pub fn server_placement(&self) -> ServerPlacement {
         self.parameters().server.unwrap_or_default()
+    }
+
+    /// How the parameter server runs and applies gradients, defaults resolved (`sync`,
+    /// colocated, no backup workers for any other strategy).
+    pub fn server_settings(&self) -> ServerSettings {
+        let Parameters { server, mode, staleness, backup_workers, .. } = self.parameters();
+        ServerSettings::new(server, mode, staleness, backup_workers)
     }
 
     /// The ZeRO stage of sharded data parallelism (3 when not given), `None` for other
@@ -409,6 +364,9 @@ mod tests {
                 "pipeline_stages" => parameters.pipeline_stages = Some(2),
                 "stage" => parameters.stage = Some(ZeroStage::Two),
                 "shard_unit" => parameters.shard_unit = Some(ShardUnit::Network),
+                "mode" => parameters.mode = Some(ServerMode::Async),
+                "staleness" => parameters.staleness = Some(2),
+                "backup_workers" => parameters.backup_workers = Some(1),
                 other => panic!("a parameter is declared as {other}, which this test does not set"),
             }
             parameters

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
-    micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerPlacement, ShardUnit,
+    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerMode,
+    ServerPlacement, ShardUnit,
     Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
@@ -37,6 +38,17 @@ pub struct StrategySweep {
     /// Where the parameter server runs (`colocated` on rank 0, default, or `dedicated`).
     #[serde(default)]
     pub server: Option<ServerPlacement>,
+    /// The parameter server's modes to try (`sync`, the default, `async`, `bounded`; an
+    /// axis).
+    #[serde(default)]
+    pub mode: Option<Vec<ServerMode>>,
+    /// The staleness bounds k to try for `mode: bounded` (an axis; the other modes take
+    /// none).
+    #[serde(default)]
+    pub staleness: Option<Vec<usize>>,
+    /// Gradients per round a `sync` server does not wait for.
+    #[serde(default)]
+    pub backup_workers: Option<usize>,
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
@@ -70,6 +82,9 @@ impl StrategySweep {
             checkpoint: None,
             fusion_threshold_mib: None,
             server: None,
+            mode: None,
+            staleness: None,
+            backup_workers: None,
             pipeline_stages: None,
             stage: None,
             shard_unit: None,
@@ -93,6 +108,19 @@ impl StrategySweep {
         if self.shard_unit.is_some() && self.name == StrategyKind::ShardedDataParallel && !gathers {
             return error("shard_unit", "gathers sharded weights: it applies to stage 3 only".into());
         }
+        if self.mode.as_ref().is_some_and(Vec::is_empty) {
+            return error("mode", "give one or more modes (sync, async, bounded)".into());
+        }
+        let modes = || self.mode.iter().flatten();
+        if self.staleness.is_some() && self.mode.is_some() && !modes().any(|&mode| mode == ServerMode::Bounded) {
+            return error("staleness", "bounds mode bounded only, which this entry's modes do not include".into());
+        }
+        if self.staleness.as_ref().is_some_and(Vec::is_empty) {
+            return error("staleness", "give one or more bounds k (0 or more updates ahead)".into());
+        }
+        if self.backup_workers.is_some() && self.mode.is_some() && !modes().any(|&mode| mode == ServerMode::Sync) {
+            return error("backup_workers", "applies to mode sync only, which this entry's modes do not include".into());
+        }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {
                 return error("micro_batches", MICRO_BATCHES_AT_LEAST_ONE.into());
@@ -108,8 +136,28 @@ impl StrategySweep {
         self.expand().map(|_| ())
     }
 
+    /// The `(mode, staleness, backup_workers)` of each parameter-server cell, in order: the
+    /// modes, `bounded` once per bound; backup workers go to `sync` only. One cell of
+    /// nothing where no mode is given.
+    fn server_modes(&self) -> Vec<(Option<ServerMode>, Option<usize>, Option<usize>)> {
+        let Some(modes) = &self.mode else {
+            return vec![(None, self.staleness.as_ref().and_then(|k| k.first().copied()), self.backup_workers)];
+        };
+        modes
+            .iter()
+            .flat_map(|&mode| match mode {
+                ServerMode::Bounded => match &self.staleness {
+                    Some(bounds) => bounds.iter().map(|&k| (Some(mode), Some(k), None)).collect(),
+                    None => vec![(Some(mode), None, None)],
+                },
+                ServerMode::Sync => vec![(Some(mode), None, self.backup_workers)],
+                ServerMode::Async => vec![(Some(mode), None, None)],
+            })
+            .collect()
+    }
+
     /// Every `(workers, strategy)` of the entry, in order: worker counts, then micro-batch
-    /// counts or ZeRO stages.
+    /// counts or ZeRO stages or server modes.
     pub fn expand(&self) -> Result<Vec<(usize, Strategy)>, SweepError> {
         let micro_batches: Vec<Option<usize>> = match &self.micro_batches {
             Some(counts) => counts.iter().copied().map(Some).collect(),
@@ -119,9 +167,13 @@ impl StrategySweep {
             Some(stages) => stages.iter().copied().map(Some).collect(),
             None => vec![None],
         };
+        let modes = self.server_modes();
         let mut cells = Vec::new();
         for &workers in &self.workers {
-            for (&micro_batches, &stage) in micro_batches.iter().flat_map(|m| stages.iter().map(move |s| (m, s))) {
+            let shapes = micro_batches.iter().flat_map(|m| stages.iter().map(move |s| (m, s)));
+            for ((&micro_batches, &stage), &(mode, staleness, backup_workers)) in
+                shapes.flat_map(|shape| modes.iter().map(move |mode| (shape, mode)))
+            {
                 // At stages 1 and 2 nothing is gathered: an entry sweeping stages gives its
                 // unit to stage 3 only.
                 let shard_unit = self.shard_unit.filter(|_| stage.is_none_or(ZeroStage::shards_weights));
@@ -134,8 +186,16 @@ impl StrategySweep {
                     pipeline_stages: self.pipeline_stages,
                     stage,
                     shard_unit,
+                    mode,
+                    staleness,
+                    backup_workers,
                 };
-                cells.push((workers, Strategy::new(self.name, parameters)?));
+                let strategy = Strategy::new(self.name, parameters)?;
+                if let Some(backups) = backup_workers {
+                    check_backup_workers(backups, workers, strategy.server_placement())
+                        .map_err(|message| SweepError { field: "backup_workers", message })?;
+                }
+                cells.push((workers, strategy));
             }
         }
         Ok(cells)
@@ -193,6 +253,34 @@ mod tests {
         assert_eq!(cells[1].1.global_batch(32, 2), 64, "every rank trains its own batch");
     }
 
+    fn sweep_error(yaml: &str) -> String {
+        serde_saphyr::from_str::<StrategySweep>(yaml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn server_modes_expand_bounded_once_per_bound_and_sync_keeps_its_id() {
+        let entry = sweep(
+            "{name: parameter-server, workers: [3], server: dedicated, mode: [sync, async, bounded], staleness: [0, 2], \
+             backup_workers: 1}",
+        );
+        entry.validate(&[]).unwrap();
+        let cells = entry.expand().unwrap();
+        let ids: Vec<String> = cells.iter().map(|(w, s)| format!("w{w}{}", s.id_parameters())).collect();
+        assert_eq!(
+            ids,
+            [
+                "w3__server-dedicated__backup1",
+                "w3__server-dedicated__async",
+                "w3__server-dedicated__bounded__k0",
+                "w3__server-dedicated__bounded__k2"
+            ]
+        );
+        assert_eq!(cells[3].1.label_with_workers(3), "parameter-server ×3 dedicated server bounded k=2");
+        assert_eq!(cells[0].1.label_with_workers(3), "parameter-server ×3 dedicated server 1 backup");
+        let plain = sweep("{name: parameter-server, workers: [2], mode: [sync]}").expand().unwrap();
+        assert_eq!(plain[0].1.id_parameters(), "", "sync is today's parameter server, under today's id");
+    }
+
     #[test]
     fn validation_names_the_field_and_the_valid_choices() {
         let error = sweep("{name: single, server: dedicated}").validate(&[]).unwrap_err();
@@ -212,6 +300,27 @@ mod tests {
             error.to_string(),
             "stage: does not apply to strategy data-parallel; it applies to sharded-data-parallel"
         );
+        let error = sweep("{name: parameter-server, workers: [2], mode: [sync, async], staleness: [2]}")
+            .validate(&[])
+            .unwrap_err();
+        assert_eq!(error.to_string(), "staleness: bounds mode bounded only, which this entry's modes do not include");
+        let error = sweep("{name: parameter-server, workers: [2], staleness: [2]}").validate(&[]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "staleness: bounds mode bounded only: give mode: bounded, or leave staleness out"
+        );
+        let error = sweep("{name: parameter-server, workers: [2], mode: [bounded]}").validate(&[]).unwrap_err();
+        assert_eq!(error.field, "staleness");
+        let error =
+            sweep("{name: parameter-server, workers: [3], server: dedicated, backup_workers: 2}").validate(&[]).unwrap_err();
+        assert_eq!(error.field, "backup_workers");
+        assert!(error.message.contains("at most 1"), "{error}");
+        let error = sweep("{name: parameter-server, workers: [2], mode: [async], backup_workers: 1}")
+            .validate(&[])
+            .unwrap_err();
+        assert_eq!(error.field, "backup_workers");
+        let unknown = sweep_error("{name: parameter-server, mode: [hogwild]}");
+        assert!(unknown.contains("unknown variant `hogwild`") || unknown.contains("hogwild"), "{unknown}");
         let unknown = serde_saphyr::from_str::<StrategySweep>("zero-bubble").unwrap_err().to_string();
         assert!(unknown.contains("unknown strategy `zero-bubble`; valid: single, data-parallel"), "{unknown}");
     }

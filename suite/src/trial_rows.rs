@@ -5,21 +5,23 @@
 use std::time::Instant;
 
 use stratlab_results::{
-    pipeline_stage_rows, rank_breakdown, EpochRow, EventRow, Fingerprint, Outcome, PipelineStageInfo, PipelineStageRow,
+    pipeline_stage_rows, rank_breakdown, EpochRow, EvaluationRow, EventRow, Fingerprint, GradientUpdateRow, Outcome, PipelineStageInfo, PipelineStageRow,
     RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
-use stratlab_strategy_spec::{AutoOr, ParameterColumns, StragglerColumns};
+use stratlab_strategy_spec::{AutoOr, ParameterColumns, StragglerColumns, StrategyKind};
 use stratlab_telemetry::{Sample, TelemetrySummary};
 
 use crate::trial::TrialSpec;
 use crate::trial_workers::WorkerEnd;
 
 mod identity;
+mod per_worker;
 mod reports;
 
 use identity::Identity;
-use reports::{epoch_and_step_rows, event_rows, outcome_of, slowest_rank_pace};
+use per_worker::per_worker_pace;
+use reports::{per_rank_rows, PerRankRows, event_rows, outcome_of, slowest_rank_pace};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {
@@ -30,6 +32,8 @@ pub(crate) struct RecordedTrial {
     pub(crate) events: Vec<EventRow>,
     pub(crate) rank_breakdown: Vec<RankBreakdownRow>,
     pub(crate) pipeline_stages: Vec<PipelineStageRow>,
+    pub(crate) evaluations: Vec<EvaluationRow>,
+    pub(crate) gradient_updates: Vec<GradientUpdateRow>,
 }
 
 impl RecordedTrial {
@@ -43,6 +47,8 @@ impl RecordedTrial {
             events: &self.events,
             rank_breakdown: &self.rank_breakdown,
             pipeline_stages: &self.pipeline_stages,
+            evaluations: &self.evaluations,
+            gradient_updates: &self.gradient_updates,
         }
     }
 }
@@ -96,12 +102,23 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
     // Ranks that trained on data (a dedicated parameter server reports no steps).
     let training: Vec<&TrainReport> =
         reports.iter().map(|(_, report)| *report).filter(|report| !report.steps.is_empty()).collect();
-    let paced = slowest_rank_pace(&training);
-    let lead = paced.as_ref().or(reports.first().map(|(_, report)| *report));
-    let shards = match trial.strategy.kind().is_pipeline() {
-        true => (trial.global_batch() / trial.train.batch_size.max(1)) as f64,
-        false => training.len().max(1) as f64,
+    // The server's report: the one that recorded what it was pushed.
+    let server = reports.iter().map(|(_, report)| *report).find(|report| !report.gradients.is_empty());
+    let per_worker = match trial.strategy.kind() {
+        StrategyKind::ParameterServer => per_worker_pace(trial.strategy.server_settings(), &training, server),
+        _ => None,
     };
+    let (paced, shards) = match per_worker {
+        Some((lead, shards)) => (Some(lead), shards),
+        None => (
+            slowest_rank_pace(&training),
+            match trial.strategy.kind().is_pipeline() {
+                true => (trial.global_batch() / trial.train.batch_size.max(1)) as f64,
+                false => training.len().max(1) as f64,
+            },
+        ),
+    };
+    let lead = paced.as_ref().or(reports.first().map(|(_, report)| *report));
     let numerics = lead.map(|report| report.numerics);
     let budget = trial.train.budget;
     let row = TrialRow {
@@ -162,7 +179,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         started_at,
         finished_at: UtcTime::now(),
     };
-    let (epochs, steps) = epoch_and_step_rows(run_id, trial, &reports);
+    let PerRankRows { epochs, steps, evaluations } = per_rank_rows(run_id, trial, &reports);
     let events = event_rows(run_id, &trial.trial_id, &reports);
     let rank_breakdown = rank_breakdown(run_id, &trial.trial_id, &events, trial.train.warmup_steps as u64);
     let stage_infos: Vec<PipelineStageInfo> =
@@ -173,5 +190,23 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         .into_iter()
         .map(|sample| TelemetryRow { run_id: run_id.to_owned(), trial_id: trial.trial_id.clone(), sample })
         .collect();
-    RecordedTrial { trial: row, epochs, steps, telemetry, events, rank_breakdown, pipeline_stages }
+    let gradient_updates = server
+        .map(|server| {
+            let record = |record: &stratlab_results::GradientRecord| {
+                GradientUpdateRow::new(run_id, &trial.trial_id, record.clone())
+            };
+            server.gradients.iter().map(record).collect()
+        })
+        .unwrap_or_default();
+    RecordedTrial {
+        trial: row,
+        epochs,
+        steps,
+        telemetry,
+        events,
+        rank_breakdown,
+        pipeline_stages,
+        evaluations,
+        gradient_updates,
+    }
 }

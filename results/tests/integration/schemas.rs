@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use polars::prelude::Schema;
 use stratlab_results::{
-    AutoChoiceRow, BatchProbeRow, EpochRow, EventRow, PipelineStageRow, PredictionRow, ProbeRow, ProfileRow,
+    AutoChoiceRow, BatchProbeRow, EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, PredictionRow, ProbeRow, ProfileRow,
     RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow, ValidationRow,
 };
 
@@ -46,7 +46,9 @@ fn every_derived_schema_is_the_one_the_previous_release_wrote() {
         ("AutoChoiceRow", lines(&AutoChoiceRow::schema())),
         ("BatchProbeRow", lines(&BatchProbeRow::schema())),
         ("EpochRow", lines(&EpochRow::schema())),
+        ("EvaluationRow", lines(&EvaluationRow::schema())),
         ("EventRow", lines(&EventRow::schema())),
+        ("GradientUpdateRow", lines(&GradientUpdateRow::schema())),
         ("PipelineStageRow", lines(&PipelineStageRow::schema())),
         ("PredictionRow", lines(&PredictionRow::schema())),
         ("ProbeRow", lines(&ProbeRow::schema())),

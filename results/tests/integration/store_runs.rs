@@ -297,6 +297,8 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
         ("events", 0),
         ("rank_breakdown", 0),
         ("pipeline_stages", 0),
+        ("evaluations", 0),
+        ("gradient_updates", 0),
         ("probes", 0),
         ("predictions", 0),
         ("batch_probes", 0),

@@ -65,9 +65,9 @@ fn child_rank() {
     let report = match role.as_str() {
         "data-parallel" => data_parallel::train(&context, &group, 1 << 20, &mut weights),
         "ps-colocated" | "ps-colocated+wall-time" => {
-            parameter_server::train(&context, &group, ServerPlacement::Colocated, &mut weights)
+            parameter_server::train(&context, &group, ServerPlacement::Colocated.into(), &mut weights)
         }
-        "ps-dedicated" => parameter_server::train(&context, &group, ServerPlacement::Dedicated, &mut weights),
+        "ps-dedicated" => parameter_server::train(&context, &group, ServerPlacement::Dedicated.into(), &mut weights),
         "zero1" => sharded_data_parallel::train(&context, &group, ZeroStage::One, ShardUnit::Stage, &mut weights),
         "zero2" => sharded_data_parallel::train(&context, &group, ZeroStage::Two, ShardUnit::Stage, &mut weights),
         "zero3" => sharded_data_parallel::train(&context, &group, ZeroStage::Three, ShardUnit::Stage, &mut weights),

@@ -4,6 +4,7 @@
 //! test binary links polars and libtorch, and within one binary libtest runs independent
 //! tests side by side.
 
+mod asynchrony;
 mod common;
 mod device_double;
 mod distributed_equivalence;

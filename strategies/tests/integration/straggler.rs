@@ -29,7 +29,7 @@ fn child_rank() {
     let mut weights = Weights::default();
     let report = match role.as_str() {
         "data-parallel" => data_parallel::train(&context, &group, 1 << 20, &mut weights),
-        "ps-colocated" => parameter_server::train(&context, &group, ServerPlacement::Colocated, &mut weights),
+        "ps-colocated" => parameter_server::train(&context, &group, ServerPlacement::Colocated.into(), &mut weights),
         other => panic!("unknown role {other}"),
     }
     .unwrap();

@@ -1,22 +1,23 @@
 //! What the workers' reports say together: how the trial ended, its pace (the slowest
 //! rank's), and every rank's events on one time axis.
 
-use stratlab_results::{EpochRow, EventRow, Lane, Outcome, StepRow};
+use stratlab_results::{EpochRow, EvaluationRow, EventRow, Lane, Outcome, StepRow};
 use stratlab_strategies::{StepRecord, TrainOutcome, TrainReport};
 
 use crate::trial::TrialSpec;
 use crate::trial_workers::WorkerEnd;
 
-/// Every rank's epochs and steps as rows of `trial`.
-pub(super) fn epoch_and_step_rows(
-    run_id: &str,
-    trial: &TrialSpec,
-    reports: &[(usize, &TrainReport)],
-) -> (Vec<EpochRow>, Vec<StepRow>) {
-    let mut epochs = Vec::new();
-    let mut steps = Vec::new();
+/// Every rank's epochs, steps and evaluations as rows of `trial`.
+pub(super) fn per_rank_rows(run_id: &str, trial: &TrialSpec, reports: &[(usize, &TrainReport)]) -> PerRankRows {
+    let PerRankRows { mut epochs, mut steps, mut evaluations } = PerRankRows::default();
     for (rank, report) in reports {
         let ids = || (run_id.to_string(), trial.trial_id.clone(), *rank as i64);
+        // A rank that trained no step evaluated as the server (the weights it serves).
+        let by_server = report.steps.is_empty();
+        evaluations.extend(report.evaluations.iter().map(|evaluation| {
+            let (run_id, trial_id, worker) = ids();
+            EvaluationRow { run_id, trial_id, worker, by_server, record: evaluation.clone() }
+        }));
         epochs.extend(report.epochs.iter().map(|epoch| {
             let (run_id, trial_id, worker) = ids();
             EpochRow { run_id, trial_id, worker, record: epoch.clone() }
@@ -33,7 +34,15 @@ pub(super) fn epoch_and_step_rows(
             StepRow { run_id, trial_id, worker, record }
         }));
     }
-    (epochs, steps)
+    PerRankRows { epochs, steps, evaluations }
+}
+
+/// What every rank of a trial recorded, as rows.
+#[derive(Default)]
+pub(super) struct PerRankRows {
+    pub(super) epochs: Vec<EpochRow>,
+    pub(super) steps: Vec<StepRow>,
+    pub(super) evaluations: Vec<EvaluationRow>,
 }
 
 /// How a trial ended, from its workers' ends: the first failing worker decides, except that

@@ -16,9 +16,18 @@
 //!
 //! Every whole-model message goes through buffers each rank allocates once and keeps
 //! ([`FlatBuffers`], [`crate::flat`]).
+//!
+//! The asynchronous modes and backup workers ([`Consistency`]) keep the workers' side of
+//! this protocol and answer each worker on its own ([`event_server`]). There a worker's
+//! budget is its own (no round makes the ranks stop together); per-gradient updates take
+//! the suite's learning rate divided by the training ranks, so that N updates move the
+//! weights as far as one synchronous round; a dedicated server evaluates its weights every
+//! `eval_every_steps` updates and once at the end.
+
+mod event_server;
 
 use stratlab_comm::{ProcessGroup, Work};
-use stratlab_strategy_spec::ServerPlacement;
+use stratlab_strategy_spec::{Consistency, ServerPlacement, ServerSettings};
 use tch::nn::{self, ModuleT};
 use tch::{Device, Kind, Tensor};
 
@@ -30,19 +39,33 @@ use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
+use event_server::{EventServer, ServerEvaluation};
 
 const TAG_CONTROL: u32 = 1;
 const TAG_GRADIENTS: u32 = 2;
 const TAG_PARAMETERS: u32 = 3;
 
-/// Trains with a synchronous parameter server over `group`; every rank calls this.
+/// Trains with a parameter server over `group` as `settings` say; every rank calls this.
 pub fn train(
     context: &TrainContext<'_>,
     group: &ProcessGroup,
-    placement: ServerPlacement,
+    settings: ServerSettings,
     observer: &mut dyn TrainObserver,
 ) -> Result<TrainReport, TrainError> {
     let config = context.config;
+    let placement = settings.placement;
+    // Rounds of every gradient keep the lockstep protocol; anything else answers per worker.
+    let per_worker = settings.consistency != Consistency::Sync { backup_workers: 0 };
+    if per_worker && config.precision.needs_loss_scale() {
+        return Err(TrainError::InvalidConfig {
+            field: "precision",
+            reason: format!(
+                "{} scales its loss, which a server answering each worker on its own does not agree on yet; \
+                 train these modes in fp32 or bf16",
+                config.precision
+            ),
+        });
+    }
     let device = setup::prepare(config)?;
     let Replica { store, model, optimizer, loss_scaler } =
         setup::replica(config, device, |store| Ok(context.network.build(&store.root())))?;
@@ -56,11 +79,12 @@ pub fn train(
     let remote = workers.iter().filter(|&&rank| rank != server).count();
     let buffers =
         FlatBuffers::new(&params, if group.rank() == server { remote } else { 0 }, group.tensor_device(device));
+    let training_ranks = workers.len();
     let mut party = Party { group, server, workers, params, optimizer, loss_scaler, device, buffers };
     let started = std::time::Instant::now();
     if placement == ServerPlacement::Dedicated && group.rank() == server {
-        party.serve_until_finished(&mut timeline)?;
-        let report = crate::TrainReport {
+        party.give_gradients()?;
+        let mut report = TrainReport {
             outcome: crate::TrainOutcome::Completed,
             reason: None,
             device: crate::device::device_label(device),
@@ -72,14 +96,44 @@ pub fn train(
             evaluations: Vec::new(),
             time_to_accuracy_s: None,
             target_accuracy: config.target_accuracy,
-            wall_time_s: started.elapsed().as_secs_f64(),
-            events: timeline.into_events(),
+            wall_time_s: 0.0,
+            events: Vec::new(),
             pipeline: None,
+            gradients: Vec::new(),
         };
+        if per_worker {
+            let mut server = EventServer::start(&party, settings.consistency, 1.0 / training_ranks as f64)?;
+            let mut evaluation = ServerEvaluation {
+                every: config.eval_every_steps.map_or(u64::MAX, |every| every.max(1) as u64),
+                model: &model,
+                test: &context.test,
+                config,
+                device,
+                done: 0,
+                records: Vec::new(),
+                time_to_accuracy_s: None,
+                started,
+            };
+            server.serve_until_finished(&mut party, Some(&mut evaluation), &mut timeline)?;
+            evaluation.last(server.version())?;
+            (report.evaluations, report.time_to_accuracy_s) = (evaluation.records, evaluation.time_to_accuracy_s);
+            report.gradients = server.into_records();
+        } else {
+            party.serve_rounds_until_finished(&mut timeline)?;
+        }
+        report.wall_time_s = started.elapsed().as_secs_f64();
+        report.events = timeline.into_events();
         return Ok(report);
     }
     let shard = party.workers.iter().position(|&rank| rank == group.rank()).expect("a training rank");
+    let event_server = match per_worker && group.rank() == server {
+        true => Some(EventServer::start(&party, settings.consistency, 1.0 / training_ranks as f64)?),
+        false => None,
+    };
     let mut runner = ParameterServerStep {
+        event_server,
+        per_worker,
+        dedicated: placement == ServerPlacement::Dedicated,
         party,
         model: Box::new(model),
         precision: config.precision,
@@ -91,13 +145,14 @@ pub fn train(
         server_says_stop: false,
     };
     let result = train_loop::run(context, device, &mut runner, &mut timeline, observer);
-    if placement == ServerPlacement::Dedicated {
+    if !runner.party.is_server() && (placement == ServerPlacement::Dedicated || per_worker) {
         // Tell the server this worker is done, whatever ended its training.
         runner.party.send_control(false, 0.0, false)?;
     }
     let mut report = result?;
     observer.on_trained(&store);
     report.events = timeline.into_events();
+    report.gradients = runner.event_server.map(EventServer::into_records).unwrap_or_default();
     Ok(report)
 }
 
@@ -257,12 +312,15 @@ impl Party<'_> {
         Ok(Some(ServedRound { out_of_time, scaling }))
     }
 
-    /// The dedicated server's life: rounds until every worker has finished.
-    fn serve_until_finished(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
-        // A dedicated server never runs a forward pass: a backward of zero gives every
-        // parameter its (zero) gradient tensor, which the rounds then overwrite.
+    /// Gives every parameter its (zero) gradient tensor, which updates then overwrite: a
+    /// dedicated server never runs a forward pass, so a backward of zero does it.
+    fn give_gradients(&self) -> Result<(), TrainError> {
         let zero = self.params.iter().map(|p| p.sum(Kind::Float) * 0.0).fold(Tensor::from(0f32), |a, b| a + b);
-        zero.f_backward()?;
+        Ok(zero.f_backward()?)
+    }
+
+    /// The dedicated server's life in lockstep rounds: until every worker has finished.
+    fn serve_rounds_until_finished(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
         let mut round = 0;
         loop {
             timeline.set_step(round);
@@ -283,6 +341,12 @@ struct ServedRound {
 }
 
 struct ParameterServerStep<'a> {
+    /// A colocated server's rank in a per-worker mode: the server it also is.
+    event_server: Option<EventServer>,
+    /// The server answers each worker on its own: budgets are each rank's own.
+    per_worker: bool,
+    /// The server has a rank of its own.
+    dedicated: bool,
     party: Party<'a>,
     model: Box<dyn ModuleT>,
     precision: Precision,
@@ -329,7 +393,12 @@ impl StepRunner for ParameterServerStep<'_> {
         let mut comm_bytes = 0;
         let mut comm_s = 0.0;
         let scaling;
-        if party.is_server() {
+        if let Some(server) = self.event_server.as_mut() {
+            let start = timeline.now();
+            server.push_own(party, lr, timeline)?;
+            scaling = None;
+            comm_s += (timeline.now() - start) as f64 * 1e-9;
+        } else if party.is_server() {
             let start = timeline.now();
             let round = party.serve_round(Some((lr, self.out_of_time)), timeline)?;
             self.server_says_stop = round.as_ref().is_none_or(|round| round.out_of_time);
@@ -358,7 +427,22 @@ impl StepRunner for ParameterServerStep<'_> {
         Ok(StepOutput { correct: correct_on_device(&logits, labels), loss, comm_bytes, comm_s, scaling })
     }
 
+    fn evaluates_every_steps(&self) -> bool {
+        // A dedicated server evaluates the weights it serves, which no worker holds.
+        !(self.per_worker && self.dedicated)
+    }
+
+    fn finish(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
+        match self.event_server.as_mut() {
+            Some(server) => server.serve_until_finished(&mut self.party, None, timeline),
+            None => Ok(()),
+        }
+    }
+
     fn agree_to_stop(&mut self, local_stop: bool) -> Result<bool, TrainError> {
+        if self.per_worker {
+            return Ok(local_stop);
+        }
         // A reached step budget stops every rank now; only running out of wall time, which
         // ranks see at different steps, goes through the server (one round later). Sending a
         // reached step budget that way too trained one step past it.

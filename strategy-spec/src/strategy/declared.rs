@@ -1,0 +1,120 @@
+//! Every strategy parameter, declared once: the table [`Strategy::new`], the ids, the labels
+//! and the reports read.
+
+use super::Parameters;
+use crate::StrategyKind;
+
+/// One strategy parameter, declared once: its key (the YAML key, the field of
+/// [`Parameters`], the name errors and labels use), the strategies that take it, and how a
+/// trial id and a label spell a value given. The table's order is the trial ids' order.
+pub(crate) struct Declared {
+    pub(crate) key: &'static str,
+    pub(crate) kinds: &'static [StrategyKind],
+    /// Its place in a label: `hybrid ×4 pp2 m4`, though ids say `__m4__pp2`.
+    pub(crate) label_rank: u8,
+    /// A pipeline's shape or schedule: reports name it only where a run varied it.
+    pub(crate) shapes_pipeline: bool,
+    /// The value given, as suites write it (`4`, `[2,3]`, `dedicated`), or `None`.
+    pub(crate) given: fn(&Parameters) -> Option<String>,
+    /// That value's fragment of a trial id (a file name and resume key: no brackets or
+    /// commas) and its words in a label: `("__m4", "m4")`.
+    pub(crate) spell: fn(&str) -> (String, String),
+}
+
+fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
+    value.as_ref().map(ToString::to_string)
+}
+
+/// Every parameter a strategy may take.
+pub(crate) const PARAMETERS: [Declared; 11] = [
+    Declared {
+        key: "stage",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        label_rank: 0,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.stage),
+        spell: |stage| (format!("__zero{stage}"), format!("ZeRO-{stage}")),
+    },
+    Declared {
+        key: "shard_unit",
+        kinds: &[StrategyKind::ShardedDataParallel],
+        label_rank: 1,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.shard_unit),
+        spell: |unit| (format!("__unit-{unit}"), format!("gathers each {unit}")),
+    },
+    Declared {
+        key: "micro_batches",
+        kinds: &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid],
+        label_rank: 3,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.micro_batches),
+        spell: |m| (format!("__m{m}"), format!("m{m}")),
+    },
+    Declared {
+        key: "fusion_threshold_mib",
+        kinds: &[StrategyKind::DataParallel],
+        label_rank: 6,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.fusion_threshold_mib),
+        spell: |mib| (format!("__fusion{mib}mib"), format!("fusion {mib} MiB")),
+    },
+    Declared {
+        key: "server",
+        kinds: &[StrategyKind::ParameterServer],
+        label_rank: 7,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.server),
+        spell: |server| (format!("__server-{server}"), format!("{server} server")),
+    },
+    Declared {
+        key: "pipeline_stages",
+        kinds: &[StrategyKind::Hybrid],
+        label_rank: 2,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.pipeline_stages),
+        spell: |pp| (format!("__pp{pp}"), format!("pp{pp}")),
+    },
+    Declared {
+        key: "balance",
+        kinds: StrategyKind::PIPELINES,
+        label_rank: 4,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.balance),
+        spell: |balance| {
+            (format!("__bal-{}", balance.replace(['[', ']'], "").replace(',', "-")), format!("bal {balance}"))
+        },
+    },
+    Declared {
+        key: "checkpoint",
+        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
+        label_rank: 5,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.checkpoint),
+        spell: |mode| (format!("__ckpt-{mode}"), format!("ckpt {mode}")),
+    },
+    Declared {
+        key: "mode",
+        kinds: &[StrategyKind::ParameterServer],
+        label_rank: 8,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.mode),
+        spell: |mode| (format!("__{mode}"), mode.to_owned()),
+    },
+    Declared {
+        key: "staleness",
+        kinds: &[StrategyKind::ParameterServer],
+        label_rank: 9,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.staleness),
+        spell: |k| (format!("__k{k}"), format!("k={k}")),
+    },
+    Declared {
+        key: "backup_workers",
+        kinds: &[StrategyKind::ParameterServer],
+        label_rank: 10,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.backup_workers),
+        spell: |b| (format!("__backup{b}"), format!("{b} backup")),
+    },
+];
