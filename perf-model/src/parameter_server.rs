@@ -75,9 +75,111 @@ impl ParameterServerRound {
     }
 }
 
+/// A server that answers each worker on its own (asynchronous modes, backup workers): each
+/// worker cycles through its compute and one exchange with the server (control, gradients
+/// in, the update, weights out); the server handles one exchange at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerWorkerServer {
+    /// One worker's exchange, as a round with one remote worker (its compute unslowed).
+    pub exchange: ParameterServerRound,
+    /// Each training rank's compute slowdown (a straggler's factor, 1 for the others).
+    pub slowdowns: Vec<f64>,
+    /// When the server applies a gradient.
+    pub consistency: stratlab_strategy_spec::Consistency,
+}
+
+impl PerWorkerServer {
+    /// Seconds of one exchange on the server's side: the gradients in, unpacked, the
+    /// update, the weights packed and out. Its reciprocal bounds the update rate whatever
+    /// the workers do.
+    pub fn service_s(&self) -> f64 {
+        let step = self.exchange.predict();
+        step.push_s + step.pull_s + step.breakdown.optimizer_s + 2.0 * self.exchange.copy_s
+    }
+
+    /// Seconds of worker `w`'s cycle, alone with the server: its compute slowed, its
+    /// gradients packed and the weights unpacked, and the server's exchange.
+    pub fn cycle_s(&self, w: usize) -> f64 {
+        self.exchange.compute_s * self.slowdowns[w] + 2.0 * self.exchange.copy_s + self.service_s()
+    }
+
+    /// Predicted seconds per server update, the pace the trial reports
+    /// (`suite`'s per-worker pace):
+    /// - `async`: updates arrive at the sum of the workers' rates, 1 / Σ 1/t_w, no faster
+    ///   than the server serves;
+    /// - `bounded`: a worker more than k ahead waits, so over a run much longer than k
+    ///   updates every worker goes at the slowest one's rate, t_max / N;
+    /// - `sync` with b backup workers: a round ends with the (N − b)-th gradient in, the
+    ///   (N − b)-th fastest cycle.
+    pub fn seconds_per_update(&self) -> f64 {
+        use stratlab_strategy_spec::Consistency;
+        let mut cycles: Vec<f64> = (0..self.slowdowns.len()).map(|w| self.cycle_s(w)).collect();
+        cycles.sort_by(f64::total_cmp);
+        let workers = cycles.len().max(1) as f64;
+        let pace = match self.consistency {
+            Consistency::PerGradient { staleness: None } => 1.0 / cycles.iter().map(|t| 1.0 / t).sum::<f64>(),
+            Consistency::PerGradient { staleness: Some(_) } => cycles.last().copied().unwrap_or(0.0) / workers,
+            Consistency::Sync { backup_workers } => {
+                let kept = cycles.len().saturating_sub(backup_workers).max(1);
+                cycles.get(kept - 1).copied().unwrap_or(0.0)
+            }
+        };
+        pace.max(self.service_s())
+    }
+
+    /// [`Self::seconds_per_update`] split as every strategy's step is: the slowest cycle's
+    /// compute share scaled to the pace, the rest exchange.
+    pub fn predict(&self) -> StepBreakdown {
+        let step_s = self.seconds_per_update();
+        let optimizer_s = self.exchange.optimizer_s.min(step_s);
+        let compute_s = (self.exchange.compute_s / self.slowdowns.len().max(1) as f64).min(step_s - optimizer_s);
+        StepBreakdown {
+            step_s,
+            compute_s,
+            exposed_comm_s: step_s - compute_s - optimizer_s,
+            bubble_s: 0.0,
+            optimizer_s,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stratlab_strategy_spec::Consistency;
+
+    fn per_worker(slowdowns: Vec<f64>, consistency: Consistency) -> PerWorkerServer {
+        let exchange = ParameterServerRound {
+            compute_s: 0.1,
+            parameter_bytes: 1e6,
+            remote_workers: 1,
+            optimizer_s: 0.001,
+            copy_s: 0.0,
+            link: Link::new(1e9, 0.0),
+        };
+        PerWorkerServer { exchange, slowdowns, consistency }
+    }
+
+    #[test]
+    fn asynchronous_updates_add_the_workers_rates_and_bounded_ones_follow_the_slowest() {
+        let exchange_s = 2.0 * 1e6 / 1e9 + 4.0 / 1e9 + 24.0 / 1e9 + 0.001;
+        let cycle = |slowdown: f64| 0.1 * slowdown + exchange_s;
+        let async_even = per_worker(vec![1.0, 1.0], Consistency::PerGradient { staleness: None });
+        assert!((async_even.seconds_per_update() - cycle(1.0) / 2.0).abs() < 1e-12);
+        let slowed = vec![1.0, 2.0];
+        let async_slowed = per_worker(slowed.clone(), Consistency::PerGradient { staleness: None });
+        let expected = 1.0 / (1.0 / cycle(1.0) + 1.0 / cycle(2.0));
+        assert!((async_slowed.seconds_per_update() - expected).abs() < 1e-12);
+        let bounded = per_worker(slowed.clone(), Consistency::PerGradient { staleness: Some(2) });
+        assert!((bounded.seconds_per_update() - cycle(2.0) / 2.0).abs() < 1e-12);
+        let backup = per_worker(slowed, Consistency::Sync { backup_workers: 1 });
+        assert!((backup.seconds_per_update() - cycle(1.0)).abs() < 1e-12, "the fast worker ends each round");
+        // However fast the workers, the server takes one exchange at a time.
+        let crowded = per_worker(vec![1e-6; 64], Consistency::PerGradient { staleness: None });
+        assert!((crowded.seconds_per_update() - crowded.service_s()).abs() < 1e-15);
+        let step = async_slowed.predict();
+        assert!((step.compute_s + step.exposed_comm_s + step.optimizer_s - step.step_s).abs() < 1e-12);
+    }
 
     #[test]
     fn the_server_link_queues_every_workers_gradients_and_weights() {

@@ -6,14 +6,11 @@
 
 use std::ops::Range;
 
-use stratlab_strategy_spec::{
-    Infeasible, PartitionError, ServerPlacement, ShardUnit, Straggler, Strategy, StrategyKind,
-};
+use stratlab_strategy_spec::{Infeasible, PartitionError, ShardUnit, Straggler, Strategy, StrategyKind};
 
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
 use crate::memory::WorkerMemory;
-use crate::parameter_server::ParameterServerRound;
 use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
 use crate::sharded_data_parallel::{sharded_step, ShardCollectives};
@@ -343,33 +340,6 @@ impl<'a> StepQuestion<'a> {
         self.collectives.and_then(|measured| measured.all_reduce.as_ref())
     }
 
-    /// The server's round: the training ranks but itself push to it, it updates, they pull.
-    fn parameter_server(&self, slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
-        let training = self.strategy.server_placement().training_ranks(self.workers);
-        // The training ranks compute at once; a dedicated server waits for them.
-        let slowdown = slowdown * self.contention(training as f64, self.batch);
-        let round = ParameterServerRound {
-            compute_s: (self.sequential_s(self.batch) - self.profile.optimizer_s) * slowdown * self.slowest_rank(),
-            parameter_bytes: self.gradient_bytes(0..self.profile.stages.len()) as f64,
-            remote_workers: self.remote_workers(),
-            optimizer_s: self.profile.optimizer_s * slowdown,
-            copy_s: self.profile.whole_model_copy_s * slowdown,
-            link: self.link()?,
-        };
-        Ok(round.predict().breakdown)
-    }
-
-    /// The parameter server's ranks that push to it and pull from it over the link: the
-    /// training ranks but the server itself where it trains too.
-    fn remote_workers(&self) -> usize {
-        let placement = self.strategy.server_placement();
-        let training = placement.training_ranks(self.workers);
-        match placement {
-            ServerPlacement::Colocated => training.saturating_sub(1),
-            ServerPlacement::Dedicated => training,
-        }
-    }
-
     /// Eq. 5.1. Its sequential time of the global batch is, as the thesis took it, the
     /// sequential run at the per-worker batch scaled by the samples: compute proportional
     /// to the batch is the form's own assumption (thesis table 6.1 shows where it fails),
@@ -494,5 +464,6 @@ impl<'a> StepQuestion<'a> {
 const CONTENTION_ROUNDS: usize = 2;
 
 mod memory;
+mod server;
 #[cfg(test)]
 mod tests;

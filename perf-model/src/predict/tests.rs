@@ -1,6 +1,6 @@
 //! What the workers sharing one machine cost each other, on hand-made profiles.
 
-use stratlab_strategy_spec::{Parameters, Straggler, Strategy, StrategyKind, ZeroStage};
+use stratlab_strategy_spec::{Parameters, ServerMode, ServerPlacement, Straggler, Strategy, StrategyKind, ZeroStage};
 
 use super::*;
 use crate::profile::StageProfile;
@@ -252,4 +252,33 @@ fn a_straggler_paces_synchronous_replicas_and_slows_only_its_own_pipeline_stage(
     // A straggler rank the trial does not have slows nothing.
     let absent = Straggler { ranks: vec![5], ..slowed.clone() };
     assert_eq!(compute(&data_parallel, Some(&absent)).0, full);
+}
+
+#[test]
+fn a_server_answering_each_worker_is_paced_per_update_and_asynchrony_hides_a_straggler() {
+    let profile = profile(None);
+    let link = Link::new(1e9, 0.0);
+    let slowed = Straggler { ranks: vec![1], slowdown: 2.0, jitter: 0.0 };
+    let server = |mode: Option<ServerMode>, staleness: Option<usize>| {
+        let parameters =
+            Parameters { server: Some(ServerPlacement::Dedicated), mode, staleness, ..Parameters::default() };
+        Strategy::new(StrategyKind::ParameterServer, parameters).unwrap()
+    };
+    let step = |strategy: &Strategy, straggler: Option<&Straggler>| {
+        let question = StepQuestion { workers: 3, straggler, ..question(strategy, &profile, &link, None) };
+        question.predict().model.unwrap().step_s
+    };
+    let (sync, asynchronous) = (server(None, None), server(Some(ServerMode::Async), None));
+    let bounded = server(Some(ServerMode::Bounded), Some(2));
+    // Two workers of equal speed: an update every half round, near enough (one exchange
+    // instead of two queued on the server's link).
+    let (round, update) = (step(&sync, None), step(&asynchronous, None));
+    assert!(update < round && update > 0.4 * round, "{update} against {round}");
+    assert_eq!(step(&bounded, None), update, "no worker is ahead without a straggler");
+    // Rank 1 twice as slow: the synchronous round waits for it; async updates at both
+    // workers' rates; bounded at the slow one's.
+    let (slow_round, slow_update, slow_bounded) =
+        (step(&sync, Some(&slowed)), step(&asynchronous, Some(&slowed)), step(&bounded, Some(&slowed)));
+    assert!(slow_round > 1.5 * round);
+    assert!(slow_update < slow_bounded && slow_bounded < slow_round, "{slow_update} {slow_bounded} {slow_round}");
 }
