@@ -10,6 +10,7 @@
 //! drawn as failed (a hatched grey stub or an × with the reason), never left out.
 
 pub mod aggregate;
+mod asynchrony;
 mod draw;
 mod figure_target;
 mod figures;
@@ -30,6 +31,7 @@ pub mod tables;
 
 pub use aggregate::{aggregate_run, RunAggregates};
 pub use figure_target::FigureTarget;
+pub use figures::asynchrony::{asynchrony, AsynchronyFigure, ModeCurve, StragglerRow, UpdatePoint};
 pub use figures::device_usage::{device_usage, DeviceUsageBar};
 pub use figures::frontier::{memory_frontier, FrontierBar};
 pub use figures::history::{history_chart, HistoryChart, HistoryLine};

@@ -17,9 +17,11 @@ use crate::{prediction_errors, write_report_html, FailedTrialRow, FigureTarget, 
 
 mod sections;
 
+pub(crate) use sections::{file_part, html_table};
+
 use sections::{
-    accuracy_section, device_section, embed, html_table, loss_section, pipeline_section, speedup_section,
-    step_breakdown_section, straggler_section, throughput_section,
+    accuracy_section, device_section, embed, loss_section, pipeline_section, speedup_section, step_breakdown_section,
+    straggler_section, throughput_section,
 };
 
 /// What was written for a run.
@@ -79,6 +81,9 @@ pub fn write_run_report(
     }
     if let Some(stragglers) = straggler_table(&aggregates) {
         sections.push(straggler_section(stragglers?, &mut tables));
+    }
+    if let Some(cells) = crate::asynchrony::server_cells(&run)? {
+        sections.push(crate::asynchrony::asynchrony_section(&cells, &aggregates.labels, &figure, &mut tables)?);
     }
     let predictions: Vec<PredictionRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: PredictionRow::NAME, source })?;

@@ -1,5 +1,6 @@
 //! The figure kinds, one file each, plus the small checks and orderings they share.
 
+pub mod asynchrony;
 pub mod device_usage;
 pub mod frontier;
 pub mod history;

@@ -224,3 +224,43 @@ fn a_strategy_computing_two_ways_is_one_panel_of_speedup_bars() {
     assert_eq!(panels.len(), 1, "one panel for data-parallel, its channels-last bars a mark within it");
     assert_eq!(panels[0].x_ticks.len(), 1, "one data set");
 }
+
+#[test]
+fn the_asynchrony_figure_with_many_modes_and_stragglers_keeps_its_plots() {
+    use crate::{AsynchronyFigure, ModeCurve, StragglerRow, UpdatePoint};
+    let modes: Vec<String> = ["sync", "async", "bounded k=2", "bounded k=8", "sync, 1 backup"]
+        .iter()
+        .map(|mode| format!("parameter-server (dedicated server, {mode}) · bf16 · channels_last · adam"))
+        .collect();
+    let rows = ["no straggler", "straggler rank 1 ×2", "straggler rank 1 ×1.5 ±0.2", "straggler ranks [1, 2] ×4"]
+        .iter()
+        .map(|caption| StragglerRow {
+            caption: (*caption).into(),
+            curves: (0..modes.len() * 3)
+                .map(|i| ModeCurve {
+                    mode: i % modes.len(),
+                    // Every repeat reaching the target within a few updates of the others.
+                    points: (0..12)
+                        .map(|e| UpdatePoint {
+                            wall_s: 2.0 * f64::from(e) + 0.01 * i as f64,
+                            updates: 25.0 * f64::from(e) + i as f64,
+                            test_accuracy: (0.3 + 0.06 * f64::from(e)).min(0.97),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    let figure = AsynchronyFigure {
+        network: "small-cnn".into(),
+        dataset: "fashion-mnist".into(),
+        target_accuracy: 0.9,
+        modes,
+        rows,
+    };
+    let (_dir, target) = target("asynchrony");
+    crate::asynchrony(&figure, &target).unwrap();
+    let panels = last_rendered();
+    assert_eq!(panels.len(), 8, "two panels per straggler setting");
+    assert_readable("asynchrony", &panels);
+}

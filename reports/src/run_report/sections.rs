@@ -259,12 +259,12 @@ pub(super) fn embed(paths: Vec<PathBuf>, alt: String) -> Vec<ReportFigure> {
     paths.into_iter().map(|path| ReportFigure::new(path, alt.clone())).collect()
 }
 
-pub(super) fn html_table(table: &SummaryTable) -> HtmlTable {
+pub(crate) fn html_table(table: &SummaryTable) -> HtmlTable {
     let (header, rows, numeric_columns) = table.cells();
     HtmlTable { title: table.title.clone(), header, rows, numeric_columns }
 }
 
 /// Network and data set names as file-name parts (`cifar10:synthetic` → `cifar10-synthetic`).
-pub(super) fn file_part(name: &str) -> String {
+pub(crate) fn file_part(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' }).collect()
 }

@@ -16,28 +16,28 @@ const BYTES_PER_MIB: f64 = 1024.0 * 1024.0;
 /// Columns built one by one, then checked into a frame, with each row's outcome where the
 /// rows are cells or trials.
 #[derive(Default)]
-struct Columns(Vec<Column>, Vec<Outcome>);
+pub(crate) struct Columns(Vec<Column>, Vec<Outcome>);
 
 impl Columns {
-    fn text(mut self, name: &str, values: Vec<String>) -> Self {
+    pub(crate) fn text(mut self, name: &str, values: Vec<String>) -> Self {
         self.0.push(Column::new(name.into(), values));
         self
     }
-    fn maybe_text(mut self, name: &str, values: Vec<Option<String>>) -> Self {
+    pub(crate) fn maybe_text(mut self, name: &str, values: Vec<Option<String>>) -> Self {
         self.0.push(Column::new(name.into(), values));
         self
     }
-    fn int(mut self, name: &str, values: Vec<Option<i64>>) -> Self {
+    pub(crate) fn int(mut self, name: &str, values: Vec<Option<i64>>) -> Self {
         self.0.push(Column::new(name.into(), values));
         self
     }
-    fn float(mut self, name: &str, values: Vec<Option<f64>>) -> Self {
+    pub(crate) fn float(mut self, name: &str, values: Vec<Option<f64>>) -> Self {
         self.0.push(Column::new(name.into(), values));
         self
     }
     /// The cell identity: network, data set, strategy (as the run's labels name it), W,
     /// batch per worker.
-    fn keys<'a>(self, labels: &Labels, keys: impl Iterator<Item = &'a CellKey> + Clone) -> Self {
+    pub(crate) fn keys<'a>(self, labels: &Labels, keys: impl Iterator<Item = &'a CellKey> + Clone) -> Self {
         self.text("network", keys.clone().map(|k| k.network.clone()).collect())
             .text("dataset", keys.clone().map(CellKey::dataset_label).collect())
             .text("strategy", keys.clone().map(|k| labels.strategy(k)).collect())
@@ -45,18 +45,18 @@ impl Columns {
             .int("batch/worker", keys.map(|k| Some(i64::from(k.batch_size))).collect())
     }
     /// Repeat counts, the cell's outcome (its first failure when none is `ok`) and a note.
-    fn repeats<'a>(self, repeats: impl Iterator<Item = &'a Repeats> + Clone) -> Self {
+    pub(crate) fn repeats<'a>(self, repeats: impl Iterator<Item = &'a Repeats> + Clone) -> Self {
         self.int("repeats ok", repeats.clone().map(|r| Some(r.ok() as i64)).collect())
             .int("repeats failed", repeats.clone().map(|r| Some(r.failed as i64)).collect())
             .outcomes(repeats.map(cell_outcome).collect())
     }
     /// The outcome column, and each row's outcome for display.
-    fn outcomes(mut self, outcomes: Vec<Outcome>) -> Self {
+    pub(crate) fn outcomes(mut self, outcomes: Vec<Outcome>) -> Self {
         self = self.text(OUTCOME_COLUMN, outcomes.iter().map(|outcome| outcome.name().to_owned()).collect());
         self.1 = outcomes;
         self
     }
-    fn finish(self, name: &str, title: &str) -> Result<SummaryTable, ReportError> {
+    pub(crate) fn finish(self, name: &str, title: &str) -> Result<SummaryTable, ReportError> {
         Ok(SummaryTable::from_columns(name, title, self.0)?.with_outcomes(self.1))
     }
 }

@@ -5,6 +5,7 @@
 //! tests side by side.
 
 mod aggregate;
+mod asynchrony;
 mod common;
 mod default_run;
 mod figures;
