@@ -17,7 +17,8 @@ use stratlab_strategy_spec::{
 use stratlab_units::Link;
 
 use crate::{
-    DataSource, DeviceLoad, EpochRecord, EvalRecord, Outcome, Sample, StepRecord, Table, TrainingSummary, TrialDevice, UtcTime,
+    DataSource, DeviceLoad, EpochRecord, EvalRecord, Outcome, Sample, StepRecord, Table, TrainingSummary, TrialDevice,
+    UtcTime,
 };
 
 /// One trial: its configuration, its outcome and its headline metrics.

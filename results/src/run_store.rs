@@ -15,10 +15,9 @@ use polars::prelude::{
 use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atomically, WriteError};
 use crate::table_names::TABLE_NAMES;
 use crate::{
-    chrome_trace, to_frame, BatchProbeRow, EpochRow, EventRow, ExportFormat, EvaluationRow, Fingerprint, GradientUpdateRow,
-    PipelineStageRow,
-    PredictionRow, ProbeRow, RankBreakdownRow, StepRow, StoreError, Table, TelemetryRow, TrialRow, TrialTables,
-    UtcTime,
+    chrome_trace, to_frame, BatchProbeRow, EpochRow, EvaluationRow, EventRow, ExportFormat, Fingerprint,
+    GradientUpdateRow, PipelineStageRow, PredictionRow, ProbeRow, RankBreakdownRow, StepRow, StoreError, Table,
+    TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
 /// Name of the environment fingerprint in a run folder; its presence marks a run.

@@ -1,6 +1,9 @@
 //! Everything one finished trial writes, handed to `RunStore::write_trial` in one piece.
 
-use crate::{EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrialRow};
+use crate::{
+    EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow,
+    TrialRow,
+};
 
 /// The rows of one trial for every per-trial table: grouped so adding a table adds a field
 /// instead of another positional argument at every call site.

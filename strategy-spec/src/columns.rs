@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage,
+    Balance, Checkpoint, ColumnsError, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind,
+    ZeroStage,
 };
 
 /// The parameter columns of a trial row, flattened into it. A parameter not given is null.
@@ -132,8 +133,7 @@ mod tests {
             staleness: Some(2),
             backup_workers: None,
         };
-        let backups =
-            Strategy::ParameterServer { server: None, mode: None, staleness: None, backup_workers: Some(1) };
+        let backups = Strategy::ParameterServer { server: None, mode: None, staleness: None, backup_workers: Some(1) };
         for strategy in [hybrid, data_parallel, sharded, bounded, backups, Strategy::Single] {
             let columns = ParameterColumns::from(&strategy);
             assert_eq!(columns.strategy(strategy.kind(), "any").unwrap(), strategy);

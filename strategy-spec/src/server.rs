@@ -98,11 +98,7 @@ impl ServerSettings {
 
 /// Checks `backup_workers` against a cell's `workers` ranks under `placement`: a round
 /// needs at least one gradient, so at most the training ranks − 1 may be backups.
-pub fn check_backup_workers(
-    backup_workers: usize,
-    workers: usize,
-    placement: ServerPlacement,
-) -> Result<(), String> {
+pub fn check_backup_workers(backup_workers: usize, workers: usize, placement: ServerPlacement) -> Result<(), String> {
     let training = placement.training_ranks(workers);
     if backup_workers >= training.max(1) {
         return Err(format!(

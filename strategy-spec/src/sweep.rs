@@ -8,9 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
-    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision, ServerMode,
-    ServerPlacement, ShardUnit,
-    Strategy, StrategyKind, SweepError, ZeroStage,
+    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision,
+    ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.
@@ -119,7 +118,10 @@ impl StrategySweep {
             return error("staleness", "give one or more bounds k (0 or more updates ahead)".into());
         }
         if self.backup_workers.is_some() && self.mode.is_some() && !modes().any(|&mode| mode == ServerMode::Sync) {
-            return error("backup_workers", "applies to mode sync only, which this entry's modes do not include".into());
+            return error(
+                "backup_workers",
+                "applies to mode sync only, which this entry's modes do not include".into(),
+            );
         }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {
@@ -311,8 +313,9 @@ mod tests {
         );
         let error = sweep("{name: parameter-server, workers: [2], mode: [bounded]}").validate(&[]).unwrap_err();
         assert_eq!(error.field, "staleness");
-        let error =
-            sweep("{name: parameter-server, workers: [3], server: dedicated, backup_workers: 2}").validate(&[]).unwrap_err();
+        let error = sweep("{name: parameter-server, workers: [3], server: dedicated, backup_workers: 2}")
+            .validate(&[])
+            .unwrap_err();
         assert_eq!(error.field, "backup_workers");
         assert!(error.message.contains("at most 1"), "{error}");
         let error = sweep("{name: parameter-server, workers: [2], mode: [async], backup_workers: 1}")

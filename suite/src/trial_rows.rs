@@ -5,8 +5,9 @@
 use std::time::Instant;
 
 use stratlab_results::{
-    pipeline_stage_rows, rank_breakdown, EpochRow, EvaluationRow, EventRow, Fingerprint, GradientUpdateRow, Outcome, PipelineStageInfo, PipelineStageRow,
-    RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow, TrialTables, UtcTime,
+    pipeline_stage_rows, rank_breakdown, EpochRow, EvaluationRow, EventRow, Fingerprint, GradientUpdateRow, Outcome,
+    PipelineStageInfo, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow,
+    TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
 use stratlab_strategy_spec::{AutoOr, ParameterColumns, StragglerColumns, StrategyKind};
@@ -21,7 +22,7 @@ mod reports;
 
 use identity::Identity;
 use per_worker::per_worker_pace;
-use reports::{per_rank_rows, PerRankRows, event_rows, outcome_of, slowest_rank_pace};
+use reports::{event_rows, outcome_of, per_rank_rows, slowest_rank_pace, PerRankRows};
 
 /// Everything recorded about one trial.
 pub(crate) struct RecordedTrial {

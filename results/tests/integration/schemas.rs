@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use polars::prelude::Schema;
 use stratlab_results::{
-    AutoChoiceRow, BatchProbeRow, EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, PredictionRow, ProbeRow, ProfileRow,
-    RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow, ValidationRow,
+    AutoChoiceRow, BatchProbeRow, EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow,
+    PredictionRow, ProbeRow, ProfileRow, RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow, ValidationRow,
 };
 
 /// `[RowType]` then one `column: Dtype` line per column, in order.

@@ -22,17 +22,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use stratlab_comm::{CommError, Completed, ProcessGroup};
+use stratlab_datasets::Dataset;
 use stratlab_results::GradientRecord;
 use stratlab_strategy_spec::Consistency;
-use stratlab_datasets::Dataset;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use super::{Party, TAG_CONTROL, TAG_GRADIENTS, TAG_PARAMETERS};
 use crate::evaluate::evaluate_shard;
-use crate::record::EvalRecord;
 use crate::flat::{buffer_for, pack, unpack};
 use crate::loss_scale;
+use crate::record::EvalRecord;
 use crate::timeline::{EventKind, Timeline};
 use crate::TrainError;
 
@@ -201,7 +201,12 @@ impl EventServer {
     /// The colocated server's own gradient (in its parameters' `.grad`) at rate `lr`:
     /// pushed like any worker's, then served until its own weights may go on, then every
     /// message already in. Returns whether the loss scaler skipped the update it went into.
-    pub(super) fn push_own(&mut self, party: &mut Party<'_>, lr: f64, timeline: &mut Timeline) -> Result<bool, TrainError> {
+    pub(super) fn push_own(
+        &mut self,
+        party: &mut Party<'_>,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<bool, TrainError> {
         let local = self.local.expect("only a colocated server trains");
         pack(party.params.iter().map(Tensor::grad), &self.workers[local].gradients);
         self.arrive(party, local, lr, timeline)?;
@@ -233,7 +238,13 @@ impl EventServer {
     }
 
     /// Worker `index`'s gradient is in (in its buffer), computed at rate `lr`.
-    fn arrive(&mut self, party: &mut Party<'_>, index: usize, lr: f64, timeline: &mut Timeline) -> Result<(), TrainError> {
+    fn arrive(
+        &mut self,
+        party: &mut Party<'_>,
+        index: usize,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<(), TrainError> {
         let worker = &mut self.workers[index];
         worker.pushes += 1;
         worker.waiting = true;
@@ -324,7 +335,13 @@ impl EventServer {
 
     /// One optimizer step with `gradients` (flat, on the communication device) at `lr`;
     /// whether the loss scaler skipped it.
-    fn apply(&mut self, party: &mut Party<'_>, gradients: &Tensor, lr: f64, timeline: &mut Timeline) -> Result<bool, TrainError> {
+    fn apply(
+        &mut self,
+        party: &mut Party<'_>,
+        gradients: &Tensor,
+        lr: f64,
+        timeline: &mut Timeline,
+    ) -> Result<bool, TrainError> {
         let start = timeline.now();
         unpack(&gradients.to_device(party.device), party.params.iter().map(Tensor::grad));
         party.optimizer.set_lr(lr);

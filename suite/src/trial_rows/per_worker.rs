@@ -57,10 +57,12 @@ mod tests {
         let steps = step_times
             .iter()
             .enumerate()
-            .map(|(step, &step_time_s)| serde_json::json!({
-                "epoch": 0, "step": step, "loss": 1.0, "step_time_s": step_time_s, "data_wait_s": 0.0,
-                "h2d_s": 0.0, "samples": 8, "lr": 0.1, "warmup": false
-            }))
+            .map(|(step, &step_time_s)| {
+                serde_json::json!({
+                    "epoch": 0, "step": step, "loss": 1.0, "step_time_s": step_time_s, "data_wait_s": 0.0,
+                    "h2d_s": 0.0, "samples": 8, "lr": 0.1, "warmup": false
+                })
+            })
             .collect::<Vec<_>>();
         serde_json::from_value(serde_json::json!({
             "outcome": "completed", "reason": null, "device": "cpu", "threads": 1,
