@@ -170,15 +170,21 @@ impl<'a> StepQuestion<'a> {
         }
     }
 
-    /// The demand on the cores over their number (at least 1): every worker's threads times
-    /// the share of the step it computes, summed, and the core time the step's transfers
+    /// The demand on the cores over their number (at least 1): every computing worker's
+    /// threads times the share of the step it computes, summed, and the core time the step's transfers
     /// take where the host copies them.
     fn core_sharing(&self, step: &StepBreakdown, partition: Option<&Vec<Range<usize>>>) -> f64 {
         if step.step_s <= 0.0 || self.cores == 0 {
             return 1.0;
         }
         let busy = (step.compute_s + step.optimizer_s) / step.step_s;
-        let compute = (self.workers * self.threads) as f64 * busy.min(1.0);
+        // A dedicated parameter server computes nothing: it waits for messages, updates
+        // and sends (its share is the transfers' copying below).
+        let computing = match self.strategy.kind() {
+            StrategyKind::ParameterServer => self.strategy.server_placement().training_ranks(self.workers),
+            _ => self.workers,
+        };
+        let compute = (computing * self.threads) as f64 * busy.min(1.0);
         let copying = match self.host_copy_bandwidth {
             Some(bandwidth) if bandwidth > 0.0 => 2.0 * self.bytes_between_workers(partition) / bandwidth / step.step_s,
             _ => 0.0,

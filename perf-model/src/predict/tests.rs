@@ -282,3 +282,17 @@ fn a_server_answering_each_worker_is_paced_per_update_and_asynchrony_hides_a_str
     assert!(slow_round > 1.5 * round);
     assert!(slow_update < slow_bounded && slow_bounded < slow_round, "{slow_update} {slow_bounded} {slow_round}");
 }
+
+#[test]
+fn a_dedicated_server_takes_no_core_from_its_two_workers() {
+    let profile = profile(None);
+    let link = Link::new(1e15, 0.0);
+    let parameters = Parameters { server: Some(ServerPlacement::Dedicated), ..Parameters::default() };
+    let dedicated = Strategy::new(StrategyKind::ParameterServer, parameters).unwrap();
+    // Three ranks on two cores, but only the two workers compute.
+    let step = StepQuestion { workers: 3, ..question(&dedicated, &profile, &link, None) }.predict();
+    assert_eq!(step.core_sharing, 1.0);
+    let colocated = Strategy::new(StrategyKind::ParameterServer, Parameters::default()).unwrap();
+    let crowded = StepQuestion { workers: 3, ..question(&colocated, &profile, &link, None) }.predict();
+    assert!(crowded.core_sharing > 1.4, "three computing ranks on two cores: {}", crowded.core_sharing);
+}
