@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind,
+    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind,
     ZeroStage,
 };
 
@@ -50,6 +50,9 @@ pub struct ParameterColumns {
     /// `sync`'s backup workers, when given.
     #[serde(default)]
     pub backup_workers: Option<i64>,
+    /// The asynchronous modes' learning rate per update, when given.
+    #[serde(default)]
+    pub lr_per_update: Option<LearningRate>,
 }
 
 impl From<&Strategy> for ParameterColumns {
@@ -66,6 +69,7 @@ impl From<&Strategy> for ParameterColumns {
             mode,
             staleness,
             backup_workers,
+            lr_per_update,
         } = strategy.parameters();
         ParameterColumns {
             micro_batches: micro_batches.map(|m| m as i64),
@@ -79,6 +83,7 @@ impl From<&Strategy> for ParameterColumns {
             mode,
             staleness: staleness.map(|k| k as i64),
             backup_workers: backup_workers.map(|b| b as i64),
+            lr_per_update,
         }
     }
 }
@@ -107,6 +112,7 @@ impl ParameterColumns {
             mode: self.mode,
             staleness: count(self.staleness, "staleness")?,
             backup_workers: count(self.backup_workers, "backup_workers")?,
+            lr_per_update: self.lr_per_update,
         };
         Strategy::new(kind, parameters).map_err(|e| error(e.to_string()))
     }
@@ -132,8 +138,15 @@ mod tests {
             mode: Some(ServerMode::Bounded),
             staleness: Some(2),
             backup_workers: None,
+            lr_per_update: Some(LearningRate(0.005)),
         };
-        let backups = Strategy::ParameterServer { server: None, mode: None, staleness: None, backup_workers: Some(1) };
+        let backups = Strategy::ParameterServer {
+            server: None,
+            mode: None,
+            staleness: None,
+            backup_workers: Some(1),
+            lr_per_update: None,
+        };
         for strategy in [hybrid, data_parallel, sharded, bounded, backups, Strategy::Single] {
             let columns = ParameterColumns::from(&strategy);
             assert_eq!(columns.strategy(strategy.kind(), "any").unwrap(), strategy);

@@ -31,7 +31,7 @@ pub use precision::{
 };
 pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Schedule};
 pub use search::{search_space, SearchedStrategy};
-pub use server::{check_backup_workers, Consistency, ServerMode, ServerSettings};
+pub use server::{check_backup_workers, Consistency, LearningRate, ServerMode, ServerSettings};
 pub use sharding::{ShardUnit, ZeroStage};
 pub use straggler::{Straggler, StragglerColumns, StragglerEntry};
 pub use strategy::names::threads_label;

@@ -40,6 +40,61 @@ impl std::str::FromStr for ServerMode {
 
 stratlab_columns::text_column!(ServerMode);
 
+/// The learning rate each per-gradient update takes, as a suite gives it
+/// (`lr_per_update: 0.005`): compared, ordered and hashed by its value's bits, so a
+/// strategy carrying one stays a key; stored as a number.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LearningRate(pub f64);
+
+impl LearningRate {
+    /// Why this is no learning rate, if it is not (zero, negative, not finite).
+    pub fn check(self) -> Result<(), String> {
+        match self.0.is_finite() && self.0 > 0.0 {
+            true => Ok(()),
+            false => Err(format!("{} is not a learning rate: give a positive number", self.0)),
+        }
+    }
+}
+
+impl PartialEq for LearningRate {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for LearningRate {}
+
+impl std::hash::Hash for LearningRate {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+impl PartialOrd for LearningRate {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for LearningRate {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl std::fmt::Display for LearningRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl stratlab_columns::ColumnValue for LearningRate {
+    fn column_type() -> stratlab_columns::ColumnType {
+        stratlab_columns::ColumnType::Float64
+    }
+}
+
 /// What a parameter server's ranks train by, every default resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerSettings {
@@ -47,12 +102,15 @@ pub struct ServerSettings {
     pub placement: ServerPlacement,
     /// When the server applies a gradient.
     pub consistency: Consistency,
+    /// Each per-gradient update's learning rate, where the suite gives one (else the
+    /// suite's ÷ the training ranks).
+    pub lr_per_update: Option<LearningRate>,
 }
 
 /// A synchronous server without backup workers at `placement`.
 impl From<ServerPlacement> for ServerSettings {
     fn from(placement: ServerPlacement) -> ServerSettings {
-        ServerSettings { placement, consistency: Consistency::Sync { backup_workers: 0 } }
+        ServerSettings { placement, consistency: Consistency::Sync { backup_workers: 0 }, lr_per_update: None }
     }
 }
 
@@ -76,18 +134,25 @@ pub enum Consistency {
 impl ServerSettings {
     /// The settings of the given parameters; `mode: bounded` without `staleness` is refused
     /// by [`crate::Strategy::new`] before it gets here (it reads as k = 0).
-    pub fn new(
-        placement: Option<ServerPlacement>,
-        mode: Option<ServerMode>,
-        staleness: Option<usize>,
-        backup_workers: Option<usize>,
-    ) -> ServerSettings {
+    pub fn new(parameters: &crate::Parameters) -> ServerSettings {
+        let crate::Parameters { server, mode, staleness, backup_workers, lr_per_update, .. } = *parameters;
         let consistency = match mode.unwrap_or_default() {
             ServerMode::Sync => Consistency::Sync { backup_workers: backup_workers.unwrap_or(0) },
             ServerMode::Async => Consistency::PerGradient { staleness: None },
             ServerMode::Bounded => Consistency::PerGradient { staleness: Some(staleness.unwrap_or(0)) },
         };
-        ServerSettings { placement: placement.unwrap_or_default(), consistency }
+        ServerSettings { placement: server.unwrap_or_default(), consistency, lr_per_update }
+    }
+
+    /// What a per-gradient update multiplies a worker's scheduled learning rate by, for a
+    /// suite learning rate `suite_lr` over `training_ranks`: `lr_per_update` ÷ `suite_lr`
+    /// where given (the schedule keeps its shape), else 1 ÷ the training ranks, so that N
+    /// updates move the weights as far as one round of N gradients.
+    pub fn lr_scale(&self, suite_lr: f64, training_ranks: usize) -> f64 {
+        match self.lr_per_update {
+            Some(rate) if suite_lr > 0.0 => rate.0 / suite_lr,
+            _ => 1.0 / training_ranks.max(1) as f64,
+        }
     }
 
     /// Whether each gradient is applied on its own as it arrives.
@@ -119,12 +184,23 @@ mod tests {
         assert_eq!("bounded".parse::<ServerMode>().unwrap(), ServerMode::Bounded);
         let unknown = "hogwild".parse::<ServerMode>().unwrap_err().to_string();
         assert!(unknown.contains("sync, async, bounded"), "{unknown}");
-        let settings = ServerSettings::new(None, None, None, None);
+        let settings = ServerSettings::new(&crate::Parameters::default());
         assert_eq!(settings.placement, ServerPlacement::Colocated);
         assert_eq!(settings.consistency, Consistency::Sync { backup_workers: 0 });
-        let bounded = ServerSettings::new(Some(ServerPlacement::Dedicated), Some(ServerMode::Bounded), Some(2), None);
+        let parameters = crate::Parameters {
+            server: Some(ServerPlacement::Dedicated),
+            mode: Some(ServerMode::Bounded),
+            staleness: Some(2),
+            ..Default::default()
+        };
+        let bounded = ServerSettings::new(&parameters);
         assert_eq!(bounded.consistency, Consistency::PerGradient { staleness: Some(2) });
         assert!(bounded.per_gradient());
+        assert_eq!(bounded.lr_scale(0.01, 4), 0.25, "the suite's rate over the training ranks");
+        let given = ServerSettings::new(&crate::Parameters { lr_per_update: Some(LearningRate(0.005)), ..parameters });
+        assert_eq!(given.lr_scale(0.01, 4), 0.5, "the rate given, the schedule's shape kept");
+        assert!(LearningRate(0.0).check().is_err() && LearningRate(f64::NAN).check().is_err());
+        assert_eq!(LearningRate(0.005).to_string(), "0.005");
     }
 
     #[test]

@@ -10,8 +10,8 @@ mod shape;
 pub(crate) use declared::PARAMETERS;
 
 use crate::{
-    Balance, Checkpoint, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StrategyKind, SweepError,
-    ZeroStage,
+    Balance, Checkpoint, LearningRate, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StrategyKind,
+    SweepError, ZeroStage,
 };
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
@@ -46,6 +46,9 @@ pub enum Strategy {
         /// `sync`'s gradients per round the server does not wait for (default 0).
         #[serde(default)]
         backup_workers: Option<usize>,
+        /// Each per-gradient update's learning rate (default the suite's ÷ the training ranks).
+        #[serde(default)]
+        lr_per_update: Option<LearningRate>,
     },
     /// Consecutive stages, one per worker, the whole batch at a time.
     ModelParallel {
@@ -143,6 +146,8 @@ pub struct Parameters {
     pub staleness: Option<usize>,
     /// Parameter-server backup workers (`sync`).
     pub backup_workers: Option<usize>,
+    /// Parameter-server learning rate per update (`async`, `bounded`).
+    pub lr_per_update: Option<LearningRate>,
 }
 
 impl Strategy {
@@ -168,6 +173,7 @@ impl Strategy {
             mode,
             staleness,
             backup_workers,
+            lr_per_update,
         } = parameters;
         // `sync` is the default and is never stored, so a sync cell keeps its old id.
         let mode = mode.filter(|&mode| mode != ServerMode::Sync);
@@ -187,6 +193,12 @@ impl Strategy {
         if mode == Some(ServerMode::Bounded) && staleness.is_none() {
             return error("staleness", "mode bounded needs staleness: k, the updates a worker may run ahead");
         }
+        if lr_per_update.is_some() && mode.is_none() {
+            return error("lr_per_update", "applies to modes async and bounded (a sync round averages at the suite's lr)");
+        }
+        if let Some(Err(message)) = lr_per_update.map(LearningRate::check) {
+            return Err(SweepError { field: "lr_per_update", message });
+        }
         if backup_workers.is_some() && mode.is_some() {
             return error("backup_workers", "applies to mode sync only (asynchronous modes wait for no round)");
         }
@@ -198,7 +210,9 @@ impl Strategy {
         Ok(match kind {
             StrategyKind::Single => Strategy::Single,
             StrategyKind::DataParallel => Strategy::DataParallel { fusion_threshold_mib },
-            StrategyKind::ParameterServer => Strategy::ParameterServer { server, mode, staleness, backup_workers },
+            StrategyKind::ParameterServer => {
+                Strategy::ParameterServer { server, mode, staleness, backup_workers, lr_per_update }
+            }
             StrategyKind::ModelParallel => Strategy::ModelParallel { balance, checkpoint },
             StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
             StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
@@ -218,9 +232,15 @@ impl Strategy {
         match self {
             Strategy::Single => {}
             Strategy::DataParallel { fusion_threshold_mib } => parameters.fusion_threshold_mib = *fusion_threshold_mib,
-            Strategy::ParameterServer { server, mode, staleness, backup_workers } => {
-                (parameters.server, parameters.mode, parameters.staleness, parameters.backup_workers) =
-                    (*server, *mode, *staleness, *backup_workers)
+            Strategy::ParameterServer { server, mode, staleness, backup_workers, lr_per_update } => {
+                parameters = Parameters {
+                    server: *server,
+                    mode: *mode,
+                    staleness: *staleness,
+                    backup_workers: *backup_workers,
+                    lr_per_update: *lr_per_update,
+                    ..parameters
+                }
             }
             Strategy::ModelParallel { balance, checkpoint } => {
                 (parameters.balance, parameters.checkpoint) = (balance.clone(), *checkpoint)
@@ -286,8 +306,7 @@ impl Strategy {
     /// How the parameter server runs and applies gradients, defaults resolved (`sync`,
     /// colocated, no backup workers for any other strategy).
     pub fn server_settings(&self) -> ServerSettings {
-        let Parameters { server, mode, staleness, backup_workers, .. } = self.parameters();
-        ServerSettings::new(server, mode, staleness, backup_workers)
+        ServerSettings::new(&self.parameters())
     }
 
     /// The ZeRO stage of sharded data parallelism (3 when not given), `None` for other
@@ -367,6 +386,7 @@ mod tests {
                 "mode" => parameters.mode = Some(ServerMode::Async),
                 "staleness" => parameters.staleness = Some(2),
                 "backup_workers" => parameters.backup_workers = Some(1),
+                "lr_per_update" => parameters.lr_per_update = Some(crate::LearningRate(0.005)),
                 other => panic!("a parameter is declared as {other}, which this test does not set"),
             }
             parameters

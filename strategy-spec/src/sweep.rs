@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
-    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, MemoryFormat, Parameters, Precision,
+    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters, Precision,
     ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
@@ -48,6 +48,10 @@ pub struct StrategySweep {
     /// Gradients per round a `sync` server does not wait for.
     #[serde(default)]
     pub backup_workers: Option<usize>,
+    /// The learning rate of each per-gradient update (`async`, `bounded`; default the
+    /// suite's ÷ the training ranks).
+    #[serde(default)]
+    pub lr_per_update: Option<LearningRate>,
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
@@ -84,6 +88,7 @@ impl StrategySweep {
             mode: None,
             staleness: None,
             backup_workers: None,
+            lr_per_update: None,
             pipeline_stages: None,
             stage: None,
             shard_unit: None,
@@ -122,6 +127,10 @@ impl StrategySweep {
                 "backup_workers",
                 "applies to mode sync only, which this entry's modes do not include".into(),
             );
+        }
+        let per_gradient = |mode: &ServerMode| *mode != ServerMode::Sync;
+        if self.lr_per_update.is_some() && self.mode.is_some() && !modes().any(per_gradient) {
+            return error("lr_per_update", "applies to modes async and bounded, which this entry's modes do not include".into());
         }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {
@@ -191,6 +200,8 @@ impl StrategySweep {
                     mode,
                     staleness,
                     backup_workers,
+                    // Given to the per-gradient modes; where no mode is, Strategy::new refuses it.
+                    lr_per_update: self.lr_per_update.filter(|_| mode.is_none_or(|mode| mode != ServerMode::Sync)),
                 };
                 let strategy = Strategy::new(self.name, parameters)?;
                 if let Some(backups) = backup_workers {
@@ -279,6 +290,13 @@ mod tests {
         );
         assert_eq!(cells[3].1.label_with_workers(3), "parameter-server ×3 dedicated server bounded k=2");
         assert_eq!(cells[0].1.label_with_workers(3), "parameter-server ×3 dedicated server 1 backup");
+        let rated = sweep("{name: parameter-server, workers: [2], mode: [sync, async], lr_per_update: 0.005}");
+        let ids: Vec<String> = rated.expand().unwrap().iter().map(|(_, s)| s.id_parameters()).collect();
+        assert_eq!(ids, ["", "__async__lru0.005"], "the rate goes to the per-gradient modes only");
+        let error = sweep("{name: parameter-server, workers: [2], lr_per_update: 0.005}").validate(&[]).unwrap_err();
+        assert_eq!(error.field, "lr_per_update");
+        let error = sweep("{name: parameter-server, mode: [async], lr_per_update: -1}").validate(&[]).unwrap_err();
+        assert_eq!(error.to_string(), "lr_per_update: -1 is not a learning rate: give a positive number");
         let plain = sweep("{name: parameter-server, workers: [2], mode: [sync]}").expand().unwrap();
         assert_eq!(plain[0].1.id_parameters(), "", "sync is today's parameter server, under today's id");
     }

@@ -19,6 +19,7 @@ fn server_trial(store: &RunStore, index: i64, mode: Option<ServerMode>, step_s: 
         mode,
         staleness: None,
         backup_workers: None,
+        lr_per_update: None,
     };
     let trial_id = format!("small-cnn__mnist__parameter-server__w3__b32{}__r0", strategy.id_parameters());
     let fixture = store_fixtures::trial(store.run_id(), &trial_id, index);

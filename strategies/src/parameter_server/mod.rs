@@ -102,7 +102,7 @@ pub fn train(
             gradients: Vec::new(),
         };
         if per_worker {
-            let mut server = EventServer::start(&party, settings.consistency, 1.0 / training_ranks as f64)?;
+            let mut server = EventServer::start(&party, settings.consistency, settings.lr_scale(config.lr, training_ranks))?;
             let mut evaluation = ServerEvaluation {
                 every: config.eval_every_steps.map_or(u64::MAX, |every| every.max(1) as u64),
                 model: &model,
@@ -127,7 +127,7 @@ pub fn train(
     }
     let shard = party.workers.iter().position(|&rank| rank == group.rank()).expect("a training rank");
     let event_server = match per_worker && group.rank() == server {
-        true => Some(EventServer::start(&party, settings.consistency, 1.0 / training_ranks as f64)?),
+        true => Some(EventServer::start(&party, settings.consistency, settings.lr_scale(config.lr, training_ranks))?),
         false => None,
     };
     let mut runner = ParameterServerStep {

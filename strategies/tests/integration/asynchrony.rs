@@ -22,7 +22,7 @@ fn plain_sgd(batch: usize) -> TrainConfig {
 
 /// A dedicated server behind the workers, in `consistency`.
 fn dedicated(consistency: Consistency) -> ServerSettings {
-    ServerSettings { placement: ServerPlacement::Dedicated, consistency }
+    ServerSettings { placement: ServerPlacement::Dedicated, consistency, lr_per_update: None }
 }
 
 /// The child side: the last rank serves; rank 0 saves its final weights, the server what
@@ -55,6 +55,7 @@ fn child_rank() {
             ServerSettings {
                 placement: ServerPlacement::Colocated,
                 consistency: Consistency::PerGradient { staleness: None },
+                lr_per_update: None,
             },
         ),
         other => panic!("unknown role {other}"),

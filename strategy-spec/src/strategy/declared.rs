@@ -26,7 +26,7 @@ fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
 }
 
 /// Every parameter a strategy may take.
-pub(crate) const PARAMETERS: [Declared; 11] = [
+pub(crate) const PARAMETERS: [Declared; 12] = [
     Declared {
         key: "stage",
         kinds: &[StrategyKind::ShardedDataParallel],
@@ -116,5 +116,13 @@ pub(crate) const PARAMETERS: [Declared; 11] = [
         shapes_pipeline: false,
         given: |parameters| text(&parameters.backup_workers),
         spell: |b| (format!("__backup{b}"), format!("{b} backup")),
+    },
+    Declared {
+        key: "lr_per_update",
+        kinds: &[StrategyKind::ParameterServer],
+        label_rank: 11,
+        shapes_pipeline: false,
+        given: |parameters| text(&parameters.lr_per_update),
+        spell: |lr| (format!("__lru{lr}"), format!("lr {lr}/update")),
     },
 ];
