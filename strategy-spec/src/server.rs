@@ -134,8 +134,13 @@ pub enum Consistency {
 impl ServerSettings {
     /// The settings of the given parameters; `mode: bounded` without `staleness` is refused
     /// by [`crate::Strategy::new`] before it gets here (it reads as k = 0).
-    pub fn new(parameters: &crate::Parameters) -> ServerSettings {
-        let crate::Parameters { server, mode, staleness, backup_workers, lr_per_update, .. } = *parameters;
+    pub fn new(
+        server: Option<ServerPlacement>,
+        mode: Option<ServerMode>,
+        staleness: Option<usize>,
+        backup_workers: Option<usize>,
+        lr_per_update: Option<LearningRate>,
+    ) -> ServerSettings {
         let consistency = match mode.unwrap_or_default() {
             ServerMode::Sync => Consistency::Sync { backup_workers: backup_workers.unwrap_or(0) },
             ServerMode::Async => Consistency::PerGradient { staleness: None },
@@ -184,20 +189,15 @@ mod tests {
         assert_eq!("bounded".parse::<ServerMode>().unwrap(), ServerMode::Bounded);
         let unknown = "hogwild".parse::<ServerMode>().unwrap_err().to_string();
         assert!(unknown.contains("sync, async, bounded"), "{unknown}");
-        let settings = ServerSettings::new(&crate::Parameters::default());
+        let settings = ServerSettings::new(None, None, None, None, None);
         assert_eq!(settings.placement, ServerPlacement::Colocated);
         assert_eq!(settings.consistency, Consistency::Sync { backup_workers: 0 });
-        let parameters = crate::Parameters {
-            server: Some(ServerPlacement::Dedicated),
-            mode: Some(ServerMode::Bounded),
-            staleness: Some(2),
-            ..Default::default()
-        };
-        let bounded = ServerSettings::new(&parameters);
+        let dedicated = Some(ServerPlacement::Dedicated);
+        let bounded = ServerSettings::new(dedicated, Some(ServerMode::Bounded), Some(2), None, None);
         assert_eq!(bounded.consistency, Consistency::PerGradient { staleness: Some(2) });
         assert!(bounded.per_gradient());
         assert_eq!(bounded.lr_scale(0.01, 4), 0.25, "the suite's rate over the training ranks");
-        let given = ServerSettings::new(&crate::Parameters { lr_per_update: Some(LearningRate(0.005)), ..parameters });
+        let given = ServerSettings::new(dedicated, Some(ServerMode::Bounded), Some(2), None, Some(LearningRate(0.005)));
         assert_eq!(given.lr_scale(0.01, 4), 0.5, "the rate given, the schedule's shape kept");
         assert!(LearningRate(0.0).check().is_err() && LearningRate(f64::NAN).check().is_err());
         assert_eq!(LearningRate(0.005).to_string(), "0.005");

@@ -7,6 +7,7 @@ mod declared;
 pub(crate) mod names;
 mod shape;
 
+pub use declared::Parameters;
 pub(crate) use declared::PARAMETERS;
 
 use crate::{
@@ -120,36 +121,6 @@ pub enum Strategy {
     },
 }
 
-/// Every parameter a strategy may take, each optional: what a suite entry, an `include`
-/// cell or a stored row gives, before [`Strategy::new`] checks which apply.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Parameters {
-    /// Micro-batches per batch.
-    pub micro_batches: Option<usize>,
-    /// Pipeline balance.
-    pub balance: Option<Balance>,
-    /// Checkpoint mode.
-    pub checkpoint: Option<Checkpoint>,
-    /// Data-parallel fusion threshold, MiB.
-    pub fusion_threshold_mib: Option<u64>,
-    /// Parameter-server placement.
-    pub server: Option<ServerPlacement>,
-    /// Hybrid's stages per pipeline.
-    pub pipeline_stages: Option<usize>,
-    /// Sharded data parallelism's ZeRO stage.
-    pub stage: Option<ZeroStage>,
-    /// Sharded data parallelism's gathering unit at stage 3.
-    pub shard_unit: Option<ShardUnit>,
-    /// Parameter-server mode.
-    pub mode: Option<ServerMode>,
-    /// Parameter-server staleness bound (`bounded`).
-    pub staleness: Option<usize>,
-    /// Parameter-server backup workers (`sync`).
-    pub backup_workers: Option<usize>,
-    /// Parameter-server learning rate per update (`async`, `bounded`).
-    pub lr_per_update: Option<LearningRate>,
-}
-
 impl Strategy {
     /// `kind` with `parameters`, or the first rule they break: a parameter the strategy
     /// does not take (it would be silently ignored), a value out of range, one it needs.
@@ -194,7 +165,10 @@ impl Strategy {
             return error("staleness", "mode bounded needs staleness: k, the updates a worker may run ahead");
         }
         if lr_per_update.is_some() && mode.is_none() {
-            return error("lr_per_update", "applies to modes async and bounded (a sync round averages at the suite's lr)");
+            return error(
+                "lr_per_update",
+                "applies to modes async and bounded (a sync round averages at the suite's lr)",
+            );
         }
         if let Some(Err(message)) = lr_per_update.map(LearningRate::check) {
             return Err(SweepError { field: "lr_per_update", message });
@@ -306,7 +280,8 @@ impl Strategy {
     /// How the parameter server runs and applies gradients, defaults resolved (`sync`,
     /// colocated, no backup workers for any other strategy).
     pub fn server_settings(&self) -> ServerSettings {
-        ServerSettings::new(&self.parameters())
+        let Parameters { server, mode, staleness, backup_workers, lr_per_update, .. } = self.parameters();
+        ServerSettings::new(server, mode, staleness, backup_workers, lr_per_update)
     }
 
     /// The ZeRO stage of sharded data parallelism (3 when not given), `None` for other

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
-    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters, Precision,
-    ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, SweepError, ZeroStage,
+    check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters,
+    Precision, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.
@@ -130,7 +130,10 @@ impl StrategySweep {
         }
         let per_gradient = |mode: &ServerMode| *mode != ServerMode::Sync;
         if self.lr_per_update.is_some() && self.mode.is_some() && !modes().any(per_gradient) {
-            return error("lr_per_update", "applies to modes async and bounded, which this entry's modes do not include".into());
+            return error(
+                "lr_per_update",
+                "applies to modes async and bounded, which this entry's modes do not include".into(),
+            );
         }
         if let Some(counts) = &self.micro_batches {
             if counts.is_empty() || counts.contains(&0) {

@@ -28,7 +28,7 @@ use stratlab_strategy_spec::Consistency;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
-use super::{Party, TAG_CONTROL, TAG_GRADIENTS, TAG_PARAMETERS};
+use super::party::{Party, TAG_CONTROL, TAG_GRADIENTS, TAG_PARAMETERS};
 use crate::evaluate::evaluate_shard;
 use crate::flat::{buffer_for, pack, unpack};
 use crate::loss_scale;

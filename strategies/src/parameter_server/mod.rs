@@ -25,25 +25,23 @@
 //! `eval_every_steps` updates and once at the end.
 
 mod event_server;
+mod party;
 
 use stratlab_comm::{ProcessGroup, Work};
 use stratlab_strategy_spec::{Consistency, ServerPlacement, ServerSettings};
-use tch::nn::{self, ModuleT};
+use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 
 use crate::evaluate::correct_on_device;
-use crate::flat::{buffer_for, pack, unpack};
-use crate::loss_scale::{self, LossScaler, ScaledStep};
+use crate::flat::{pack, unpack};
+use crate::loss_scale::{self, ScaledStep};
 use crate::setup::{self, Replica};
 use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{Precision, PrecisionOps, TrainError, TrainObserver, TrainReport};
 use event_server::{EventServer, ServerEvaluation};
-
-const TAG_CONTROL: u32 = 1;
-const TAG_GRADIENTS: u32 = 2;
-const TAG_PARAMETERS: u32 = 3;
+use party::{FlatBuffers, Party, TAG_CONTROL, TAG_GRADIENTS, TAG_PARAMETERS};
 
 /// Trains with a parameter server over `group` as `settings` say; every rank calls this.
 pub fn train(
@@ -102,7 +100,8 @@ pub fn train(
             gradients: Vec::new(),
         };
         if per_worker {
-            let mut server = EventServer::start(&party, settings.consistency, settings.lr_scale(config.lr, training_ranks))?;
+            let mut server =
+                EventServer::start(&party, settings.consistency, settings.lr_scale(config.lr, training_ranks))?;
             let mut evaluation = ServerEvaluation {
                 every: config.eval_every_steps.map_or(u64::MAX, |every| every.max(1) as u64),
                 model: &model,
@@ -156,86 +155,7 @@ pub fn train(
     Ok(report)
 }
 
-/// What workers and server share: the group, the roles and the replica's parameters.
-struct Party<'a> {
-    group: &'a ProcessGroup,
-    server: usize,
-    /// Ranks that train, in order (the server among them when colocated).
-    workers: Vec<usize>,
-    params: Vec<Tensor>,
-    optimizer: nn::Optimizer,
-    /// Every rank's copy moves alike: the server's verdict travels with the weights.
-    loss_scaler: Option<LossScaler>,
-    device: Device,
-    buffers: FlatBuffers,
-}
-
-/// The whole-model buffers a rank keeps from round to round, on the communication device.
-struct FlatBuffers {
-    /// Every parameter's element count, then two: a worker's gradients go out of the first
-    /// part and its new weights and the two flags come back into the whole; the server sums
-    /// and averages the gradients in the first part, then writes the weights and the flags.
-    flat: Tensor,
-    /// The server's: one per remote worker, its gradients received into it.
-    received: Vec<Tensor>,
-}
-
-impl FlatBuffers {
-    fn new(params: &[Tensor], remote_workers: usize, comm: Device) -> FlatBuffers {
-        FlatBuffers {
-            flat: buffer_for(params, 2, comm),
-            received: (0..remote_workers).map(|_| buffer_for(params, 0, comm)).collect(),
-        }
-    }
-
-    /// The part the gradients and the weights take: all but the flags.
-    fn values(&self) -> Tensor {
-        self.flat.narrow(0, 0, self.flat.numel() as i64 - 2)
-    }
-
-    /// The stop flag's element.
-    fn flag(&self) -> Tensor {
-        self.flat.narrow(0, self.flat.numel() as i64 - 2, 1)
-    }
-
-    /// The overflow flag's element.
-    fn overflow(&self) -> Tensor {
-        self.flat.narrow(0, self.flat.numel() as i64 - 1, 1)
-    }
-}
-
 impl Party<'_> {
-    fn is_server(&self) -> bool {
-        self.group.rank() == self.server
-    }
-
-    /// Host-side buffers for Gloo; device-side for NCCL.
-    fn comm_device(&self) -> Device {
-        self.group.tensor_device(self.device)
-    }
-
-    /// The element type of the weights, and so of every gradient and weight message.
-    fn kind(&self) -> Kind {
-        self.params.first().map_or(Kind::Float, Tensor::kind)
-    }
-
-    /// This rank's gradients into the first part of its flat buffer, which it returns.
-    fn pack_gradients(&self) -> Tensor {
-        let values = self.buffers.values();
-        pack(self.params.iter().map(Tensor::grad), &values);
-        values
-    }
-
-    fn param_numel(&self) -> i64 {
-        self.params.iter().map(Tensor::numel).sum::<usize>() as i64
-    }
-
-    fn send_control(&self, go_on: bool, lr: f64, out_of_time: bool) -> Result<(), TrainError> {
-        let control = Tensor::from_slice(&[go_on as i32 as f64, lr, out_of_time as i32 as f64]);
-        self.group.send(&control.to_device(self.comm_device()), self.server, TAG_CONTROL)?;
-        Ok(())
-    }
-
     /// One server round. `own` is the server's own gradient when it also trains.
     /// Returns `None` once every worker said it has finished, else what it sent.
     fn serve_round(
@@ -310,13 +230,6 @@ impl Party<'_> {
             timeline.communication(EventKind::Send, format!("parameters to rank {rank}"), &done);
         }
         Ok(Some(ServedRound { out_of_time, scaling }))
-    }
-
-    /// Gives every parameter its (zero) gradient tensor, which updates then overwrite: a
-    /// dedicated server never runs a forward pass, so a backward of zero does it.
-    fn give_gradients(&self) -> Result<(), TrainError> {
-        let zero = self.params.iter().map(|p| p.sum(Kind::Float) * 0.0).fold(Tensor::from(0f32), |a, b| a + b);
-        Ok(zero.f_backward()?)
     }
 
     /// The dedicated server's life in lockstep rounds: until every worker has finished.

@@ -1,8 +1,38 @@
-//! Every strategy parameter, declared once: the table [`Strategy::new`], the ids, the labels
-//! and the reports read.
+//! Every strategy parameter, declared once: the values a strategy may be given
+//! ([`Parameters`]) and the table [`crate::Strategy::new`], the ids, the labels and the
+//! reports read.
 
-use super::Parameters;
-use crate::StrategyKind;
+use crate::{Balance, Checkpoint, LearningRate, ServerMode, ServerPlacement, ShardUnit, StrategyKind, ZeroStage};
+
+/// Every parameter a strategy may take, each optional: what a suite entry, an `include`
+/// cell or a stored row gives, before [`Strategy::new`] checks which apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parameters {
+    /// Micro-batches per batch.
+    pub micro_batches: Option<usize>,
+    /// Pipeline balance.
+    pub balance: Option<Balance>,
+    /// Checkpoint mode.
+    pub checkpoint: Option<Checkpoint>,
+    /// Data-parallel fusion threshold, MiB.
+    pub fusion_threshold_mib: Option<u64>,
+    /// Parameter-server placement.
+    pub server: Option<ServerPlacement>,
+    /// Hybrid's stages per pipeline.
+    pub pipeline_stages: Option<usize>,
+    /// Sharded data parallelism's ZeRO stage.
+    pub stage: Option<ZeroStage>,
+    /// Sharded data parallelism's gathering unit at stage 3.
+    pub shard_unit: Option<ShardUnit>,
+    /// Parameter-server mode.
+    pub mode: Option<ServerMode>,
+    /// Parameter-server staleness bound (`bounded`).
+    pub staleness: Option<usize>,
+    /// Parameter-server backup workers (`sync`).
+    pub backup_workers: Option<usize>,
+    /// Parameter-server learning rate per update (`async`, `bounded`).
+    pub lr_per_update: Option<LearningRate>,
+}
 
 /// One strategy parameter, declared once: its key (the YAML key, the field of
 /// [`Parameters`], the name errors and labels use), the strategies that take it, and how a

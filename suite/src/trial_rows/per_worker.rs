@@ -76,7 +76,8 @@ mod tests {
     #[test]
     fn asynchronous_updates_arrive_at_the_sum_of_the_workers_rates_and_backups_at_the_kept_ones() {
         let (fast, slow) = (report(&[0.1, 0.1]), report(&[0.3, 0.3]));
-        let settings = |consistency| ServerSettings { placement: ServerPlacement::Dedicated, consistency, lr_per_update: None };
+        let settings =
+            |consistency| ServerSettings { placement: ServerPlacement::Dedicated, consistency, lr_per_update: None };
         let (lead, shards) =
             per_worker_pace(settings(Consistency::PerGradient { staleness: None }), &[&fast, &slow], None).unwrap();
         assert_eq!(shards, 1.0);
