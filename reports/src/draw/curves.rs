@@ -21,7 +21,8 @@ pub(crate) struct Curve {
     pub points: Vec<(f64, f64)>,
     /// Where and why the run stopped early; drawn as an × at the last point (or the origin).
     pub failure: Option<String>,
-    /// A point to ring and annotate (the first evaluation at or above the target).
+    /// A point to ring and annotate (the first evaluation at or above the target); an
+    /// empty annotation rings it only.
     pub highlight: Option<((f64, f64), String)>,
 }
 
@@ -101,7 +102,8 @@ pub(crate) fn draw_curve_panel<DB: DrawingBackend>(
             // Points reached at nearly the same time would print their times on top of
             // each other: a label goes a line lower until it is clear of those placed, and
             // where none is (the legend says every time), it is left out.
-            let at = (0..4)
+            let lines = if label.is_empty() { 0 } else { 4 };
+            let at = (0..lines)
                 .map(|line| (px + 6, py + 12 + line * (h as i32 + 2)))
                 .find(|&(x, y)| !placed.iter().any(|other| overlaps(other, (x, y, w as i32, h as i32))));
             if let Some((x, y)) = at {

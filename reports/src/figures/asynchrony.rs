@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::draw::axes::{fmt_tick, time_unit};
+use crate::draw::axes::time_unit;
 use crate::draw::bars::Reference;
 use crate::draw::curves::{draw_curve_panel, Curve, CurvePanel};
 use crate::draw::legend::{with_legend_below, LegendEntry, Swatch};
@@ -115,7 +115,8 @@ impl Figure for Drawn<'_> {
             format!("target {target_pct:.1} %"),
         ));
         let title = format!("Parameter-server modes — {} on {}", f.network, f.dataset);
-        let note = "left: accuracy against wall time; right: against updates the server applied (one curve per repeat)";
+        let note = "left: accuracy against wall time; right: against updates the server applied; one curve per \
+                    repeat, ringed where it first reaches the target";
         let body = with_title(root, &title, Some(note))?;
         let plot = with_legend_below(&body, &legend)?;
         let reference = || Some(Reference { y: target_pct, label: format!("target {target_pct:.1} %") });
@@ -141,7 +142,9 @@ impl Figure for Drawn<'_> {
                             .points
                             .iter()
                             .find(|p| p.test_accuracy >= f.target_accuracy)
-                            .map(|p| ((x(p) / scale, p.test_accuracy * 100.0), fmt_tick(&(x(p) / scale)))),
+                            // Ringed only: three repeats of three modes would write their
+                            // times over each other and the target's label; the table has them.
+                            .map(|p| ((x(p) / scale, p.test_accuracy * 100.0), String::new())),
                     })
                     .collect()
             };
