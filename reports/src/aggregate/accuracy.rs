@@ -1,10 +1,11 @@
 //! Time-to-accuracy per trial: the trials table's headline number and target, and the test
-//! accuracy curve from the epochs table's evaluations (the single-GPU vs data/model/GPipe
-//! study, figs. 14–17).
+//! accuracy curve from every evaluation the `evaluations` table holds (runs stored before it
+//! existed: the epochs table's end-of-epoch ones) (the single-GPU vs data/model/GPipe study,
+//! figs. 14–17).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use stratlab_results::EpochRow;
+use stratlab_results::{EpochRow, EvaluationRow};
 
 use super::trial::{TrialInfo, TrialRecord};
 use crate::AccuracyPoint;
@@ -21,30 +22,48 @@ pub struct TrialAccuracy {
     pub time_to_accuracy_s: Option<f64>,
     /// Test accuracy after the last epoch, 0–1.
     pub final_accuracy: Option<f64>,
-    /// The evaluations recorded in the epochs table (`elapsed_s`, `test_accuracy`) of the
-    /// lowest worker that evaluates, in time order. `elapsed_s` is read at the end of the
-    /// epoch, after its evaluation, so a curve crosses the target slightly later than
-    /// `time_to_accuracy_s`; evaluations inside an epoch are not in the table.
+    /// Every evaluation (`elapsed_s`, accuracy) of the rank that stands for the trial, in time
+    /// order: a parameter server's own where it made them (the weights it serves), else the
+    /// lowest rank's. Runs stored before the `evaluations` table read the epochs table's,
+    /// end-of-epoch evaluations only, read after the evaluation, so a curve crosses the target
+    /// slightly later than `time_to_accuracy_s`.
     pub points: Vec<AccuracyPoint>,
 }
 
-/// One evaluation of the epochs table.
+/// One evaluation, from either table.
 struct Evaluation {
-    worker: i64,
+    /// Ranks sort the server first, then by rank: the lowest is the trial's.
+    evaluator: (bool, i64),
     elapsed_s: f64,
     accuracy: f64,
 }
 
-/// Accuracy curves for every trial in `records`, from the epochs table's rows.
-pub(crate) fn trial_accuracies(records: &[TrialRecord], epochs: &[EpochRow]) -> Vec<TrialAccuracy> {
+/// Accuracy curves for every trial in `records`, from the evaluations table's rows, or the
+/// epochs table's for a trial without any.
+pub(crate) fn trial_accuracies(
+    records: &[TrialRecord],
+    epochs: &[EpochRow],
+    evaluations: &[EvaluationRow],
+) -> Vec<TrialAccuracy> {
     let mut by_trial: HashMap<&str, Vec<Evaluation>> = HashMap::new();
-    for row in epochs {
+    // Out-of-range values cannot be drawn; they are not evaluations the figure can show.
+    let drawable =
+        |elapsed_s: f64, accuracy: f64| elapsed_s.is_finite() && elapsed_s >= 0.0 && (0.0..=1.0).contains(&accuracy);
+    for row in evaluations {
+        let (elapsed_s, accuracy) = (row.record.elapsed_s, row.record.accuracy);
+        if drawable(elapsed_s, accuracy) {
+            let evaluator = (!row.by_server, row.worker);
+            by_trial.entry(&row.trial_id).or_default().push(Evaluation { evaluator, elapsed_s, accuracy });
+        }
+    }
+    let evaluated: HashSet<&str> = evaluations.iter().map(|row| row.trial_id.as_str()).collect();
+    for row in epochs.iter().filter(|row| !evaluated.contains(row.trial_id.as_str())) {
         // Epochs without an evaluation on this worker (no accuracy) are no points.
         let Some(accuracy) = row.record.test_accuracy else { continue };
-        let elapsed_s = row.record.elapsed_s;
-        // Out-of-range values cannot be drawn; they are not evaluations the figure can show.
-        if elapsed_s.is_finite() && elapsed_s >= 0.0 && (0.0..=1.0).contains(&accuracy) {
-            by_trial.entry(&row.trial_id).or_default().push(Evaluation { worker: row.worker, elapsed_s, accuracy });
+        if drawable(row.record.elapsed_s, accuracy) {
+            let evaluator = (true, row.worker);
+            let elapsed_s = row.record.elapsed_s;
+            by_trial.entry(&row.trial_id).or_default().push(Evaluation { evaluator, elapsed_s, accuracy });
         }
     }
     records
@@ -52,10 +71,10 @@ pub(crate) fn trial_accuracies(records: &[TrialRecord], epochs: &[EpochRow]) -> 
         .map(|record| {
             let evaluations = by_trial.remove(record.info.trial_id.as_str()).unwrap_or_default();
             // Every rank may evaluate the same model; one curve per trial, the lead's.
-            let lead = evaluations.iter().map(|e| e.worker).min();
+            let lead = evaluations.iter().map(|e| e.evaluator).min();
             let mut points: Vec<AccuracyPoint> = evaluations
                 .iter()
-                .filter(|e| Some(e.worker) == lead)
+                .filter(|e| Some(e.evaluator) == lead)
                 .map(|e| AccuracyPoint { wall_s: e.elapsed_s, test_accuracy: e.accuracy })
                 .collect();
             points.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));

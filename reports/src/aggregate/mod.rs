@@ -22,7 +22,7 @@ mod step_breakdown;
 mod throughput;
 mod trial;
 
-use stratlab_results::{EpochRow, PipelineStageRow, RankBreakdownRow, RunStore, RunView, StepRow};
+use stratlab_results::{EpochRow, EvaluationRow, PipelineStageRow, RankBreakdownRow, RunStore, RunView, StepRow};
 
 use crate::ReportError;
 
@@ -87,6 +87,7 @@ pub fn aggregate_view(run: &RunView) -> Result<RunAggregates, ReportError> {
     }
     let load = |table: &'static str| move |source| ReportError::Load { table, source };
     let epochs: Vec<EpochRow> = run.rows().map_err(load("epochs"))?;
+    let evaluations: Vec<EvaluationRow> = run.rows().map_err(load("evaluations"))?;
     let steps: Vec<StepRow> = run.rows().map_err(load("steps"))?;
     let rank_breakdown: Vec<RankBreakdownRow> = run.rows().map_err(load("rank_breakdown"))?;
     let pipeline_stages: Vec<PipelineStageRow> = run.rows().map_err(load("pipeline_stages"))?;
@@ -98,7 +99,7 @@ pub fn aggregate_view(run: &RunView) -> Result<RunAggregates, ReportError> {
         labels: Labels::of(run.cells()),
         throughput: throughput::throughput_cells(&cells, &ok)?,
         device_usage: device::device_usage_cells(&cells, &ok)?,
-        accuracy: accuracy::trial_accuracies(&records, &epochs),
+        accuracy: accuracy::trial_accuracies(&records, &epochs, &evaluations),
         loss: loss::trial_losses(&records, &steps),
         step_breakdown: step_breakdown::step_breakdowns(&records, &rank_breakdown),
         pipelines: pipeline::pipeline_trials(&records, pipeline_stages),

@@ -104,6 +104,15 @@ fn the_section_sets_each_mode_s_staleness_and_updates_to_target_beside_sync() {
         })
         .unwrap();
 
+    // The accuracy curves take every evaluation of the table, the server's where it made
+    // them: the epochs table, which this run has none of, holds only end-of-epoch ones.
+    let aggregates = stratlab_reports::aggregate_run(&store).unwrap();
+    let curve = |trial: &TrialRow| -> Vec<(f64, f64)> {
+        let accuracy = aggregates.accuracy.iter().find(|a| a.trial.trial_id == trial.trial_id).unwrap();
+        accuracy.points.iter().map(|p| (p.wall_s, p.test_accuracy)).collect()
+    };
+    assert_eq!(curve(&sync), [(1.5, 0.7), (3.0, 0.92)]);
+    assert_eq!(curve(&asynchronous), [(1.0, 0.6), (2.0, 0.91), (3.0, 0.95)]);
     let out = dir.path().join("report");
     let report = write_run_report(store.run_dir(), &out, Format::Svg, None).unwrap();
     let table = read_csv(&out.join("tables/asynchrony.csv"));
