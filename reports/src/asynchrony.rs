@@ -6,7 +6,7 @@
 //! backup workers); its synchronous cells stand beside them.
 
 use stratlab_results::{CellKey, EvaluationRow, GradientUpdateRow, Outcome, RunView, Table, TrialRow};
-use stratlab_strategy_spec::{Consistency, StrategyKind};
+use stratlab_strategy_spec::{Consistency, ServerSettings, StrategyKind};
 
 use crate::aggregate::Labels;
 use crate::figures::asynchrony::{AsynchronyFigure, ModeCurve, StragglerRow, UpdatePoint};
@@ -66,7 +66,7 @@ pub(crate) fn server_cells(run: &RunView) -> Result<Option<Vec<ServerCell>>, Rep
         let mine = |row: &&GradientUpdateRow| row.trial_id == trial.trial_id;
         let pushed: Vec<&GradientUpdateRow> = gradients.iter().filter(mine).collect();
         let evaluated: Vec<&EvaluationRow> = evaluations.iter().filter(|row| row.trial_id == trial.trial_id).collect();
-        let record = server_trial(trial, &pushed, &evaluated);
+        let record = server_trial(trial, key.strategy.server_settings(), &pushed, &evaluated);
         match cells.iter_mut().find(|cell| cell.key == *key) {
             Some(cell) => cell.trials.push(record),
             None => cells.push(ServerCell {
@@ -81,10 +81,15 @@ pub(crate) fn server_cells(run: &RunView) -> Result<Option<Vec<ServerCell>>, Rep
 
 /// One trial's numbers. A synchronous server records no gradients: each of its steps is an
 /// update of every worker's gradient, none stale.
-fn server_trial(trial: &TrialRow, pushed: &[&GradientUpdateRow], evaluated: &[&EvaluationRow]) -> ServerTrial {
+fn server_trial(
+    trial: &TrialRow,
+    settings: ServerSettings,
+    pushed: &[&GradientUpdateRow],
+    evaluated: &[&EvaluationRow],
+) -> ServerTrial {
+    let training = settings.placement.training_ranks(trial.workers as usize);
     let steps = trial.steps_completed.max(0) as u64;
     let (gradients_per_worker, staleness, dropped) = if pushed.is_empty() {
-        let training = trial.parameters.server.unwrap_or_default().training_ranks(trial.workers as usize);
         (vec![steps; training], vec![0; steps as usize * training], 0)
     } else {
         let mut ranks: Vec<u32> = pushed.iter().map(|row| row.record.worker).collect();
@@ -118,10 +123,9 @@ fn server_trial(trial: &TrialRow, pushed: &[&GradientUpdateRow], evaluated: &[&E
     points.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
     let updates_to_target =
         points.iter().find(|point| point.test_accuracy >= trial.target_accuracy).map(|point| point.updates);
-    let training = trial.parameters.server.unwrap_or_default().training_ranks(trial.workers as usize);
-    let gradients_per_update = match trial.parameters.mode {
-        Some(_) => 1.0,
-        None => training.saturating_sub(trial.parameters.backup_workers.unwrap_or(0).max(0) as usize).max(1) as f64,
+    let gradients_per_update = match settings.consistency {
+        Consistency::PerGradient { .. } => 1.0,
+        Consistency::Sync { backup_workers } => training.saturating_sub(backup_workers).max(1) as f64,
     };
     ServerTrial {
         trial_id: trial.trial_id.clone(),
@@ -157,28 +161,16 @@ pub(crate) fn asynchrony_table(cells: &[ServerCell], labels: &Labels) -> Result<
         let counts = &trial.gradients_per_worker;
         (!counts.is_empty()).then(|| counts.iter().sum::<u64>() as f64 / counts.len() as f64)
     });
-    let staleness_of = |q: f64| {
-        cells
-            .iter()
-            .map(|cell| {
-                let pooled: Vec<f64> = cell
-                    .trials
-                    .iter()
-                    .filter(|trial| trial.ok)
-                    .flat_map(|trial| trial.staleness.iter().map(|&s| s as f64))
-                    .collect();
-                stratlab_results::stats::quantile(&pooled, q)
-            })
-            .collect::<Vec<_>>()
-    };
-    let mean_staleness = cells
+    // Every applied gradient's staleness over a cell's ok repeats, pooled once per cell.
+    let pooled: Vec<Vec<f64>> = cells
         .iter()
         .map(|cell| {
-            let pooled: Vec<f64> =
-                cell.trials.iter().filter(|t| t.ok).flat_map(|t| t.staleness.iter().map(|&s| s as f64)).collect();
-            stratlab_results::stats::mean(&pooled)
+            let ok = cell.trials.iter().filter(|trial| trial.ok);
+            ok.flat_map(|trial| trial.staleness.iter().map(|&s| s as f64)).collect()
         })
         .collect();
+    let staleness_of = |q: f64| pooled.iter().map(|values| stratlab_results::stats::quantile(values, q)).collect();
+    let mean_staleness = pooled.iter().map(|values| stratlab_results::stats::mean(values)).collect();
     let dropped =
         cells.iter().map(|cell| Some(cell.trials.iter().filter(|t| t.ok).map(|t| t.dropped as i64).sum())).collect();
     let notes = cells
