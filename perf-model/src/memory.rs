@@ -6,7 +6,7 @@
 //! from the same action lists its worker runs ([`max_in_flight`]).
 
 use serde::Serialize;
-use stratlab_strategy_spec::{pipedream_actions, Action, Schedule};
+use stratlab_strategy_spec::{pipedream_actions, Action, Pass, Schedule};
 
 /// What one worker holds, as the model needs it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -87,19 +87,20 @@ impl WorkerShape {
     }
 }
 
-/// The most micro-batches `stage` of `stages` has forwarded and not yet backwarded under
-/// `schedule` with `m` micro-batches per batch (PipeDream: in its steady state).
-pub fn max_in_flight(schedule: Schedule, stage: usize, stages: usize, m: usize) -> usize {
+/// The most micro-batches rank `rank` of `ranks` has forwarded and not yet backwarded
+/// under `schedule` with `m` micro-batches per batch, over all the stages it holds
+/// (PipeDream: in its steady state).
+pub fn max_in_flight(schedule: Schedule, rank: usize, ranks: usize, m: usize) -> usize {
     let actions: Vec<Action> = match schedule {
-        Schedule::PipeDream => (0..3).flat_map(|step| pipedream_actions(stage, stages, m, step)).collect(),
-        schedule => schedule.actions(stage, stages, m),
+        Schedule::PipeDream => (0..3).flat_map(|step| pipedream_actions(rank, ranks, m, step)).collect(),
+        schedule => schedule.actions(rank, ranks, m),
     };
     let mut alive = 0usize;
     let mut most = 0;
     for action in actions {
-        match action {
-            Action::Forward(_) => alive += 1,
-            Action::Backward(_) => alive = alive.saturating_sub(1),
+        match action.pass {
+            Pass::Forward => alive += 1,
+            Pass::Backward => alive = alive.saturating_sub(1),
         }
         most = most.max(alive);
     }
@@ -119,6 +120,9 @@ mod tests {
         }
         assert_eq!(max_in_flight(Schedule::PipeDream, 0, p, m), p);
         assert_eq!(max_in_flight(Schedule::PipeDream, p - 1, p, m), 1);
+        // Interleaved rank 0 of 4 (v = 2, m = 8) warms up with 10 forwards over its two
+        // stages and holds them until its first backward.
+        assert_eq!(max_in_flight(Schedule::Interleaved { virtual_stages: 2 }, 0, p, m), 11);
     }
 
     #[test]

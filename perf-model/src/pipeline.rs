@@ -1,14 +1,18 @@
 //! A pipeline step, simulated on the action lists the stage workers run
-//! ([`Schedule::actions`], [`pipedream_actions`]): each stage takes its actions in order,
-//! a forward waits for its activation and a backward for its gradient (the neighbour's
-//! pass plus the link's transfer; sends are asynchronous, so the sender never waits, but
-//! each direction of a hop carries one message at a time, in the order they were sent),
-//! checkpointed micro-batches recompute their forward in the backward, PipeDream updates
-//! after every backward, and a synchronous step ends with the replicas' gradient
-//! all-reduce (hybrid), the update, and the last stage's loss reaching every stage.
+//! ([`Schedule::actions`], [`pipedream_actions`]): each rank takes its actions in order
+//! (interleaved ranks hold several stages), a forward waits for its activation and a
+//! backward for its gradient (the neighbouring stage's pass plus the link's transfer;
+//! sends are asynchronous, so the sender never waits, but each direction between two ranks
+//! carries one message at a time, in the order they were sent; stages on the same rank
+//! hand over in place), checkpointed micro-batches recompute their forward in the
+//! backward, PipeDream updates after every backward, and a synchronous step ends with the
+//! replicas' gradient all-reduce (hybrid), the update, and the last stage's loss reaching
+//! every rank.
+
+use std::collections::HashMap;
 
 use serde::Serialize;
-use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Schedule};
+use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Pass, Schedule};
 
 use crate::{AllReduce, CollectiveCurve, Link, StepBreakdown};
 
@@ -43,29 +47,36 @@ impl StageCost {
 /// The pipeline to simulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pipeline<'a> {
-    /// The order every stage runs.
+    /// The order every rank runs.
     pub schedule: Schedule,
     /// Micro-batches per batch as requested (model-parallel runs 1).
     pub micro_batches: usize,
     /// Which micro-batches recompute their forward in the backward.
     pub checkpoint: Checkpoint,
-    /// One entry per stage, first to last.
+    /// One entry per pipeline stage, first to last (`v` per rank when interleaved).
     pub stages: &'a [StageCost],
     /// The link between neighbouring stages.
     pub link: Link,
     /// Pipelines side by side (hybrid's data parallelism; 1 otherwise), all-reducing each
-    /// stage's gradients over the same link.
+    /// rank's gradients over the same link.
     pub replicas: usize,
     /// The probe's all-reduce against size on that link, where measured.
     pub measured_all_reduce: Option<&'a CollectiveCurve>,
 }
 
+impl Pipeline<'_> {
+    /// Ranks per pipeline: the stages ÷ the stages each rank holds.
+    pub fn ranks(&self) -> usize {
+        self.stages.len() / self.schedule.virtual_stages().max(1)
+    }
+}
+
 /// One simulated pass.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SimulatedAction {
-    /// The stage, from 0.
-    pub stage: usize,
-    /// The pass, by micro-batch id (global across steps for PipeDream).
+    /// The rank that ran it, from 0 (the stage's rank).
+    pub rank: usize,
+    /// The pass, its stage and micro-batch (ids global across steps for PipeDream).
     pub action: Action,
     /// Seconds from the step's start.
     pub start_s: f64,
@@ -73,9 +84,9 @@ pub struct SimulatedAction {
     pub end_s: f64,
 }
 
-/// Where one stage's step time went.
+/// Where one rank's step time went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StageTime {
+pub struct RankTime {
     /// Forward and backward passes, recompute excluded.
     pub compute_s: f64,
     /// Forwards recomputed in backward passes.
@@ -84,7 +95,7 @@ pub struct StageTime {
     pub optimizer_s: f64,
     /// The replicas' gradient all-reduce (hybrid).
     pub all_reduce_s: f64,
-    /// The share of the pipeline's compute span this stage did not compute.
+    /// The share of the pipeline's compute span this rank did not compute.
     pub bubble: f64,
 }
 
@@ -93,32 +104,32 @@ pub struct StageTime {
 pub struct PipelineStep {
     /// Seconds per step: a flushed step's length, PipeDream's steady-state period.
     pub step_s: f64,
-    /// Per stage, first to last.
-    pub stages: Vec<StageTime>,
-    /// Every pass, stage by stage in the order each stage ran them.
+    /// Per rank, first to last.
+    pub ranks: Vec<RankTime>,
+    /// Every pass, rank by rank in the order each rank ran them.
     pub actions: Vec<SimulatedAction>,
 }
 
 impl PipelineStep {
-    /// The mean bubble over stages.
+    /// The mean bubble over ranks.
     pub fn bubble(&self) -> f64 {
-        self.stages.iter().map(|stage| stage.bubble).sum::<f64>() / self.stages.len().max(1) as f64
+        self.ranks.iter().map(|rank| rank.bubble).sum::<f64>() / self.ranks.len().max(1) as f64
     }
 
-    /// Per stage, how many stages compute at once while it computes, weighted by time over
-    /// its passes, itself included: 1 where the stages take turns (model-parallel), up to
-    /// the number of stages where all of them overlap.
+    /// Per rank, how many ranks compute at once while it computes, weighted by time over
+    /// its passes, itself included: 1 where the ranks take turns (model-parallel), up to
+    /// the number of ranks where all of them overlap.
     pub fn concurrency(&self) -> Vec<f64> {
-        (0..self.stages.len())
-            .map(|stage| {
-                let own = self.actions.iter().filter(|pass| pass.stage == stage);
+        (0..self.ranks.len())
+            .map(|rank| {
+                let own = self.actions.iter().filter(|pass| pass.rank == rank);
                 let (mut busy_s, mut overlapped_s) = (0.0, 0.0);
                 for pass in own {
                     busy_s += pass.end_s - pass.start_s;
                     overlapped_s += self
                         .actions
                         .iter()
-                        .filter(|other| other.stage != stage)
+                        .filter(|other| other.rank != rank)
                         .map(|other| (pass.end_s.min(other.end_s) - pass.start_s.max(other.start_s)).max(0.0))
                         .sum::<f64>();
                 }
@@ -131,13 +142,13 @@ impl PipelineStep {
             .collect()
     }
 
-    /// The step split as every strategy's is, from the busiest stage's view: its passes,
+    /// The step split as every strategy's is, from the busiest rank's view: its passes,
     /// its share of the replicas' all-reduce and its update; the rest of the step it waits
     /// (the bubble, transfers included).
     pub fn breakdown(&self) -> StepBreakdown {
-        let busy = |stage: &StageTime| stage.compute_s + stage.recompute_s + stage.optimizer_s + stage.all_reduce_s;
-        let busiest = self.stages.iter().max_by(|a, b| busy(a).total_cmp(&busy(b)));
-        let Some(stage) = busiest else {
+        let busy = |rank: &RankTime| rank.compute_s + rank.recompute_s + rank.optimizer_s + rank.all_reduce_s;
+        let busiest = self.ranks.iter().max_by(|a, b| busy(a).total_cmp(&busy(b)));
+        let Some(rank) = busiest else {
             return StepBreakdown {
                 step_s: self.step_s,
                 compute_s: 0.0,
@@ -148,10 +159,10 @@ impl PipelineStep {
         };
         StepBreakdown {
             step_s: self.step_s,
-            compute_s: stage.compute_s + stage.recompute_s,
-            exposed_comm_s: stage.all_reduce_s,
-            bubble_s: (self.step_s - busy(stage)).max(0.0),
-            optimizer_s: stage.optimizer_s,
+            compute_s: rank.compute_s + rank.recompute_s,
+            exposed_comm_s: rank.all_reduce_s,
+            bubble_s: (self.step_s - busy(rank)).max(0.0),
+            optimizer_s: rank.optimizer_s,
         }
     }
 }
@@ -162,11 +173,19 @@ pub enum SimulationError {
     /// No stage to run.
     #[error("a pipeline needs at least one stage")]
     NoStages,
+    /// The stages do not divide over the ranks (`v` per rank when interleaved).
+    #[error("{stages} pipeline stages do not give each rank {per_rank}")]
+    Uneven {
+        /// The stages given.
+        stages: usize,
+        /// The stages each rank holds.
+        per_rank: usize,
+    },
     /// The action lists wait on each other (a schedule bug, not an input error).
-    #[error("the schedule deadlocks: stage {stage} waits for {action:?}")]
+    #[error("the schedule deadlocks: rank {rank} waits for {action:?}")]
     Deadlock {
-        /// The stuck stage.
-        stage: usize,
+        /// The stuck rank.
+        rank: usize,
         /// What it waits to run.
         action: Action,
     },
@@ -177,62 +196,73 @@ const PIPEDREAM_STEPS: usize = 4;
 
 /// Simulates one step of `pipeline`.
 pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError> {
-    let p = pipeline.stages.len();
-    if p == 0 {
+    let per_rank = pipeline.schedule.virtual_stages();
+    if pipeline.stages.is_empty() {
         return Err(SimulationError::NoStages);
     }
+    if !pipeline.stages.len().is_multiple_of(per_rank) {
+        return Err(SimulationError::Uneven { stages: pipeline.stages.len(), per_rank });
+    }
+    let p = pipeline.ranks();
     let m = pipeline.schedule.micro_batches(pipeline.micro_batches);
     let steps = if pipeline.schedule == Schedule::PipeDream { PIPEDREAM_STEPS } else { 1 };
     let lists: Vec<Vec<(usize, Action)>> = (0..p)
-        .map(|stage| match pipeline.schedule {
+        .map(|rank| match pipeline.schedule {
             Schedule::PipeDream => (0..steps)
-                .flat_map(|step| pipedream_actions(stage, p, m, step).into_iter().map(move |action| (step, action)))
+                .flat_map(|step| pipedream_actions(rank, p, m, step).into_iter().map(move |action| (step, action)))
                 .collect(),
-            schedule => schedule.actions(stage, p, m).into_iter().map(|action| (0, action)).collect(),
+            schedule => schedule.actions(rank, p, m).into_iter().map(|action| (0, action)).collect(),
         })
         .collect();
     let passes = run_actions(pipeline, &lists, m)?;
     // Statistics come from the last step: PipeDream's first steps hold its warm-up.
-    let measured: Vec<&Pass> = passes.iter().filter(|pass| pass.step + 1 == steps).collect();
+    let measured: Vec<&Timed> = passes.iter().filter(|pass| pass.step + 1 == steps).collect();
     let span_start = measured.iter().map(|pass| pass.start_s).fold(f64::INFINITY, f64::min);
     let span_end = measured.iter().map(|pass| pass.end_s - pass.optimizer_s).fold(f64::NEG_INFINITY, f64::max);
     let span = span_end - span_start;
 
     let synchronous = !pipeline.schedule.updates_per_micro_batch();
-    let mut stage_times = Vec::with_capacity(p);
-    // When each stage is done with each step: its last pass, then (synchronous schedules)
+    let mut rank_times = Vec::with_capacity(p);
+    // When each rank is done with each step: its last pass, then (synchronous schedules)
     // the replicas' all-reduce and the update.
     let mut done = vec![vec![0.0f64; steps]; p];
-    for (stage, cost) in pipeline.stages.iter().enumerate() {
-        let own: Vec<&&Pass> = measured.iter().filter(|pass| pass.stage == stage).collect();
+    for (rank, rank_done) in done.iter_mut().enumerate() {
+        let held = pipeline.schedule.stages_of_rank(rank, p);
+        let own: Vec<&&Timed> = measured.iter().filter(|pass| pass.rank == rank).collect();
         let recompute_s: f64 = own.iter().map(|pass| pass.recompute_s).sum();
         let compute_s: f64 =
             own.iter().map(|pass| pass.end_s - pass.start_s - pass.recompute_s - pass.optimizer_s).sum();
+        // A rank all-reduces all its stages' gradients in one buffer and updates them at once.
+        let gradient_bytes: f64 = held.iter().map(|&stage| pipeline.stages[stage].gradient_bytes).sum();
         let all_reduce_s = match pipeline.replicas > 1 && synchronous {
             true => AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
-                .seconds(cost.gradient_bytes, pipeline.replicas),
+                .seconds(gradient_bytes, pipeline.replicas),
             false => 0.0,
         };
-        let flush_optimizer_s = if synchronous { cost.optimizer_s } else { 0.0 };
-        stage_times.push(StageTime {
+        let flush_optimizer_s = match synchronous {
+            true => held.iter().map(|&stage| pipeline.stages[stage].optimizer_s).sum(),
+            false => 0.0,
+        };
+        rank_times.push(RankTime {
             compute_s,
             recompute_s,
             optimizer_s: own.iter().map(|pass| pass.optimizer_s).sum::<f64>() + flush_optimizer_s,
             all_reduce_s,
             bubble: if span > 0.0 { (1.0 - (compute_s + recompute_s) / span).clamp(0.0, 1.0) } else { 0.0 },
         });
-        for (step, end) in done[stage].iter_mut().enumerate() {
-            let last = passes.iter().filter(|pass| pass.stage == stage && pass.step == step).map(|pass| pass.end_s);
+        for (step, end) in rank_done.iter_mut().enumerate() {
+            let last = passes.iter().filter(|pass| pass.rank == rank && pass.step == step).map(|pass| pass.end_s);
             *end = last.fold(0.0, f64::max) + all_reduce_s + flush_optimizer_s;
         }
     }
-    // The last stage sends each step's loss (8 bytes) to the others after its update; a
-    // stage's step is over when it has it.
+    // The last stage's rank sends each step's loss (8 bytes) to the others after its
+    // update; a rank's step is over when it has it.
     let loss_s = pipeline.link.transfer_s(8.0);
+    let last_rank = pipeline.schedule.rank_of_stage(pipeline.stages.len() - 1, p);
     let step_end = |step: usize| {
-        let last_stage = done[p - 1][step];
+        let last = done[last_rank][step];
         (0..p)
-            .map(|stage| if stage + 1 == p { last_stage } else { done[stage][step].max(last_stage + loss_s) })
+            .map(|rank| if rank == last_rank { last } else { done[rank][step].max(last + loss_s) })
             .fold(0.0, f64::max)
     };
     let step_s = match steps {
@@ -241,19 +271,14 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     };
     let actions = passes
         .iter()
-        .map(|pass| SimulatedAction {
-            stage: pass.stage,
-            action: pass.action,
-            start_s: pass.start_s,
-            end_s: pass.end_s,
-        })
+        .map(|pass| SimulatedAction { rank: pass.rank, action: pass.action, start_s: pass.start_s, end_s: pass.end_s })
         .collect();
-    Ok(PipelineStep { step_s, stages: stage_times, actions })
+    Ok(PipelineStep { step_s, ranks: rank_times, actions })
 }
 
 /// One simulated pass with its parts.
-struct Pass {
-    stage: usize,
+struct Timed {
+    rank: usize,
     /// Which step's action list the pass came from.
     step: usize,
     action: Action,
@@ -263,10 +288,10 @@ struct Pass {
     optimizer_s: f64,
 }
 
-/// One direction of the hop between two neighbouring stages: messages go out in the order
-/// they are sent, each taking the wire for its bytes ÷ bandwidth, and arrive a latency
-/// after they finish going out. Transfers over a hop therefore never add up to more than
-/// its bandwidth, however many micro-batches a schedule keeps in flight.
+/// One direction between two ranks: messages go out in the order they are sent, each
+/// taking the wire for its bytes ÷ bandwidth, and arrive a latency after they finish going
+/// out. Transfers between two ranks therefore never add up to more than the link's
+/// bandwidth, however many micro-batches a schedule keeps in flight.
 #[derive(Default)]
 struct Wire {
     free_at: f64,
@@ -281,40 +306,80 @@ impl Wire {
     }
 }
 
-/// Runs every stage's list in order, each pass as soon as its stage is free and its input
-/// has arrived.
+/// The wires between a pipeline's ranks, and when each stage's inputs arrive.
+struct Links<'p> {
+    pipeline: &'p Pipeline<'p>,
+    ranks: usize,
+    wires: HashMap<(usize, usize), Wire>,
+    /// When each (stage, micro-batch)'s forward input arrived there.
+    activation_at: HashMap<(usize, usize), f64>,
+    /// When each (stage, micro-batch)'s output gradient arrived there.
+    gradient_at: HashMap<(usize, usize), f64>,
+}
+
+impl Links<'_> {
+    /// When `action`'s input is there, or `None` while it is not (the first stage's
+    /// forwards and the last stage's backwards need none).
+    fn input_at(&self, action: Action) -> Option<f64> {
+        let last = self.pipeline.stages.len() - 1;
+        match action.pass {
+            Pass::Forward if action.stage > 0 => self.activation_at.get(&(action.stage, action.micro_batch)).copied(),
+            Pass::Backward if action.stage < last => self.gradient_at.get(&(action.stage, action.micro_batch)).copied(),
+            _ => Some(0.0),
+        }
+    }
+
+    /// `from`'s message to `stage`, `bytes` long, sent at `sent_s`: when it arrives.
+    fn deliver(&mut self, from: usize, to_stage: usize, sent_s: f64, bytes: f64) -> f64 {
+        let to = self.pipeline.schedule.rank_of_stage(to_stage, self.ranks);
+        match from == to {
+            true => sent_s,
+            false => self.wires.entry((from, to)).or_default().send(&self.pipeline.link, sent_s, bytes),
+        }
+    }
+
+    /// Sends on what `action`, done at `end_s` on `rank`, produced.
+    fn sent(&mut self, rank: usize, action: Action, end_s: f64) {
+        let (stage, id) = (action.stage, action.micro_batch);
+        match action.pass {
+            Pass::Forward if stage + 1 < self.pipeline.stages.len() => {
+                let arrives = self.deliver(rank, stage + 1, end_s, self.pipeline.stages[stage].output_bytes);
+                self.activation_at.insert((stage + 1, id), arrives);
+            }
+            Pass::Backward if stage > 0 => {
+                let arrives = self.deliver(rank, stage - 1, end_s, self.pipeline.stages[stage - 1].output_bytes);
+                self.gradient_at.insert((stage - 1, id), arrives);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs every rank's list in order, each pass as soon as its rank is free and its input
+/// has arrived. A rank's sends enter its wires in the order it runs its passes, as the
+/// stage workers issue them.
 fn run_actions(
     pipeline: &Pipeline<'_>,
     lists: &[Vec<(usize, Action)>],
     m: usize,
-) -> Result<Vec<Pass>, SimulationError> {
+) -> Result<Vec<Timed>, SimulationError> {
     let p = lists.len();
     let mut next = vec![0usize; p];
     let mut free_at = vec![0.0f64; p];
-    // When each (stage, micro-batch)'s input arrived there: a forward's activation from
-    // the stage before, a backward's gradient from the stage after. A stage's sends enter
-    // its wires in the order it runs its passes, as the stage workers issue them.
-    let mut activation_at: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
-    let mut gradient_at: Vec<std::collections::HashMap<usize, f64>> = vec![Default::default(); p];
-    let mut downstream: Vec<Wire> = (0..p).map(|_| Wire::default()).collect();
-    let mut upstream: Vec<Wire> = (0..p).map(|_| Wire::default()).collect();
+    let mut links =
+        Links { pipeline, ranks: p, wires: HashMap::new(), activation_at: HashMap::new(), gradient_at: HashMap::new() };
     let mut passes = Vec::new();
     loop {
         let mut progressed = false;
-        for stage in 0..p {
-            while let Some(&(step, action)) = lists[stage].get(next[stage]) {
-                let cost = &pipeline.stages[stage];
-                let input_at = match action {
-                    Action::Forward(id) if stage > 0 => activation_at[stage].get(&id).copied(),
-                    Action::Backward(id) if stage + 1 < p => gradient_at[stage].get(&id).copied(),
-                    _ => Some(0.0),
-                };
-                let Some(input_at) = input_at else { break };
-                let start_s = free_at[stage].max(input_at);
-                let (recompute_s, optimizer_s, work_s) = match action {
-                    Action::Forward(_) => (0.0, 0.0, cost.forward_s),
-                    Action::Backward(id) => {
-                        let recompute = recomputes(pipeline, stage, p, id, m);
+        for rank in 0..p {
+            while let Some(&(step, action)) = lists[rank].get(next[rank]) {
+                let Some(input_at) = links.input_at(action) else { break };
+                let cost = &pipeline.stages[action.stage];
+                let start_s = free_at[rank].max(input_at);
+                let (recompute_s, optimizer_s, work_s) = match action.pass {
+                    Pass::Forward => (0.0, 0.0, cost.forward_s),
+                    Pass::Backward => {
+                        let recompute = recomputes(pipeline, action.stage, action.micro_batch, m);
                         let recompute_s = if recompute { cost.forward_s } else { 0.0 };
                         let optimizer_s =
                             if pipeline.schedule.updates_per_micro_batch() { cost.optimizer_s } else { 0.0 };
@@ -322,39 +387,28 @@ fn run_actions(
                     }
                 };
                 let end_s = start_s + work_s;
-                match action {
-                    Action::Forward(id) if stage + 1 < p => {
-                        let arrives = downstream[stage].send(&pipeline.link, end_s, cost.output_bytes);
-                        activation_at[stage + 1].insert(id, arrives);
-                    }
-                    Action::Backward(id) if stage > 0 => {
-                        let bytes = pipeline.stages[stage - 1].output_bytes;
-                        let arrives = upstream[stage].send(&pipeline.link, end_s, bytes);
-                        gradient_at[stage - 1].insert(id, arrives);
-                    }
-                    _ => {}
-                };
-                passes.push(Pass { stage, step, action, start_s, end_s, recompute_s, optimizer_s });
-                free_at[stage] = end_s;
-                next[stage] += 1;
+                links.sent(rank, action, end_s);
+                passes.push(Timed { rank, step, action, start_s, end_s, recompute_s, optimizer_s });
+                free_at[rank] = end_s;
+                next[rank] += 1;
                 progressed = true;
             }
         }
-        if (0..p).all(|stage| next[stage] == lists[stage].len()) {
+        if (0..p).all(|rank| next[rank] == lists[rank].len()) {
             return Ok(passes);
         }
         if !progressed {
-            let stage = (0..p).find(|&stage| next[stage] < lists[stage].len()).expect("some stage is stuck");
-            return Err(SimulationError::Deadlock { stage, action: lists[stage][next[stage]].1 });
+            let rank = (0..p).find(|&rank| next[rank] < lists[rank].len()).expect("some rank is stuck");
+            return Err(SimulationError::Deadlock { rank, action: lists[rank][next[rank]].1 });
         }
     }
 }
 
 /// Whether the backward of micro-batch `id` on `stage` recomputes its forward, as the
 /// stage workers decide it.
-fn recomputes(pipeline: &Pipeline<'_>, stage: usize, stages: usize, id: usize, m: usize) -> bool {
+fn recomputes(pipeline: &Pipeline<'_>, stage: usize, id: usize, m: usize) -> bool {
     match pipeline.schedule {
-        Schedule::PipeDream => stages - stage > 1,
+        Schedule::PipeDream => pipeline.stages.len() - stage > 1,
         _ => pipeline.checkpoint.recomputes(id % m, m),
     }
 }

@@ -362,8 +362,8 @@ impl<'a> StepQuestion<'a> {
     }
 
     /// Each part's costs summed from the profile, and the schedule simulated. Where the
-    /// profile measured contention, each stage's passes are slowed by how many workers
-    /// compute beside it in the simulated schedule (its stages times hybrid's replicas);
+    /// profile measured contention, each rank's passes are slowed by how many workers
+    /// compute beside it in the simulated schedule (its ranks times hybrid's replicas);
     /// slower passes overlap differently, so that is simulated again, a few rounds.
     fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
         let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
@@ -384,19 +384,23 @@ impl<'a> StepQuestion<'a> {
             };
             Ok(simulate(&pipeline)?)
         };
-        let stragglers = self.slowed_stages(costs.len());
-        let mut step = simulate_slowed(&stragglers.iter().map(|straggler| slowdown * straggler).collect::<Vec<_>>())?;
+        let ranks = costs.len() / schedule.virtual_stages();
+        let stragglers = self.slowed_ranks(ranks);
+        // Every stage computes on its rank, at its rank's pace.
+        let per_stage = |per_rank: &[f64]| -> Vec<f64> {
+            (0..costs.len()).map(|stage| per_rank[schedule.rank_of_stage(stage, ranks)]).collect()
+        };
+        let first: Vec<f64> = stragglers.iter().map(|straggler| slowdown * straggler).collect();
+        let mut step = simulate_slowed(&per_stage(&first))?;
         if self.profile.contention.is_some() {
             for _ in 0..CONTENTION_ROUNDS {
                 let slowdowns: Vec<f64> = step
                     .concurrency()
                     .iter()
                     .zip(&stragglers)
-                    .map(|(&stages, straggler)| {
-                        slowdown * straggler * self.contention(stages * replicas as f64, samples)
-                    })
+                    .map(|(&ranks, straggler)| slowdown * straggler * self.contention(ranks * replicas as f64, samples))
                     .collect();
-                step = simulate_slowed(&slowdowns)?;
+                step = simulate_slowed(&per_stage(&slowdowns))?;
             }
         }
         Ok(step.breakdown())
@@ -411,14 +415,14 @@ impl<'a> StepQuestion<'a> {
         }
     }
 
-    /// Each of a pipeline's `stages` slowed by its slowest rank over the replicas (rank r
-    /// holds stage r mod stages), 1 where none is slowed.
-    fn slowed_stages(&self, stages: usize) -> Vec<f64> {
-        let mut slowed = vec![1.0; stages];
+    /// Each of a pipeline's `ranks` slowed by its slowest replica (world rank r is rank
+    /// r mod ranks of its pipeline), 1 where none is slowed.
+    fn slowed_ranks(&self, ranks: usize) -> Vec<f64> {
+        let mut slowed = vec![1.0; ranks];
         if let Some(straggler) = self.straggler {
             for &rank in &straggler.ranks {
-                if let Some(stage) = slowed.get_mut(rank as usize % stages.max(1)) {
-                    *stage = f64::max(*stage, straggler.slowdown);
+                if let Some(slot) = slowed.get_mut(rank as usize % ranks.max(1)) {
+                    *slot = f64::max(*slot, straggler.slowdown);
                 }
             }
         }

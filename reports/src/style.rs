@@ -42,9 +42,9 @@ pub(crate) fn font(em_px: f64) -> TextStyle<'static> {
 }
 
 /// The strategies' colours: Okabe & Ito (2008), the palette built for colour-vision
-/// deficiencies, then four more of Paul Tol's, so the kinds the lab adds next still get a
+/// deficiencies, then five more of Paul Tol's, so the kinds the lab adds next still get a
 /// colour of their own.
-const STRATEGY_PALETTE: [RGBColor; 12] = [
+const STRATEGY_PALETTE: [RGBColor; 13] = [
     RGBColor(0, 0, 0),       // black
     RGBColor(0, 114, 178),   // blue
     RGBColor(230, 159, 0),   // orange
@@ -57,6 +57,7 @@ const STRATEGY_PALETTE: [RGBColor; 12] = [
     RGBColor(34, 85, 34),    // dark green
     RGBColor(153, 102, 51),  // brown
     RGBColor(119, 119, 119), // grey
+    RGBColor(0, 153, 136),   // teal (Tol's vibrant)
 ];
 
 /// Paul Tol's "muted" qualitative scheme, also colour-blind safe; used where colour encodes
@@ -87,6 +88,7 @@ pub(crate) fn strategy_color(kind: StrategyKind) -> RGBColor {
         StrategyKind::PipeDream => 6,
         StrategyKind::Hybrid => 7,
         StrategyKind::ShardedDataParallel => 8,
+        StrategyKind::Interleaved1F1B => 9,
     }]
 }
 
@@ -102,7 +104,8 @@ pub(crate) fn strategy_rank(kind: StrategyKind) -> usize {
         StrategyKind::OneFOneB => 5,
         StrategyKind::ParameterServer => 6,
         StrategyKind::PipeDream => 7,
-        StrategyKind::Hybrid => 8,
+        StrategyKind::Interleaved1F1B => 8,
+        StrategyKind::Hybrid => 9,
     }
 }
 
@@ -146,7 +149,7 @@ mod tests {
         assert_eq!(colours.len(), StrategyKind::ALL.len(), "two strategies share a colour");
         let ranks: HashSet<usize> = StrategyKind::ALL.iter().map(|&kind| strategy_rank(kind)).collect();
         assert_eq!(ranks.len(), StrategyKind::ALL.len(), "two strategies share a place");
-        // Interleaved 1F1B and zero-bubble schedules are next: the palette has room.
+        // Zero-bubble schedules are next: the palette has room.
         assert!(STRATEGY_PALETTE.len() >= StrategyKind::ALL.len() + 3);
         // No strategy reads as a network or another category.
         for &kind in StrategyKind::ALL {

@@ -22,6 +22,10 @@ pub struct EventRow {
     pub step: u64,
     /// Micro-batch within the step, for pipeline strategies.
     pub micro_batch: Option<u32>,
+    /// The pipeline stage a pipeline's pass ran (an interleaved rank holds several); null
+    /// for other events and in runs stored before the column existed.
+    #[serde(default)]
+    pub pipeline_stage: Option<u32>,
     /// What it was (`forward`, `all_reduce`, …).
     pub kind: EventKind,
     /// A free label within the kind, e.g. `stage 3` or `bucket 2`; may be empty.

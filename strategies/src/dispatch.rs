@@ -41,6 +41,7 @@ pub fn train(
         | Strategy::Gpipe { .. }
         | Strategy::OneFOneB { .. }
         | Strategy::PipeDream { .. }
+        | Strategy::Interleaved1F1B { .. }
         | Strategy::Hybrid { .. } => pipeline::train(context, group, strategy, observer),
     }
 }

@@ -24,7 +24,7 @@ pub fn pipeline_cuts(
 ) -> Option<Result<Vec<Range<usize>>, PartitionError>> {
     strategy.schedule()?;
     let cut = || -> Result<Vec<Range<usize>>, PartitionError> {
-        let (stages, _) = strategy.pipeline_shape(workers)?;
+        let stages = strategy.pipeline_stage_count(workers)?;
         let samples = strategy.stage_samples(batch);
         let balance = strategy.balance();
         if balance == Balance::Time {

@@ -22,6 +22,8 @@ pub struct TimelineEvent {
     pub step: u64,
     /// Micro-batch, for pipeline schedules.
     pub micro_batch: Option<u32>,
+    /// The pipeline stage the pass ran (a rank holds several when interleaved).
+    pub pipeline_stage: Option<u32>,
     /// What happened.
     pub kind: EventKind,
     /// Which part, e.g. `stage 3` or `bucket 1`.
@@ -43,6 +45,7 @@ pub struct Timeline {
     enabled: bool,
     step: u64,
     micro_batch: Option<u32>,
+    pipeline_stage: Option<u32>,
     events: Vec<TimelineEvent>,
     pace: Option<Pace>,
 }
@@ -65,7 +68,7 @@ impl Pace {
 impl Timeline {
     /// A timeline for work on `device`; `enabled` is false for single-worker strategies.
     pub fn new(device: Device, enabled: bool) -> Self {
-        Timeline { device, enabled, step: 0, micro_batch: None, events: Vec::new(), pace: None }
+        Timeline { device, enabled, step: 0, micro_batch: None, pipeline_stage: None, events: Vec::new(), pace: None }
     }
 
     /// The recording timeline of rank `rank` of a multi-worker trial, slowed where
@@ -103,6 +106,12 @@ impl Timeline {
         self.micro_batch = micro_batch.map(|mb| mb as u32);
     }
 
+    /// The pipeline stage that following events belong to (`None` outside a pipeline's
+    /// passes).
+    pub fn set_pipeline_stage(&mut self, stage: Option<usize>) {
+        self.pipeline_stage = stage.map(|stage| stage as u32);
+    }
+
     /// The clock, after synchronising the device when recording.
     pub fn now(&self) -> i64 {
         if self.enabled {
@@ -123,8 +132,9 @@ impl Timeline {
             }
             _ => 0,
         };
-        let (step, micro_batch) = (self.step, self.micro_batch);
-        let event = TimelineEvent { step, micro_batch, kind, name: name.into(), start_ns, end_ns, bytes };
+        let (step, micro_batch, pipeline_stage) = (self.step, self.micro_batch, self.pipeline_stage);
+        let event =
+            TimelineEvent { step, micro_batch, pipeline_stage, kind, name: name.into(), start_ns, end_ns, bytes };
         // Only a slowed pass names its wait: no copy of the name on every event.
         let waited_for = (wait_ns > 0).then(|| event.name.clone());
         self.events.push(event);
@@ -136,6 +146,7 @@ impl Timeline {
             self.events.push(TimelineEvent {
                 step,
                 micro_batch,
+                pipeline_stage,
                 kind,
                 name,
                 start_ns: wait_start,

@@ -53,6 +53,10 @@ pub struct ParameterColumns {
     /// The asynchronous modes' learning rate per update, when given.
     #[serde(default)]
     pub lr_per_update: Option<LearningRate>,
+    /// Interleaved 1F1B's stages per worker; null for other strategies and for runs
+    /// stored before the column existed.
+    #[serde(default)]
+    pub virtual_stages: Option<i64>,
 }
 
 impl From<&Strategy> for ParameterColumns {
@@ -70,6 +74,7 @@ impl From<&Strategy> for ParameterColumns {
             staleness,
             backup_workers,
             lr_per_update,
+            virtual_stages,
         } = strategy.parameters();
         ParameterColumns {
             micro_batches: micro_batches.map(|m| m as i64),
@@ -84,6 +89,7 @@ impl From<&Strategy> for ParameterColumns {
             staleness: staleness.map(|k| k as i64),
             backup_workers: backup_workers.map(|b| b as i64),
             lr_per_update,
+            virtual_stages: virtual_stages.map(|v| v as i64),
         }
     }
 }
@@ -113,6 +119,7 @@ impl ParameterColumns {
             staleness: count(self.staleness, "staleness")?,
             backup_workers: count(self.backup_workers, "backup_workers")?,
             lr_per_update: self.lr_per_update,
+            virtual_stages: count(self.virtual_stages, "virtual_stages")?,
         };
         Strategy::new(kind, parameters).map_err(|e| error(e.to_string()))
     }

@@ -33,6 +33,11 @@ pub enum StrategyKind {
     /// after every micro-batch's backward, so stage s's updates are p − s − 1 steps stale.
     #[strum(serialize = "pipedream")]
     PipeDream,
+    /// Interleaved 1F1B (Megatron-LM's, as `torch.distributed.pipelining` runs it): every
+    /// worker holds v non-adjacent stages of a network cut into v × workers, shrinking the
+    /// bubble v-fold for v times the messages; one optimizer step per batch.
+    #[strum(serialize = "interleaved-1f1b")]
+    Interleaved1F1B,
     /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
     /// all-reduced among its replicas.
     Hybrid,
@@ -54,6 +59,7 @@ impl StrategyKind {
         StrategyKind::Gpipe,
         StrategyKind::OneFOneB,
         StrategyKind::PipeDream,
+        StrategyKind::Interleaved1F1B,
         StrategyKind::Hybrid,
     ];
 
@@ -76,6 +82,10 @@ impl StrategyKind {
             StrategyKind::ParameterServer => {
                 fail(format!("parameter-server needs at least 2 workers (a server and a worker), not {workers}"))
             }
+            StrategyKind::Interleaved1F1B if workers < 2 => fail(format!(
+                "interleaved-1f1b interleaves stages over at least 2 workers, not {workers} (on one, it is 1f1b's \
+                 one-stage pipeline)"
+            )),
             // A one-stage pipeline is the single-device baseline of a scaling curve.
             kind if kind.is_pipeline() && workers >= 1 => Ok(()),
             kind => fail(format!("{kind} needs at least 1 worker")),
@@ -144,6 +154,7 @@ mod tests {
                 "gpipe",
                 "1f1b",
                 "pipedream",
+                "interleaved-1f1b",
                 "hybrid",
                 "sharded-data-parallel"
             ]
@@ -157,7 +168,7 @@ mod tests {
         assert_eq!(
             "ring".parse::<StrategyKind>().unwrap_err().to_string(),
             "unknown strategy `ring`; valid: single, data-parallel, parameter-server, model-parallel, gpipe, 1f1b, \
-             pipedream, hybrid, sharded-data-parallel"
+             pipedream, interleaved-1f1b, hybrid, sharded-data-parallel"
         );
     }
 }

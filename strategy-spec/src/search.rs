@@ -4,12 +4,16 @@
 //! the micro-batch counts up to 32 (powers of two) within a pipeline's batch, the
 //! checkpoint modes, the balances that need no explicit list, the fusion thresholds Horovod
 //! users try, both server placements, every hybrid split into pipelines of at least two
-//! stages, and every ZeRO stage (stage 3 with either gathering unit).
+//! stages, interleaved 1F1B at 2 and 4 stages per worker, and every ZeRO stage (stage 3
+//! with either gathering unit).
 
 use crate::{Balance, Checkpoint, Parameters, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage};
 
 /// Fusion thresholds tried for data parallelism, MiB.
 const FUSION_THRESHOLDS_MIB: [u64; 4] = [1, 4, 16, 64];
+/// Stages per worker tried for interleaved 1F1B (`check` drops those the network has too
+/// few stages for).
+const VIRTUAL_STAGES: [usize; 2] = [2, 4];
 /// The most micro-batches tried.
 const MOST_MICRO_BATCHES: usize = 32;
 
@@ -73,6 +77,17 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                             ..none()
                         },
                     );
+                }
+            }
+            StrategyKind::Interleaved1F1B => {
+                for (&m, balance, v) in cartesian(&micro_batches, &balances, &VIRTUAL_STAGES) {
+                    let parameters = Parameters {
+                        micro_batches: Some(m),
+                        balance: Some(balance),
+                        virtual_stages: Some(v),
+                        ..none()
+                    };
+                    add(kind, parameters);
                 }
             }
             StrategyKind::PipeDream => {

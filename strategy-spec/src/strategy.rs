@@ -96,6 +96,22 @@ pub enum Strategy {
         #[serde(default)]
         balance: Option<Balance>,
     },
+    /// Interleaved 1F1B: every worker holds `virtual_stages` stages of the network.
+    #[serde(rename = "interleaved-1f1b")]
+    Interleaved1F1B {
+        /// Stages per worker (v, at least 2).
+        virtual_stages: usize,
+        /// Micro-batches per batch (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split over the v × workers pipeline stages (default
+        /// uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+        /// Activation checkpointing (default never).
+        #[serde(default)]
+        checkpoint: Option<Checkpoint>,
+    },
     /// Data-parallel replicas of a 1F1B pipeline of `pipeline_stages` stages.
     Hybrid {
         /// Stages per pipeline (pp); the replicas are workers ÷ pp.
@@ -145,6 +161,7 @@ impl Strategy {
             staleness,
             backup_workers,
             lr_per_update,
+            virtual_stages,
         } = parameters;
         // `sync` is the default and is never stored, so a sync cell keeps its old id.
         let mode = mode.filter(|&mode| mode != ServerMode::Sync);
@@ -192,6 +209,17 @@ impl Strategy {
             StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
             StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance },
             StrategyKind::ShardedDataParallel => Strategy::ShardedDataParallel { stage, shard_unit },
+            StrategyKind::Interleaved1F1B => match virtual_stages {
+                None => {
+                    return error("virtual_stages", "interleaved-1f1b needs virtual_stages: v, the stages per worker")
+                }
+                Some(0 | 1) => {
+                    return error("virtual_stages", "must be at least 2 (one stage per worker is 1f1b)");
+                }
+                Some(virtual_stages) => {
+                    Strategy::Interleaved1F1B { virtual_stages, micro_batches, balance, checkpoint }
+                }
+            },
             StrategyKind::Hybrid => match pipeline_stages {
                 None => return error("pipeline_stages", "hybrid needs pipeline_stages (pp); workers = dp × pp"),
                 Some(0) => return error("pipeline_stages", "must be at least 1"),
@@ -230,6 +258,15 @@ impl Strategy {
             Strategy::ShardedDataParallel { stage, shard_unit } => {
                 (parameters.stage, parameters.shard_unit) = (*stage, *shard_unit)
             }
+            Strategy::Interleaved1F1B { virtual_stages, micro_batches, balance, checkpoint } => {
+                parameters = Parameters {
+                    micro_batches: *micro_batches,
+                    balance: balance.clone(),
+                    checkpoint: *checkpoint,
+                    virtual_stages: Some(*virtual_stages),
+                    ..parameters
+                }
+            }
             Strategy::Hybrid { pipeline_stages, micro_batches, balance, checkpoint } => {
                 parameters = Parameters {
                     micro_batches: *micro_batches,
@@ -253,6 +290,7 @@ impl Strategy {
             Strategy::Gpipe { .. } => StrategyKind::Gpipe,
             Strategy::OneFOneB { .. } => StrategyKind::OneFOneB,
             Strategy::PipeDream { .. } => StrategyKind::PipeDream,
+            Strategy::Interleaved1F1B { .. } => StrategyKind::Interleaved1F1B,
             Strategy::Hybrid { .. } => StrategyKind::Hybrid,
             Strategy::ShardedDataParallel { .. } => StrategyKind::ShardedDataParallel,
         }
@@ -300,7 +338,12 @@ impl Strategy {
 
     /// The pipeline schedule, for the strategies that cut the network into stages.
     pub fn schedule(&self) -> Option<Schedule> {
-        Schedule::of(self.kind())
+        match self {
+            Strategy::Interleaved1F1B { virtual_stages, .. } => {
+                Some(Schedule::Interleaved { virtual_stages: *virtual_stages })
+            }
+            _ => Schedule::of(self.kind()),
+        }
     }
 
     /// Micro-batches each batch is split into (1 when not given; model-parallel always 1).
@@ -333,15 +376,23 @@ mod tests {
         let error = Strategy::new(StrategyKind::Single, Parameters { micro_batches: Some(2), ..Default::default() })
             .unwrap_err();
         assert_eq!(error.field, "micro_batches");
-        assert_eq!(error.message, "does not apply to strategy single; it applies to gpipe, 1f1b, pipedream, hybrid");
+        assert_eq!(
+            error.message,
+            "does not apply to strategy single; it applies to gpipe, 1f1b, pipedream, interleaved-1f1b, hybrid"
+        );
         let error = Strategy::new(
             StrategyKind::PipeDream,
             Parameters { checkpoint: Some(Checkpoint::Always), ..Default::default() },
         )
         .unwrap_err();
-        assert!(error.message.contains("model-parallel, gpipe, 1f1b, hybrid"), "{error}");
+        assert!(error.message.contains("model-parallel, gpipe, 1f1b, interleaved-1f1b, hybrid"), "{error}");
         let error = Strategy::new(StrategyKind::Hybrid, Parameters::default()).unwrap_err();
         assert_eq!(error.field, "pipeline_stages");
+        let error = Strategy::new(StrategyKind::Interleaved1F1B, Parameters::default()).unwrap_err();
+        assert_eq!(error.field, "virtual_stages");
+        let one = Parameters { virtual_stages: Some(1), ..Default::default() };
+        let error = Strategy::new(StrategyKind::Interleaved1F1B, one).unwrap_err();
+        assert!(error.message.contains("one stage per worker is 1f1b"), "{error}");
     }
 
     #[test]
@@ -362,6 +413,7 @@ mod tests {
                 "staleness" => parameters.staleness = Some(2),
                 "backup_workers" => parameters.backup_workers = Some(1),
                 "lr_per_update" => parameters.lr_per_update = Some(crate::LearningRate(0.005)),
+                "virtual_stages" => parameters.virtual_stages = Some(2),
                 other => panic!("a parameter is declared as {other}, which this test does not set"),
             }
             parameters
@@ -408,6 +460,17 @@ mod tests {
         assert!(reason.starts_with("small-cnn: 8 pipeline stages requested") && reason.contains('5'), "{reason}");
         assert!(Strategy::Single.check(2, 32, "small-cnn", 5).is_err());
         assert_eq!(gpipe(4).check(2, 32, "small-cnn", 5), Ok(()));
+        // Interleaved cuts v × workers stages, and runs whole rounds of micro-batches.
+        let interleaved = |v: usize, m: usize| {
+            let parameters = Parameters { virtual_stages: Some(v), micro_batches: Some(m), ..Parameters::default() };
+            Strategy::new(StrategyKind::Interleaved1F1B, parameters).unwrap()
+        };
+        assert_eq!(interleaved(2, 4).pipeline_stage_count(2), Ok(4));
+        assert_eq!(interleaved(2, 4).check(2, 32, "small-cnn", 5), Ok(()));
+        let reason = interleaved(3, 4).check(2, 32, "small-cnn", 5).unwrap_err().0;
+        assert!(reason.starts_with("small-cnn: 6 pipeline stages requested"), "{reason}");
+        let reason = interleaved(2, 9).check(4, 36, "vgg-19", 24).unwrap_err().0;
+        assert!(reason.contains("9 is not a multiple of 2"), "{reason}");
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct StrategySweep {
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
+    /// Stages per worker of `interleaved-1f1b` to try (an axis).
+    #[serde(default)]
+    pub virtual_stages: Option<Vec<usize>>,
     /// ZeRO stages to try (sharded data parallelism: 1, 2, 3; an axis).
     #[serde(default)]
     pub stage: Option<Vec<ZeroStage>>,
@@ -90,6 +93,7 @@ impl StrategySweep {
             backup_workers: None,
             lr_per_update: None,
             pipeline_stages: None,
+            virtual_stages: None,
             stage: None,
             shard_unit: None,
             precision: None,
@@ -111,6 +115,9 @@ impl StrategySweep {
         let gathers = self.stage.as_ref().is_none_or(|stages| stages.iter().any(|stage| stage.shards_weights()));
         if self.shard_unit.is_some() && self.name == StrategyKind::ShardedDataParallel && !gathers {
             return error("shard_unit", "gathers sharded weights: it applies to stage 3 only".into());
+        }
+        if self.virtual_stages.as_ref().is_some_and(Vec::is_empty) {
+            return error("virtual_stages", "give one or more stage counts per worker, each at least 2".into());
         }
         if self.mode.as_ref().is_some_and(Vec::is_empty) {
             return error("mode", "give one or more modes (sync, async, bounded)".into());
@@ -171,7 +178,7 @@ impl StrategySweep {
     }
 
     /// Every `(workers, strategy)` of the entry, in order: worker counts, then micro-batch
-    /// counts or ZeRO stages or server modes.
+    /// counts, then stages per worker, or ZeRO stages or server modes.
     pub fn expand(&self) -> Result<Vec<(usize, Strategy)>, SweepError> {
         let micro_batches: Vec<Option<usize>> = match &self.micro_batches {
             Some(counts) => counts.iter().copied().map(Some).collect(),
@@ -181,12 +188,21 @@ impl StrategySweep {
             Some(stages) => stages.iter().copied().map(Some).collect(),
             None => vec![None],
         };
+        let virtual_stages: Vec<Option<usize>> = match &self.virtual_stages {
+            Some(counts) => counts.iter().copied().map(Some).collect(),
+            None => vec![None],
+        };
         let modes = self.server_modes();
         let mut cells = Vec::new();
         for &workers in &self.workers {
-            let shapes = micro_batches.iter().flat_map(|m| stages.iter().map(move |s| (m, s)));
-            for ((&micro_batches, &stage), &(mode, staleness, backup_workers)) in
-                shapes.flat_map(|shape| modes.iter().map(move |mode| (shape, mode)))
+            let mut shapes = Vec::new();
+            for m in &micro_batches {
+                for v in &virtual_stages {
+                    shapes.extend(stages.iter().map(|s| (m, v, s)));
+                }
+            }
+            for ((&micro_batches, &virtual_stages, &stage), &(mode, staleness, backup_workers)) in
+                shapes.into_iter().flat_map(|shape| modes.iter().map(move |mode| (shape, mode)))
             {
                 // At stages 1 and 2 nothing is gathered: an entry sweeping stages gives its
                 // unit to stage 3 only.
@@ -205,6 +221,7 @@ impl StrategySweep {
                     backup_workers,
                     // Given to the per-gradient modes; where no mode is, Strategy::new refuses it.
                     lr_per_update: self.lr_per_update.filter(|_| mode.is_none_or(|mode| mode != ServerMode::Sync)),
+                    virtual_stages,
                 };
                 let strategy = Strategy::new(self.name, parameters)?;
                 if let Some(backups) = backup_workers {

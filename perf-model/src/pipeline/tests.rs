@@ -40,7 +40,7 @@ fn equal_stages_give_gpipe_and_1f1b_exactly_the_bubble_p_minus_1_over_m_plus_p_m
                 let step = simulate(&pipeline(schedule, &stages, m, free_link())).unwrap();
                 let bubble = (p - 1) as f64 / (m + p - 1) as f64;
                 assert!(close(step.step_s, (m + p - 1) as f64 * 3.0), "{schedule:?} p{p} m{m}: {}", step.step_s);
-                for stage in &step.stages {
+                for stage in &step.ranks {
                     assert!(close(stage.bubble, bubble), "{schedule:?} p{p} m{m}: {} vs {bubble}", stage.bubble);
                     assert!(close(stage.compute_s, m as f64 * 3.0));
                 }
@@ -83,18 +83,19 @@ fn one_f_one_b_exposes_transfers_longer_than_a_pass_that_gpipe_hides() {
 
 #[test]
 fn each_stage_runs_its_schedules_action_list_in_order() {
-    for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB] {
-        let stages = equal_stages(4, 0.3, 0.7);
+    let interleaved = Schedule::Interleaved { virtual_stages: 2 };
+    for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB, interleaved] {
+        let stages = equal_stages(4 * schedule.virtual_stages(), 0.3, 0.7);
         let step = simulate(&pipeline(schedule, &stages, 6, free_link())).unwrap();
         for stage in 0..4 {
             let ran: Vec<Action> =
-                step.actions.iter().filter(|action| action.stage == stage).map(|action| action.action).collect();
+                step.actions.iter().filter(|action| action.rank == stage).map(|action| action.action).collect();
             let listed: Vec<Action> = schedule.actions(stage, 4, 6);
             assert_eq!(ran, listed, "{schedule:?} stage {stage}");
             let times: Vec<(f64, f64)> = step
                 .actions
                 .iter()
-                .filter(|action| action.stage == stage)
+                .filter(|action| action.rank == stage)
                 .map(|action| (action.start_s, action.end_s))
                 .collect();
             assert!(times.windows(2).all(|pair| pair[0].1 <= pair[1].0 + 1e-12), "one pass at a time: {times:?}");
@@ -109,7 +110,7 @@ fn transfers_delay_the_neighbour_and_the_loss_reaches_every_stage() {
     let stages = equal_stages(2, 1.0, 1.0);
     let step = simulate(&pipeline(Schedule::ModelParallel, &stages, 8, Link::new(1e30, 0.5))).unwrap();
     assert!(close(step.step_s, 5.0), "{}", step.step_s);
-    let b0 = step.actions.iter().find(|a| a.stage == 0 && a.action == Action::Backward(0)).unwrap();
+    let b0 = step.actions.iter().find(|a| a.rank == 0 && a.action == Action::backward(0, 0)).unwrap();
     assert!(close(b0.start_s, 4.0));
     // Bandwidth counts too: 1 MB at 1 MB/s is another second each way.
     let slow = simulate(&pipeline(Schedule::ModelParallel, &stages, 1, Link::new(1e6, 0.5))).unwrap();
@@ -123,10 +124,10 @@ fn checkpointing_recomputes_the_forward_of_the_micro_batches_it_drops() {
     always.checkpoint = Checkpoint::Always;
     let step = simulate(&always).unwrap();
     assert!(close(step.step_s, 4.0 * (1.0 + 2.0 + 1.0)));
-    assert!(close(step.stages[0].recompute_s, 4.0));
+    assert!(close(step.ranks[0].recompute_s, 4.0));
     let mut except_last = always.clone();
     except_last.checkpoint = Checkpoint::ExceptLast;
-    assert!(close(simulate(&except_last).unwrap().stages[0].recompute_s, 3.0));
+    assert!(close(simulate(&except_last).unwrap().ranks[0].recompute_s, 3.0));
 }
 
 #[test]
@@ -153,16 +154,24 @@ fn hybrid_replicas_all_reduce_each_stages_gradients_before_the_update() {
     hybrid.replicas = 2;
     let replicated = simulate(&hybrid).unwrap();
     // 1 MB over 2 replicas: 2 steps of 0.5 MB at 1 MB/s.
-    assert!(close(replicated.stages[0].all_reduce_s, 1.0));
+    assert!(close(replicated.ranks[0].all_reduce_s, 1.0));
     assert!(close(replicated.step_s - single.step_s, 1.0), "{} {}", replicated.step_s, single.step_s);
 }
 
 #[test]
 fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
-    for schedule in [Schedule::ModelParallel, Schedule::GPipe, Schedule::OneFOneB, Schedule::PipeDream] {
+    let schedules = [
+        Schedule::ModelParallel,
+        Schedule::GPipe,
+        Schedule::OneFOneB,
+        Schedule::PipeDream,
+        Schedule::Interleaved { virtual_stages: 2 },
+        Schedule::Interleaved { virtual_stages: 3 },
+    ];
+    for schedule in schedules {
         for p in 1..6 {
-            for m in 1..9 {
-                let stages: Vec<StageCost> = (0..p)
+            for m in (1..9).filter(|&m| schedule.check(p, m).is_ok()) {
+                let stages: Vec<StageCost> = (0..p * schedule.virtual_stages())
                     .map(|s| StageCost {
                         forward_s: 0.1 * (s + 1) as f64,
                         backward_s: 0.2,
@@ -177,6 +186,47 @@ fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
         }
     }
     assert_eq!(simulate(&pipeline(Schedule::GPipe, &[], 2, free_link())), Err(SimulationError::NoStages));
+    let three = equal_stages(3, 1.0, 1.0);
+    let uneven = simulate(&pipeline(Schedule::Interleaved { virtual_stages: 2 }, &three, 2, free_link()));
+    assert_eq!(uneven, Err(SimulationError::Uneven { stages: 3, per_rank: 2 }));
+}
+
+/// Megatron's interleaved bubble: each rank's work cut into v stages of 1/v the passes
+/// idles (p − 1)/(v·m + p − 1) of the step with equal stages, free links and m a multiple
+/// of p, against 1F1B's (p − 1)/(m + p − 1); the step is (m + (p − 1)/v)(f + b).
+#[test]
+fn interleaving_v_stages_per_rank_divides_the_bubble_by_about_v() {
+    for p in 2..5 {
+        for v in 2..4 {
+            for m in [p, 2 * p, 4 * p] {
+                let schedule = Schedule::Interleaved { virtual_stages: v };
+                let stages = equal_stages(p * v, 1.0 / v as f64, 2.0 / v as f64);
+                let step = simulate(&pipeline(schedule, &stages, m, free_link())).unwrap();
+                let what = format!("p{p} v{v} m{m}");
+                let bubble = (p - 1) as f64 / (v * m + p - 1) as f64;
+                let step_s = (m as f64 + (p - 1) as f64 / v as f64) * 3.0;
+                assert!(close(step.step_s, step_s), "{what}: {} vs {step_s}", step.step_s);
+                for rank in &step.ranks {
+                    assert!(close(rank.compute_s, m as f64 * 3.0), "{what}");
+                    assert!(close(rank.bubble, bubble), "{what}: {} vs {bubble}", rank.bubble);
+                }
+            }
+        }
+    }
+}
+
+/// Interleaving's price: v times the messages. With a hop as long as a pass, each extra
+/// crossing is exposed somewhere, so the gain over 1F1B shrinks.
+#[test]
+fn interleaving_pays_for_its_extra_hops_on_a_slow_link() {
+    let (p, m) = (4, 8);
+    let one_f_one_b = simulate(&pipeline(Schedule::OneFOneB, &equal_stages(p, 1.0, 2.0), m, free_link())).unwrap();
+    let schedule = Schedule::Interleaved { virtual_stages: 2 };
+    let halves = equal_stages(2 * p, 0.5, 1.0);
+    let free = simulate(&pipeline(schedule, &halves, m, free_link())).unwrap();
+    let slow = simulate(&pipeline(schedule, &halves, m, Link::new(1e30, 0.5))).unwrap();
+    assert!(free.step_s < one_f_one_b.step_s, "{} vs {}", free.step_s, one_f_one_b.step_s);
+    assert!(slow.step_s > free.step_s + 0.5, "{} vs {}", slow.step_s, free.step_s);
 }
 
 #[test]

@@ -164,32 +164,46 @@ impl StepQuestion<'_> {
         }
     }
 
-    /// The fullest stage worker of a pipeline: its part of the network, the micro-batches
-    /// its schedule keeps in flight (inputs only where it recomputes), PipeDream's stashed
-    /// weights, the received activations.
+    /// The fullest stage worker of a pipeline: its part of the network (its stages, when
+    /// interleaved), the micro-batches its schedule keeps in flight (inputs only where it
+    /// recomputes), PipeDream's stashed weights, the received activations.
     pub(super) fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, Unpredictable> {
         let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
         let m = self.strategy.micro_batches();
         let samples = self.strategy.stage_samples(self.batch);
-        let stages = partition.len();
+        let ranks = partition.len() / schedule.virtual_stages();
         let (_, replicas) = self.strategy.pipeline_shape(self.workers)?;
         let mut fullest: Option<WorkerMemory> = None;
-        for (stage, range) in partition.iter().enumerate() {
-            let (kept_bytes, pass_peak_bytes) = self.activations(range.clone(), samples)?;
-            let in_flight = max_in_flight(schedule, stage, stages, m);
+        for rank in 0..ranks {
+            let held: Vec<Range<usize>> =
+                schedule.stages_of_rank(rank, ranks).into_iter().map(|stage| partition[stage].clone()).collect();
+            // Per micro-batch in flight, the mean over the rank's stages (one, unless
+            // interleaved); a pass's own high-water, the largest.
+            let (mut kept_bytes, mut pass_peak_bytes, mut received_bytes) = (0.0, 0.0f64, 0.0);
+            let (mut parameter_bytes, mut update_peak_bytes) = (0.0, 0.0f64);
+            for range in &held {
+                let (kept, pass_peak) = self.activations(range.clone(), samples)?;
+                kept_bytes += kept / held.len() as f64;
+                pass_peak_bytes = pass_peak_bytes.max(pass_peak);
+                received_bytes += match range.start {
+                    0 => 0.0,
+                    first => (self.profile.stages[first - 1].output_bytes_per_sample * samples as u64) as f64,
+                } / held.len() as f64;
+                parameter_bytes += self.gradient_bytes(range.clone()) as f64;
+                update_peak_bytes = update_peak_bytes.max(self.update_peak_bytes(range.clone()));
+            }
+            let in_flight = max_in_flight(schedule, rank, ranks, m);
             let input_only = match schedule {
-                Schedule::PipeDream if stage + 1 < stages => in_flight,
+                Schedule::PipeDream if rank + 1 < ranks => in_flight,
                 Schedule::PipeDream => 0,
-                _ => (0..m).filter(|&id| self.strategy.checkpoint().recomputes(id, m)).count().min(in_flight),
+                _ => {
+                    let recomputed = (0..m).filter(|&id| self.strategy.checkpoint().recomputes(id, m)).count();
+                    (recomputed * held.len()).min(in_flight)
+                }
             };
-            let received_bytes = match range.start {
-                0 => 0.0,
-                first => (self.profile.stages[first - 1].output_bytes_per_sample * samples as u64) as f64,
-            };
-            let parameter_bytes = self.gradient_bytes(range.clone()) as f64;
             let shape = WorkerShape {
                 parameter_bytes,
-                update_peak_bytes: self.update_peak_bytes(range.clone()),
+                update_peak_bytes,
                 // Replicas all-reduce the stage's gradients flattened.
                 comm_buffer_bytes: if replicas > 1 { parameter_bytes } else { 0.0 },
                 kept_bytes,

@@ -62,6 +62,7 @@ fn step_events(trial: &TrialRow, first_rank: u32, step: u64, m: u32, t0: f64, re
         run_id: trial.run_id.clone(),
         trial_id: trial.trial_id.clone(),
         micro_batch,
+        pipeline_stage: Some(stage),
         name: format!("stage {stage}"),
         ..store_fixtures::event(first_rank + stage, step, kind, t0 + start_s, t0 + end_s)
     };

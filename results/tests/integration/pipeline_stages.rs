@@ -12,7 +12,13 @@ use stratlab_results::{
 
 /// An event of `rank` in `step` for micro-batch `micro_batch` when given.
 fn event(rank: u32, step: u64, kind: EventKind, micro_batch: Option<u32>, start_s: f64, end_s: f64) -> EventRow {
-    EventRow { micro_batch, name: format!("stage {rank}"), ..crate::common::event(rank, step, kind, start_s, end_s) }
+    let stage = Some(rank);
+    EventRow {
+        micro_batch,
+        pipeline_stage: stage,
+        name: format!("stage {rank}"),
+        ..crate::common::event(rank, step, kind, start_s, end_s)
+    }
 }
 
 /// Stage `stage` of replica `replica` of a `schedule` pipeline of `stages` stages.

@@ -16,7 +16,8 @@ use crate::{PrecisionOps, TrainConfig, TrainError};
 impl StageWorker<'_> {
     /// Evaluation through the pipeline: the first stage reads the test batches, each stage
     /// runs its layers and passes the activations on, the last computes the sums; then a
-    /// world all-reduce gives every rank the totals (only last stages contribute).
+    /// world all-reduce gives every rank the totals (only last stages contribute). A
+    /// message is tagged by its batch and the stage that receives it.
     pub(super) fn evaluate_through(
         &self,
         test: &Arc<dyn Dataset>,
@@ -30,32 +31,40 @@ impl StageWorker<'_> {
         let mut sums = [0.0f64; 3];
         let mut seen = 0usize;
         let mut sends: VecDeque<(Work, Tensor)> = VecDeque::new();
+        let stages: Vec<usize> = self.held_stages().collect();
+        let pipeline_stages = self.pipeline_stages();
         for (index, batch) in loader.epoch(0).enumerate() {
             if seen >= limit {
                 break;
             }
             let batch = batch?;
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
-            let tag = EVAL_TAG + index as u32;
-            let input = if layout.is_first() {
-                config.precision.input(&batch.images.narrow(0, 0, take as i64), self.device, config.memory_format)?
-            } else {
-                let mut buffer = Tensor::empty(self.input_shape(take), (self.kind, self.comm_device()));
-                self.world.recv_async(&mut buffer, layout.rank_of(layout.stage - 1), tag)?.wait()?;
-                buffer.to_device(self.device)
-            };
-            let output = self.forward_local(&input, false)?;
-            if layout.is_last() {
-                let labels = batch.labels.narrow(0, 0, take as i64).to_device(self.device);
-                sums[0] += f64::try_from(output.cross_entropy_for_logits(&labels))? * take as f64;
-                sums[1] += i64::try_from(correct_on_device(&output, &labels))? as f64;
-                sums[2] += take as f64;
-            } else {
-                let buffer = output.to_device(self.comm_device()).contiguous();
-                sends.push_back((self.world.send_async(&buffer, layout.rank_of(layout.stage + 1), tag)?, buffer));
-                // Two batches in flight keep the next stage busy without holding the whole split.
-                while sends.len() > 2 {
-                    sends.pop_front().expect("non-empty").0.wait()?;
+            // Each batch passes every rank once per stage it holds, first stage first.
+            for &stage in &stages {
+                let tag = EVAL_TAG + (index * pipeline_stages + stage) as u32;
+                let input = if stage == 0 {
+                    let images = batch.images.narrow(0, 0, take as i64);
+                    config.precision.input(&images, self.device, config.memory_format)?
+                } else {
+                    let mut buffer = Tensor::empty(self.input_shape(stage, take), (self.kind, self.comm_device()));
+                    self.world.recv_async(&mut buffer, self.rank_of_stage(stage - 1), tag)?.wait()?;
+                    buffer.to_device(self.device)
+                };
+                let output = self.forward_local(stage, &input, false)?;
+                if self.is_last_stage(stage) {
+                    let labels = batch.labels.narrow(0, 0, take as i64).to_device(self.device);
+                    sums[0] += f64::try_from(output.cross_entropy_for_logits(&labels))? * take as f64;
+                    sums[1] += i64::try_from(correct_on_device(&output, &labels))? as f64;
+                    sums[2] += take as f64;
+                } else {
+                    let buffer = output.to_device(self.comm_device()).contiguous();
+                    let to = self.rank_of_stage(stage + 1);
+                    sends.push_back((self.world.send_async(&buffer, to, tag + 1)?, buffer));
+                    // Two batches per stage in flight keep the next stage busy without
+                    // holding the whole split.
+                    while sends.len() > 2 * stages.len() {
+                        sends.pop_front().expect("non-empty").0.wait()?;
+                    }
                 }
             }
             seen += take;

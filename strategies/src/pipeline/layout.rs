@@ -20,10 +20,6 @@ impl Layout {
         Layout { stage: rank % stages, stages, replica: rank / stages, replicas }
     }
 
-    pub(super) fn is_first(&self) -> bool {
-        self.stage == 0
-    }
-
     pub(super) fn is_last(&self) -> bool {
         self.stage + 1 == self.stages
     }

@@ -13,14 +13,15 @@ use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::TrainError;
 
-// Tags keep a pipeline's messages apart: activations and gradients per micro-batch, the
-// step's loss, and evaluation batches.
-// Ids wrap well below LOSS_TAG; at most one pipeline's depth of micro-batches is in flight.
-pub(super) fn activation_tag(id: usize) -> u32 {
-    2 * (id % (1 << 18)) as u32
+// Tags keep a pipeline's messages apart: activations and gradients per receiving stage
+// and micro-batch (an interleaved rank receives from the same neighbour for each of its
+// stages), the step's loss, and evaluation batches. Ids wrap at 2¹², stages at 2⁷, so
+// tags stay below LOSS_TAG; at most one pipeline's depth of micro-batches is in flight.
+pub(super) fn activation_tag(stage: usize, id: usize) -> u32 {
+    2 * (((id % (1 << 12)) << 7) | (stage % (1 << 7))) as u32
 }
-pub(super) fn gradient_tag(id: usize) -> u32 {
-    activation_tag(id) + 1
+pub(super) fn gradient_tag(stage: usize, id: usize) -> u32 {
+    activation_tag(stage, id) + 1
 }
 pub(super) const LOSS_TAG: u32 = 1 << 20;
 pub(super) const EVAL_TAG: u32 = 1 << 21;

@@ -28,7 +28,7 @@ use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
 pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
 use stage_worker::build::{StageModel, StageOrder, StagePlace};
-use stage_worker::StageWorker;
+use stage_worker::{Chunk, StageWorker};
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 
 /// Trains with a pipeline over `world` (every rank calls this): builds this rank's stages
@@ -48,11 +48,13 @@ pub fn train(
     let layout = Layout::of(world.rank(), stages, replicas);
     let device = setup::prepare(config)?;
     let micro_batch = strategy.stage_samples(config.batch_size) as i64;
+    // The network is cut into every pipeline stage (v per rank when interleaved).
+    let cut = strategy.pipeline_stage_count(world.world_size()).map_err(|reason| invalid("workers", reason.0))?;
     let plan = match (strategy.balance(), &config.stage_seconds) {
         // Every rank cuts the same given seconds: nothing to time or to agree on.
-        (Balance::Time, Some(seconds)) => plan_by_stage_seconds(context.network, seconds, stages)
+        (Balance::Time, Some(seconds)) => plan_by_stage_seconds(context.network, seconds, cut)
             .map_err(|error| invalid("balance", error.to_string()))?,
-        (balance, _) => agree_on_plan(context.network, &balance, stages, micro_batch, device, world)?,
+        (balance, _) => agree_on_plan(context.network, &balance, cut, micro_batch, device, world)?,
     };
     // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
     // and every replica of a stage, builds the weights a single-device build draws.
@@ -63,12 +65,20 @@ pub fn train(
     if let Err(refused) = config.precision.check_strategy(strategy.kind()) {
         return Err(invalid("precision", refused.to_string()));
     }
-    let Replica { store, model: local, optimizer, loss_scaler } = setup::replica(config, device, |store| {
+    let schedule = strategy.schedule().expect("StageOrder::of checked it pipelines");
+    let Replica { store, model: chunks, optimizer, loss_scaler } = setup::replica(config, device, |store| {
         let whole = nn::VarStore::new(device);
         let _ = context.network.build(&whole.root());
-        let local = context.network.build_range(plan.ranges[layout.stage].clone(), &store.root());
+        let chunks: Vec<Chunk> = schedule
+            .stages_of_rank(layout.stage, stages)
+            .into_iter()
+            .map(|stage| Chunk {
+                stage,
+                network: context.network.build_range(plan.ranges[stage].clone(), &store.root()),
+            })
+            .collect();
         store.copy(&whole)?;
-        Ok(local)
+        Ok(chunks)
     })?;
     let replica_group = if replicas > 1 {
         let members: Vec<usize> = (0..replicas).map(|replica| replica * stages + layout.stage).collect();
@@ -79,7 +89,7 @@ pub fn train(
     let place = StagePlace { world, replica_group, layout };
     let stage_output_dims = context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect();
     let params = store.trainable_variables();
-    let model = StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler };
+    let model = StageModel { plan, stage_output_dims, chunks, params, optimizer, loss_scaler };
     let worker = StageWorker::new(place, model, order, config, device);
     let mut runner = PipelineStep { worker, wall_time_budget: config.budget.seconds.is_some() };
     let mut timeline = Timeline::of_rank(device, world.rank(), config.straggler.as_ref(), config.seed);

@@ -2,8 +2,10 @@
 //! connect it to its neighbours.
 //!
 //! Ranks are laid out replica-major: rank = replica × stages + stage, so a pipeline's
-//! neighbours are adjacent ranks. Activations travel forward and gradients backward with
-//! asynchronous c10d send/receive, tagged by micro-batch: sends complete in the background
+//! neighbours are adjacent ranks; an interleaved rank holds several pipeline stages, and
+//! its last stage's successor is on the first rank again. Activations travel forward and
+//! gradients backward with asynchronous c10d send/receive, tagged by the receiving stage
+//! and micro-batch: sends complete in the background
 //! while the next action computes, and the receive an action needs is posted one action
 //! ahead, so it is usually in flight (or done) before the stage waits for it.
 //!
@@ -14,6 +16,7 @@
 //! equivalence holds only for networks without batch norm.
 
 pub(super) mod build;
+mod passes;
 
 use std::collections::BTreeMap;
 
@@ -28,11 +31,9 @@ use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
-use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Schedule, StrategyKind};
+use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Pass, Schedule, StrategyKind};
 
 use super::partition::StagePlan;
-use crate::autograd::backward_with_grad;
-use crate::evaluate::correct_on_device;
 use crate::timeline::{EventKind, Timeline};
 use crate::train_loop::StepOutput;
 use crate::{Precision, PrecisionOps, TrainError};
@@ -55,6 +56,12 @@ pub(super) struct MicroBatch {
     pub(super) gradient: Option<PendingRecv>,
 }
 
+/// One pipeline stage a rank holds: its index in the pipeline and its range of the network.
+pub(super) struct Chunk {
+    pub(super) stage: usize,
+    pub(super) network: Network,
+}
+
 /// One rank's share of a pipeline and what it needs to run its schedule. Built by
 /// [`StageWorker::new`]; the sibling modules (sends and receives, evaluation) read only
 /// where it sits and what it computes in.
@@ -70,7 +77,8 @@ pub struct StageWorker<'a> {
     /// crosses each possible cut, so a receive buffer is shaped without re-analysing.
     stage_output_dims: Vec<Vec<i64>>,
     plan: StagePlan,
-    local: Network,
+    /// The pipeline stages this rank holds, first to last (one, unless interleaved).
+    chunks: Vec<Chunk>,
     optimizer: nn::Optimizer,
     /// float16's loss scale; the stages agree on each step's verdict ([`crate::loss_scale`]).
     loss_scaler: Option<LossScaler>,
@@ -83,9 +91,10 @@ pub struct StageWorker<'a> {
     steps_done: usize,
     warmup_steps: usize,
     peak_activation_bytes: Option<u64>,
-    /// Micro-batches whose forward ran and whose backward has not, by global id (step × m
-    /// + index): empty between steps except under PipeDream, which never flushes.
-    in_flight: BTreeMap<usize, MicroBatch>,
+    /// Micro-batches whose forward ran and whose backward has not, by pipeline stage and
+    /// global id (step × m + index): empty between steps except under PipeDream, which
+    /// never flushes.
+    in_flight: BTreeMap<(usize, usize), MicroBatch>,
     /// Sends not known to be complete, carried across steps (see [`Sends`]).
     sends: Sends,
 }
@@ -122,9 +131,29 @@ struct StepSums {
 }
 
 impl<'a> StageWorker<'a> {
-    /// This stage's range of the network.
+    /// This rank's first stage's range of the network.
     pub(super) fn model(&self) -> &Network {
-        &self.local
+        &self.chunks[0].network
+    }
+
+    /// The stages this rank holds, first to last.
+    pub(super) fn held_stages(&self) -> impl Iterator<Item = usize> + '_ {
+        self.chunks.iter().map(|chunk| chunk.stage)
+    }
+
+    /// Stages of the whole pipeline (`v` per rank when interleaved).
+    pub(super) fn pipeline_stages(&self) -> usize {
+        self.plan.ranges.len()
+    }
+
+    /// Whether `stage` is the pipeline's last (it computes the loss).
+    pub(super) fn is_last_stage(&self, stage: usize) -> bool {
+        stage + 1 == self.pipeline_stages()
+    }
+
+    /// The world rank holding pipeline stage `stage` of this rank's pipeline.
+    pub(super) fn rank_of_stage(&self, stage: usize) -> usize {
+        self.layout.rank_of(self.schedule.rank_of_stage(stage, self.layout.stages))
     }
 
     /// The shape of network stage `index`'s output for `samples` samples.
@@ -132,14 +161,16 @@ impl<'a> StageWorker<'a> {
         std::iter::once(samples as i64).chain(self.stage_output_dims[index][1..].iter().copied()).collect()
     }
 
-    /// The input shape of this stage (what the previous stage sends) for `samples` samples.
-    pub(super) fn input_shape(&self, samples: usize) -> Vec<i64> {
-        self.boundary_shape(self.plan.ranges[self.layout.stage].start - 1, samples)
+    /// The input shape of pipeline stage `stage` (what the stage before sends) for
+    /// `samples` samples.
+    pub(super) fn input_shape(&self, stage: usize, samples: usize) -> Vec<i64> {
+        self.boundary_shape(self.plan.ranges[stage].start - 1, samples)
     }
 
-    /// The output shape of this stage (and of the gradient it receives) for `samples` samples.
-    pub(super) fn output_shape(&self, samples: usize) -> Vec<i64> {
-        self.boundary_shape(self.plan.ranges[self.layout.stage].end - 1, samples)
+    /// The output shape of pipeline stage `stage` (and of the gradient it receives) for
+    /// `samples` samples.
+    pub(super) fn output_shape(&self, stage: usize, samples: usize) -> Vec<i64> {
+        self.boundary_shape(self.plan.ranges[stage].end - 1, samples)
     }
 
     pub(super) fn comm_device(&self) -> Device {
@@ -154,21 +185,21 @@ impl<'a> StageWorker<'a> {
     /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
     /// micro-batch has `size` samples.
     fn prefetch(&mut self, action: Action, size: usize) -> Result<(), TrainError> {
-        let layout = self.layout;
-        match action {
-            Action::Forward(id) if !layout.is_first() && !self.in_flight.contains_key(&id) => {
-                let shape = self.input_shape(size);
-                let pending =
-                    self.endpoint().post_recv(&shape, layout.rank_of(layout.stage - 1), activation_tag(id))?;
-                self.in_flight.entry(id).or_default().activation = Some(pending);
+        let (stage, id) = (action.stage, action.micro_batch);
+        match action.pass {
+            Pass::Forward if stage > 0 && !self.in_flight.contains_key(&(stage, id)) => {
+                let shape = self.input_shape(stage, size);
+                let from = self.rank_of_stage(stage - 1);
+                let pending = self.endpoint().post_recv(&shape, from, activation_tag(stage, id))?;
+                self.in_flight.entry((stage, id)).or_default().activation = Some(pending);
             }
-            Action::Backward(id) if !layout.is_last() => {
-                let posted = self.in_flight.get(&id).is_some_and(|slot| slot.gradient.is_some());
+            Pass::Backward if !self.is_last_stage(stage) => {
+                let posted = self.in_flight.get(&(stage, id)).is_some_and(|slot| slot.gradient.is_some());
                 if !posted {
-                    let shape = self.output_shape(size);
-                    let pending =
-                        self.endpoint().post_recv(&shape, layout.rank_of(layout.stage + 1), gradient_tag(id))?;
-                    self.in_flight.entry(id).or_default().gradient = Some(pending);
+                    let shape = self.output_shape(stage, size);
+                    let from = self.rank_of_stage(stage + 1);
+                    let pending = self.endpoint().post_recv(&shape, from, gradient_tag(stage, id))?;
+                    self.in_flight.entry((stage, id)).or_default().gradient = Some(pending);
                 }
             }
             _ => {}
@@ -176,12 +207,13 @@ impl<'a> StageWorker<'a> {
         Ok(())
     }
 
-    /// This stage's forward in the trial's precision; what it sends on, in the messages'
-    /// type.
-    pub(super) fn forward_local(&self, input: &Tensor, train: bool) -> Result<Tensor, TrainError> {
-        let _pass = crate::memory::in_pass(EventKind::Forward, Some(self.layout.stage));
-        let output = self.precision.autocast(self.device, || self.local.forward_t(input, train))?;
-        Ok(if self.layout.is_last() { output } else { output.to_kind(self.kind) })
+    /// Pipeline stage `stage`'s forward in the trial's precision; what it sends on, in the
+    /// messages' type.
+    pub(super) fn forward_local(&self, stage: usize, input: &Tensor, train: bool) -> Result<Tensor, TrainError> {
+        let network = &self.chunks.iter().find(|chunk| chunk.stage == stage).expect("a stage this rank holds").network;
+        let _pass = crate::memory::in_pass(EventKind::Forward, Some(stage));
+        let output = self.precision.autocast(self.device, || network.forward_t(input, train))?;
+        Ok(if self.is_last_stage(stage) { output } else { output.to_kind(self.kind) })
     }
 
     /// The last stage's loss for micro-batch `mb`: its mean cross-entropy scaled to its
@@ -193,10 +225,6 @@ impl<'a> StageWorker<'a> {
         } else {
             loss * (size as f64 / batch as f64)
         }
-    }
-
-    fn layer_name(&self) -> String {
-        format!("stage {}", self.layout.stage)
     }
 
     /// Trains one batch with the schedule; returns the batch's loss and correct count (the
@@ -224,10 +252,7 @@ impl<'a> StageWorker<'a> {
             schedule => schedule
                 .actions(layout.stage, layout.stages, m)
                 .into_iter()
-                .map(|action| match action {
-                    Action::Forward(mb) => Action::Forward(step.first_id + mb),
-                    Action::Backward(mb) => Action::Backward(step.first_id + mb),
-                })
+                .map(|action| action.offset(step.first_id))
                 .collect(),
         };
         let mut traffic = Traffic::default();
@@ -251,25 +276,24 @@ impl<'a> StageWorker<'a> {
         self.sends.begin_step(self.steps_done);
         for (index, &action) in actions.iter().enumerate() {
             for &ahead in actions[index..].iter().take(2) {
-                let id = match ahead {
-                    Action::Forward(id) | Action::Backward(id) => id,
-                };
-                self.prefetch(ahead, size_of(id))?;
+                self.prefetch(ahead, size_of(ahead.micro_batch))?;
             }
-            timeline.set_micro_batch(Some(action.micro_batch() % m));
-            match action {
-                Action::Forward(id) => {
-                    let recompute = self.keeps_only_input(id, m);
-                    self.forward(id, recompute, &step, &mut sums, timeline, &mut traffic)?;
+            timeline.set_micro_batch(Some(action.micro_batch % m));
+            timeline.set_pipeline_stage(Some(action.stage));
+            match action.pass {
+                Pass::Forward => {
+                    let recompute = self.keeps_only_input(action.micro_batch, m);
+                    self.forward(action, recompute, &step, &mut sums, timeline, &mut traffic)?;
                 }
-                Action::Backward(id) => {
-                    self.backward(id, Some(&step), m, timeline, &mut traffic)?;
+                Pass::Backward => {
+                    self.backward(action, Some(&step), m, timeline, &mut traffic)?;
                 }
             }
             // Completed sends free their buffers as the schedule goes on.
             self.sends.settle(false, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
+        timeline.set_pipeline_stage(None);
         if self.schedule.updates_per_micro_batch() {
             self.sends.settle_earlier_steps(timeline, &mut traffic)?;
         } else {
@@ -318,125 +342,6 @@ impl<'a> StageWorker<'a> {
         }
     }
 
-    fn forward(
-        &mut self,
-        id: usize,
-        keep_only_input: bool,
-        step: &StepBatch<'_>,
-        sums: &mut StepSums,
-        timeline: &mut Timeline,
-        traffic: &mut Traffic,
-    ) -> Result<(), TrainError> {
-        let layout = self.layout;
-        let mut slot = self.in_flight.remove(&id).unwrap_or_default();
-        let input = match slot.activation.take() {
-            Some(pending) => self
-                .endpoint()
-                .complete_recv(pending, &format!("activation F{}", step.index(id)), timeline, traffic)?
-                .set_requires_grad(true),
-            None => step.slice(step.images, id),
-        };
-        if keep_only_input && self.schedule.updates_per_micro_batch() {
-            slot.stash = Some(tch::no_grad(|| self.params.iter().map(|p| p.detach().copy()).collect()));
-        }
-        let start = timeline.now();
-        let output = if keep_only_input {
-            tch::no_grad(|| self.forward_local(&input, true))
-        } else {
-            self.forward_local(&input, true)
-        }?;
-        timeline.record(EventKind::Forward, self.layer_name(), start, timeline.now(), None);
-        if layout.is_last() {
-            let labels = step.slice(step.labels, id);
-            let size = step.sizes[step.index(id)];
-            let loss = self.scaled_loss(&output, &labels, size, step.batch());
-            // The step's loss is the batch mean whatever each micro-batch's scale.
-            let share = if self.schedule.updates_per_micro_batch() { size as f64 / step.batch() as f64 } else { 1.0 };
-            tch::no_grad(|| {
-                sums.loss += loss.detach() * share;
-                sums.correct += correct_on_device(&output, &labels);
-            });
-            if !keep_only_input {
-                slot.loss = Some(loss);
-            }
-            slot.labels = Some(labels);
-        } else {
-            let endpoint = self.endpoint();
-            self.sends.push(
-                endpoint,
-                &output,
-                layout.rank_of(layout.stage + 1),
-                activation_tag(id),
-                format!("activation F{}", step.index(id)),
-            )?;
-            if !keep_only_input {
-                slot.output = Some(output);
-            }
-        }
-        slot.input = Some(input);
-        self.in_flight.insert(id, slot);
-        Ok(())
-    }
-
-    /// Backward of micro-batch `id` (of `m` per batch); PipeDream then updates.
-    fn backward(
-        &mut self,
-        id: usize,
-        step: Option<&StepBatch<'_>>,
-        m: usize,
-        timeline: &mut Timeline,
-        traffic: &mut Traffic,
-    ) -> Result<(), TrainError> {
-        let layout = self.layout;
-        let label = format!("B{}", id % m);
-        let mut slot = self.in_flight.remove(&id).expect("a micro-batch's forward runs before its backward");
-        let input = slot.input.take().expect("a micro-batch's forward runs before its backward");
-        let latest = slot.stash.take().map(|stashed| swap_weights(&self.params, &stashed));
-        let (mut output, mut loss) = (slot.output.take(), slot.loss.take());
-        if output.is_none() && loss.is_none() {
-            let start = timeline.now();
-            let pass = crate::memory::in_pass(EventKind::Recompute, Some(layout.stage));
-            let recomputed = self.forward_local(&input, true)?;
-            drop(pass);
-            timeline.record(EventKind::Recompute, self.layer_name(), start, timeline.now(), None);
-            if layout.is_last() {
-                let labels = slot.labels.take().expect("the last stage keeps its labels");
-                let batch = step.map_or(labels.size()[0] as usize * m, StepBatch::batch);
-                loss = Some(self.scaled_loss(&recomputed, &labels, labels.size()[0] as usize, batch));
-            } else {
-                output = Some(recomputed);
-            }
-        }
-        let gradient = match slot.gradient.take() {
-            Some(pending) => {
-                Some(self.endpoint().complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?)
-            }
-            None => None,
-        };
-        let start = timeline.now();
-        let pass = crate::memory::in_pass(EventKind::Backward, Some(layout.stage));
-        match (loss, output, gradient) {
-            (Some(loss), _, _) => loss_scale::backward(self.loss_scaler.as_ref(), &loss)?,
-            (None, Some(output), Some(gradient)) => backward_with_grad(&output, &gradient)?,
-            _ => unreachable!("a stage before the last receives its output's gradient"),
-        }
-        drop(pass);
-        timeline.record(EventKind::Backward, self.layer_name(), start, timeline.now(), None);
-        if !layout.is_first() {
-            let endpoint = self.endpoint();
-            let to = layout.rank_of(layout.stage - 1);
-            self.sends.push(endpoint, &input.grad(), to, gradient_tag(id), format!("gradient {label}"))?;
-        }
-        if let Some(latest) = latest {
-            swap_weights(&self.params, &latest);
-        }
-        if self.schedule.updates_per_micro_batch() {
-            timeline.span(EventKind::Optimizer, "optimizer step", || self.optimizer.step());
-            self.optimizer.zero_grad();
-        }
-        Ok(())
-    }
-
     /// Ends training: PipeDream's micro-batches still in flight run their backwards (and
     /// updates), and every send completes.
     pub(super) fn drain(&mut self, timeline: &mut Timeline) -> Result<(), TrainError> {
@@ -444,24 +349,30 @@ impl<'a> StageWorker<'a> {
         let m = self.schedule.micro_batches(self.micro_batches);
         // The drained work belongs to no trained batch: it is recorded after the last step.
         timeline.set_step(self.steps_done as u64);
-        let pending: Vec<usize> =
-            self.in_flight.iter().filter(|(_, slot)| slot.input.is_some()).map(|(&id, _)| id).collect();
-        for id in pending {
-            let size = self.in_flight[&id].input.as_ref().map_or(1, |input| input.size()[0] as usize);
-            self.prefetch(Action::Backward(id), size)?;
+        let pending: Vec<(usize, usize)> =
+            self.in_flight.iter().filter(|(_, slot)| slot.input.is_some()).map(|(&key, _)| key).collect();
+        for (stage, id) in pending {
+            let size = self.in_flight[&(stage, id)].input.as_ref().map_or(1, |input| input.size()[0] as usize);
+            let action = Action::backward(stage, id);
+            self.prefetch(action, size)?;
             timeline.set_micro_batch(Some(id % m));
-            self.backward(id, None, m, timeline, &mut traffic)?;
+            timeline.set_pipeline_stage(Some(stage));
+            self.backward(action, None, m, timeline, &mut traffic)?;
         }
         timeline.set_micro_batch(None);
+        timeline.set_pipeline_stage(None);
         self.sends.settle(true, timeline, &mut traffic)
     }
 
     /// What this rank reports about its stage, as the `pipeline_stages` table takes it: its
     /// place, the plan every rank ran and the memory its activations took. `strategy`
-    /// names the strategy that ran it.
+    /// names the strategy that ran it. A rank holding several stages (interleaved) reports
+    /// them together: from its first stage's first layer, all their layers and costs.
     pub(super) fn stage_info(&self, strategy: StrategyKind) -> PipelineStageInfo {
         let Layout { stage, stages, replica, .. } = self.layout;
-        let layers = self.plan.ranges[stage].clone();
+        let held: Vec<usize> = self.held_stages().collect();
+        let layer_count: usize = held.iter().map(|&held| self.plan.ranges[held].len()).sum();
+        let names: Vec<String> = self.chunks.iter().map(|chunk| chunk.network.stage_names().join("+")).collect();
         PipelineStageInfo {
             rank: (replica * stages + stage) as u32,
             replica: replica as u32,
@@ -470,29 +381,14 @@ impl<'a> StageWorker<'a> {
             schedule: strategy,
             micro_batches: self.schedule.micro_batches(self.micro_batches) as u32,
             balance: self.plan.balance.to_string(),
-            layers: self.local.stage_names().join("+"),
-            first_layer: layers.start as u32,
-            layer_count: layers.len() as u32,
+            layers: names.join(" | "),
+            first_layer: self.plan.ranges[held[0]].start as u32,
+            layer_count: layer_count as u32,
             parameters: self.params.iter().map(|p| p.numel() as u64).sum(),
-            predicted_cost: self.plan.costs[stage],
+            predicted_cost: held.iter().map(|&held| self.plan.costs[held]).sum(),
             cost_unit: self.plan.unit.clone(),
             predicted_imbalance: self.plan.predicted_imbalance(),
             peak_activation_bytes: self.peak_activation_bytes,
         }
     }
-}
-
-/// Copies `weights` into `params` and returns the values they had.
-fn swap_weights(params: &[Tensor], weights: &[Tensor]) -> Vec<Tensor> {
-    tch::no_grad(|| {
-        params
-            .iter()
-            .zip(weights)
-            .map(|(param, weights)| {
-                let previous = param.detach().copy();
-                param.detach().copy_(weights);
-                previous
-            })
-            .collect()
-    })
 }

@@ -1,4 +1,5 @@
-//! Pipelines on 2 and 3 stage processes, and hybrid on 2 × 2, must give the weights
+//! Pipelines on 2 and 3 stage processes, interleaved 1F1B on 2 (two stages each), and
+//! hybrid on 2 × 2, must give the weights
 //! single-device training gives on the same batch (no batch norm, 5 steps in float64,
 //! [`TOLERANCE`] relative);
 //! every checkpoint mode must give the weights `never` gives; each schedule's recorded
@@ -15,7 +16,9 @@ use crate::common::*;
 use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
-use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Parameters, Schedule, Strategy, StrategyKind};
+use stratlab_strategy_spec::{
+    pipedream_actions, Action, Checkpoint, Parameters, Pass, Schedule, Strategy, StrategyKind,
+};
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, pp for hybrid and the precision;
 /// encoded in the role string the children read.
@@ -25,6 +28,8 @@ struct Run {
     micro_batches: usize,
     checkpoint: Checkpoint,
     hybrid_stages: Option<usize>,
+    /// Interleaved 1F1B's stages per rank.
+    virtual_stages: Option<usize>,
     precision: Precision,
     memory_format: MemoryFormat,
     /// Trains from [`OVERFLOWING_SCALE`] (in float16): every update is skipped.
@@ -38,6 +43,7 @@ impl Run {
             micro_batches,
             checkpoint: Checkpoint::Never,
             hybrid_stages: None,
+            virtual_stages: None,
             precision: Precision::Float64,
             memory_format: MemoryFormat::Contiguous,
             overflow: false,
@@ -46,11 +52,12 @@ impl Run {
 
     fn role(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}/{}/{}/{}",
             self.kind,
             self.micro_batches,
             self.checkpoint,
             self.hybrid_stages.unwrap_or(0),
+            self.virtual_stages.unwrap_or(0),
             self.precision,
             self.memory_format,
             self.overflow
@@ -65,14 +72,16 @@ impl Run {
             _ => Checkpoint::Never,
         };
         let hybrid: usize = parts[3].parse().unwrap();
+        let virtual_stages: usize = parts[4].parse().unwrap();
         Run {
             kind: parts[0].parse().unwrap(),
             micro_batches: parts[1].parse().unwrap(),
             checkpoint,
             hybrid_stages: (hybrid > 0).then_some(hybrid),
-            precision: parts[4].parse().unwrap(),
-            memory_format: parts[5].parse().unwrap(),
-            overflow: parts[6].parse().unwrap(),
+            virtual_stages: (virtual_stages > 0).then_some(virtual_stages),
+            precision: parts[5].parse().unwrap(),
+            memory_format: parts[6].parse().unwrap(),
+            overflow: parts[7].parse().unwrap(),
         }
     }
 }
@@ -101,6 +110,7 @@ fn pipeline_child_rank() {
         micro_batches: (run.kind != StrategyKind::ModelParallel).then_some(run.micro_batches),
         checkpoint: (run.kind != StrategyKind::PipeDream).then_some(run.checkpoint),
         pipeline_stages: run.hybrid_stages,
+        virtual_stages: run.virtual_stages,
         ..Parameters::default()
     };
     let strategy = Strategy::new(run.kind, parameters).unwrap();
@@ -154,6 +164,53 @@ fn model_parallel_gpipe_and_1f1b_on_two_and_three_stages_match_single() {
             let dir = tempfile::tempdir().unwrap();
             let got = pipeline_weights(run, stages, dir.path());
             assert_same_weights(&format!("{} on {stages} stages", run.role()), &got, &expected);
+        }
+    }
+}
+
+/// Two ranks of two stages each: stage 1 (rank 1) hands over to stage 2 on rank 0, so
+/// every micro-batch crosses between the ranks three times each way. Both round shapes:
+/// m = 4 runs two rounds of 2, m = 3 one round of 3. Each rank runs its schedule's list,
+/// which the model simulates too.
+#[test]
+fn interleaved_1f1b_on_two_ranks_of_two_stages_matches_single_and_runs_its_list() {
+    let expected = single_weights(BATCH);
+    let (ranks, v) = (2, 2);
+    for m in [4, 3] {
+        let run = Run { virtual_stages: Some(v), ..Run::new(StrategyKind::Interleaved1F1B, m) };
+        let dir = tempfile::tempdir().unwrap();
+        let got = pipeline_weights(run, ranks, dir.path());
+        assert_same_weights(&run.role(), &got, &expected);
+        let schedule = Schedule::Interleaved { virtual_stages: v };
+        let costs = vec![
+            pipeline_model::StageCost {
+                forward_s: 1.0,
+                backward_s: 2.0,
+                output_bytes: 1e3,
+                gradient_bytes: 0.0,
+                optimizer_s: 0.1
+            };
+            ranks * v
+        ];
+        let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
+            schedule,
+            micro_batches: m,
+            checkpoint: Checkpoint::Never,
+            stages: &costs,
+            link: stratlab_perf_model::Link::new(1e9, 1e-5),
+            replicas: 1,
+            measured_all_reduce: None,
+        })
+        .unwrap();
+        for rank in 0..ranks {
+            let events = events_of(dir.path(), rank);
+            let listed = schedule.actions(rank, ranks, m);
+            let simulated_order: Vec<Action> =
+                simulated.actions.iter().filter(|action| action.rank == rank).map(|action| action.action).collect();
+            assert_eq!(simulated_order, listed, "m{m} rank {rank}: simulated");
+            for step in 0..STEPS as u64 {
+                assert_eq!(compute_order(&events, step), listed, "m{m} rank {rank} step {step}");
+            }
         }
     }
 }
@@ -266,15 +323,20 @@ fn on_channels_last_tensors_a_pipeline_and_hybrid_match_contiguous_single() {
     }
 }
 
-/// The compute events (forward and backward, with micro-batch ids) of `rank` in step `step`.
+/// The compute events (forward and backward, with stage and micro-batch) of `rank` in
+/// step `step`.
 fn compute_order(events: &[TimelineEvent], step: u64) -> Vec<Action> {
     events
         .iter()
         .filter(|e| e.step == step)
-        .filter_map(|e| match e.kind {
-            EventKind::Forward => Some(Action::Forward(e.micro_batch.unwrap() as usize)),
-            EventKind::Backward => Some(Action::Backward(e.micro_batch.unwrap() as usize)),
-            _ => None,
+        .filter_map(|e| {
+            let pass = match e.kind {
+                EventKind::Forward => Pass::Forward,
+                EventKind::Backward => Pass::Backward,
+                _ => return None,
+            };
+            let stage = e.pipeline_stage.expect("a pass names its stage") as usize;
+            Some(Action { pass, stage, micro_batch: e.micro_batch.unwrap() as usize })
         })
         .collect()
 }
@@ -310,7 +372,7 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         .unwrap();
         for (stage, events) in timelines.iter().enumerate() {
             let simulated_order: Vec<Action> =
-                simulated.actions.iter().filter(|action| action.stage == stage).map(|action| action.action).collect();
+                simulated.actions.iter().filter(|action| action.rank == stage).map(|action| action.action).collect();
             for step in 0..STEPS as u64 {
                 assert_eq!(
                     compute_order(events, step),
@@ -320,7 +382,7 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
                 assert_eq!(compute_order(events, step), simulated_order, "{kind} stage {stage}: recorded vs simulated");
             }
             let order = compute_order(events, 1);
-            let warm_up = order.iter().take_while(|a| matches!(a, Action::Forward(_))).count();
+            let warm_up = order.iter().take_while(|a| a.pass == Pass::Forward).count();
             let expected_warm_up = match kind {
                 // 1F1B: p − s − 1 forwards before the first backward, plus the steady state's first forward.
                 StrategyKind::OneFOneB => (stages - stage - 1).min(m) + 1,
@@ -358,10 +420,7 @@ fn pipedream_never_flushes_its_stages_keep_their_depth_in_flight_across_batches(
         for step in 0..STEPS {
             let expected: Vec<Action> = pipedream_actions(stage, stages, m, step)
                 .into_iter()
-                .map(|action| match action {
-                    Action::Forward(id) => Action::Forward(id % m),
-                    Action::Backward(id) => Action::Backward(id % m),
-                })
+                .map(|action| Action { micro_batch: action.micro_batch % m, ..action })
                 .collect();
             assert_eq!(compute_order(&events, step as u64), expected, "pipedream stage {stage} step {step}");
         }

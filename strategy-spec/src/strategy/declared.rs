@@ -32,6 +32,8 @@ pub struct Parameters {
     pub backup_workers: Option<usize>,
     /// Parameter-server learning rate per update (`async`, `bounded`).
     pub lr_per_update: Option<LearningRate>,
+    /// Interleaved 1F1B's pipeline stages per worker.
+    pub virtual_stages: Option<usize>,
 }
 
 /// One strategy parameter, declared once: its key (the YAML key, the field of
@@ -56,7 +58,7 @@ fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
 }
 
 /// Every parameter a strategy may take.
-pub(crate) const PARAMETERS: [Declared; 12] = [
+pub(crate) const PARAMETERS: [Declared; 13] = [
     Declared {
         key: "stage",
         kinds: &[StrategyKind::ShardedDataParallel],
@@ -75,7 +77,13 @@ pub(crate) const PARAMETERS: [Declared; 12] = [
     },
     Declared {
         key: "micro_batches",
-        kinds: &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::PipeDream, StrategyKind::Hybrid],
+        kinds: &[
+            StrategyKind::Gpipe,
+            StrategyKind::OneFOneB,
+            StrategyKind::PipeDream,
+            StrategyKind::Interleaved1F1B,
+            StrategyKind::Hybrid,
+        ],
         label_rank: 3,
         shapes_pipeline: true,
         given: |parameters| text(&parameters.micro_batches),
@@ -117,7 +125,13 @@ pub(crate) const PARAMETERS: [Declared; 12] = [
     },
     Declared {
         key: "checkpoint",
-        kinds: &[StrategyKind::ModelParallel, StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Hybrid],
+        kinds: &[
+            StrategyKind::ModelParallel,
+            StrategyKind::Gpipe,
+            StrategyKind::OneFOneB,
+            StrategyKind::Interleaved1F1B,
+            StrategyKind::Hybrid,
+        ],
         label_rank: 5,
         shapes_pipeline: true,
         given: |parameters| text(&parameters.checkpoint),
@@ -154,5 +168,13 @@ pub(crate) const PARAMETERS: [Declared; 12] = [
         shapes_pipeline: false,
         given: |parameters| text(&parameters.lr_per_update),
         spell: |lr| (format!("__lru{lr}"), format!("lr {lr}/update")),
+    },
+    Declared {
+        key: "virtual_stages",
+        kinds: &[StrategyKind::Interleaved1F1B],
+        label_rank: 12,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.virtual_stages),
+        spell: |v| (format!("__v{v}"), format!("v{v}")),
     },
 ];

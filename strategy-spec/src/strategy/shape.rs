@@ -29,6 +29,13 @@ impl Strategy {
         Ok((stages, workers / stages))
     }
 
+    /// Pipeline stages the network is cut into for `workers` workers: one per worker of a
+    /// pipeline, or `v` per worker when interleaved.
+    pub fn pipeline_stage_count(&self, workers: usize) -> Result<usize, Infeasible> {
+        let (ranks, _) = self.pipeline_shape(workers)?;
+        Ok(self.schedule().map_or(ranks, |schedule| schedule.stage_count(ranks)))
+    }
+
     /// Samples per optimizer step over all workers for a per-worker `batch`: every
     /// data-parallel worker trains on its own batch; a pipeline's stages share one
     /// (hybrid: one per replica).
@@ -55,9 +62,10 @@ impl Strategy {
         if let Some(micro_batches) = self.parameters().micro_batches {
             micro_batches_fit(micro_batches, batch)?;
         }
-        if self.kind().is_pipeline() {
-            let (stages, _) = self.pipeline_shape(workers)?;
-            check_balance(network_stages, &self.balance(), stages)
+        if let Some(schedule) = self.schedule() {
+            let (ranks, _) = self.pipeline_shape(workers)?;
+            schedule.check(ranks, self.micro_batches()).map_err(Infeasible)?;
+            check_balance(network_stages, &self.balance(), schedule.stage_count(ranks))
                 .map_err(|error| Infeasible(format!("{network}: {error}")))?;
         }
         Ok(())

@@ -117,6 +117,7 @@ pub(super) fn event_rows(run_id: &str, trial_id: &str, reports: &[(usize, &Train
                 rank: *rank as u32,
                 step: event.step,
                 micro_batch: event.micro_batch,
+                pipeline_stage: event.pipeline_stage,
                 kind: event.kind,
                 name: event.name.clone(),
                 start_s: seconds(event.start_ns),

@@ -114,6 +114,7 @@ pub fn event(rank: u32, step: u64, kind: EventKind, start_s: f64, end_s: f64) ->
         rank,
         step,
         micro_batch: None,
+        pipeline_stage: None,
         kind,
         name: String::new(),
         start_s,

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 
 use stratlab_comm::ProcessGroup;
-use stratlab_networks::Network;
 use stratlab_strategy_spec::{Checkpoint, Schedule, Strategy};
 use tch::{nn, Device, Tensor};
 
-use super::StageWorker;
+use super::{Chunk, StageWorker};
 use crate::loss_scale::LossScaler;
 use crate::pipeline::layout::Layout;
 use crate::pipeline::links::Sends;
@@ -43,12 +42,12 @@ impl StageOrder {
 }
 
 /// What a stage worker trains: the plan that cut the network, per-sample output shapes of
-/// every network stage, and this stage's range of it with its weights, optimizer and loss
-/// scale.
+/// every network stage, and this rank's stages of it (one, unless interleaved) with their
+/// weights, optimizer and loss scale.
 pub(in crate::pipeline) struct StageModel {
     pub(in crate::pipeline) plan: StagePlan,
     pub(in crate::pipeline) stage_output_dims: Vec<Vec<i64>>,
-    pub(in crate::pipeline) local: Network,
+    pub(in crate::pipeline) chunks: Vec<Chunk>,
     pub(in crate::pipeline) params: Vec<Tensor>,
     pub(in crate::pipeline) optimizer: nn::Optimizer,
     pub(in crate::pipeline) loss_scaler: Option<LossScaler>,
@@ -65,7 +64,7 @@ impl<'a> StageWorker<'a> {
         device: Device,
     ) -> StageWorker<'a> {
         let StagePlace { world, replica_group, layout } = place;
-        let StageModel { plan, stage_output_dims, local, params, optimizer, loss_scaler } = model;
+        let StageModel { plan, stage_output_dims, chunks, params, optimizer, loss_scaler } = model;
         let StageOrder { schedule, micro_batches, checkpoint } = order;
         StageWorker {
             world,
@@ -76,7 +75,7 @@ impl<'a> StageWorker<'a> {
             checkpoint,
             stage_output_dims,
             plan,
-            local,
+            chunks,
             optimizer,
             loss_scaler,
             params,
