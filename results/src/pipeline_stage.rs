@@ -12,7 +12,8 @@ use crate::{EventKind, EventRow, Table};
 /// What a pipeline rank knows about its stage (from its worker's report): the input of
 /// [`pipeline_stage_rows`], and the first columns of its row.
 ///
-/// A rank runs one stage of one pipeline replica: `rank = replica × stages + stage`.
+/// A rank runs one stage of one pipeline replica: `rank = replica × stages + stage`; an
+/// interleaved rank runs `virtual_stages` pipeline stages and reports them together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Columns)]
 pub struct PipelineStageInfo {
     /// Rank of the worker running the stage, from 0.
@@ -21,20 +22,26 @@ pub struct PipelineStageInfo {
     pub replica: u32,
     /// Stage index within the pipeline, from 0 (the first layers).
     pub stage: u32,
-    /// Stages per pipeline (p).
+    /// Ranks per pipeline (p).
     pub stages: u32,
-    /// The pipeline strategy: `model-parallel`, `gpipe`, `1f1b`, `pipedream` or `hybrid`.
+    /// Pipeline stages the rank holds (interleaved 1F1B's v); null for the schedules of one
+    /// stage per rank and in runs stored before the column existed.
+    #[serde(default)]
+    pub virtual_stages: Option<u32>,
+    /// The pipeline strategy: `model-parallel`, `gpipe`, `1f1b`, `pipedream`,
+    /// `interleaved-1f1b` or `hybrid`.
     pub schedule: stratlab_strategy_spec::StrategyKind,
     /// Micro-batches per step (m); 1 for `model-parallel`.
     pub micro_batches: u32,
     /// How layers were split into stages: `uniform`, `parameters`, `time`, `size` or an
     /// explicit list such as `[2,3]`.
     pub balance: String,
-    /// The network's stage names this stage holds, joined with `+`.
+    /// The network's stage names this stage holds, joined with `+` (an interleaved rank's
+    /// pipeline stages separated by ` | `).
     pub layers: String,
     /// Index of the stage's first layer in the network's stage list.
     pub first_layer: u32,
-    /// Number of layers the stage holds.
+    /// Number of layers the stage holds (all its pipeline stages' when interleaved).
     pub layer_count: u32,
     /// Parameters (scalars) of the stage.
     pub parameters: u64,
@@ -76,7 +83,7 @@ pub struct PipelineStageRow {
     /// compute event of its pipeline (the rank's replica, all stages) to the last, busy is
     /// the union of the rank's own compute events; 0 without timed steps (see `timed_steps`).
     pub bubble_measured: f64,
-    /// The schedule's bubble (p − 1) ÷ (m + p − 1) ([`theoretical_bubble`]).
+    /// The schedule's bubble (p − 1) ÷ (v·m + p − 1) ([`theoretical_bubble`]).
     pub bubble_theoretical: f64,
     /// Steps after warm-up in which the rank ran a compute event.
     pub timed_steps: u32,
@@ -90,16 +97,18 @@ impl Table for PipelineStageRow {
     }
 }
 
-/// The idle ("bubble") share of a synchronous pipeline step with `stages` stages and
-/// `micro_batches` micro-batches of equal cost: (p − 1) ÷ (m + p − 1), GPipe's and 1F1B's
-/// alike (1F1B reorders the passes, not the fill and drain).
+/// The idle ("bubble") share of a synchronous pipeline step over `stages` ranks with
+/// `micro_batches` micro-batches of equal cost, each rank holding `virtual_stages` stages:
+/// (p − 1) ÷ (v·m + p − 1). GPipe's and 1F1B's alike at v = 1 (1F1B reorders the passes,
+/// not the fill and drain); interleaving v stages per rank shrinks the fill and drain
+/// v-fold (Narayanan et al., SC '21), exactly when p divides m.
 ///
 /// Counts below 1 are taken as 1: a pipeline has at least one stage and one micro-batch
 /// (`model-parallel` is m = 1).
-pub fn theoretical_bubble(stages: u32, micro_batches: u32) -> f64 {
+pub fn theoretical_bubble(stages: u32, micro_batches: u32, virtual_stages: u32) -> f64 {
     let p = f64::from(stages.max(1));
-    let m = f64::from(micro_batches.max(1));
-    (p - 1.0) / (m + p - 1.0)
+    let vm = f64::from(virtual_stages.max(1)) * f64::from(micro_batches.max(1));
+    (p - 1.0) / (vm + p - 1.0)
 }
 
 /// What a rank's timed steps add up to.
@@ -190,7 +199,7 @@ pub fn pipeline_stage_rows(
             compute_s: totals.compute_s(),
             measured_imbalance,
             bubble_measured: totals.bubble(),
-            bubble_theoretical: theoretical_bubble(info.stages, info.micro_batches),
+            bubble_theoretical: theoretical_bubble(info.stages, info.micro_batches, info.virtual_stages.unwrap_or(1)),
             timed_steps: totals.steps,
         })
         .collect();
@@ -244,11 +253,12 @@ mod tests {
 
     #[test]
     fn theoretical_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
-        assert_eq!(theoretical_bubble(2, 4), 0.2);
-        assert_eq!(theoretical_bubble(4, 1), 0.75);
-        assert_eq!(theoretical_bubble(1, 8), 0.0);
+        assert_eq!(theoretical_bubble(2, 4, 1), 0.2);
+        assert_eq!(theoretical_bubble(4, 1, 1), 0.75);
+        assert_eq!(theoretical_bubble(1, 8, 1), 0.0);
+        assert_eq!(theoretical_bubble(2, 4, 2), 1.0 / 9.0, "interleaved: v·m = 8");
         // Counts of 0 read as 1: no division by zero, no NaN in a stored column.
-        assert_eq!(theoretical_bubble(0, 0), 0.0);
-        assert_eq!(theoretical_bubble(4, 0), 0.75);
+        assert_eq!(theoretical_bubble(0, 0, 0), 0.0);
+        assert_eq!(theoretical_bubble(4, 0, 1), 0.75);
     }
 }

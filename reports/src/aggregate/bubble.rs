@@ -22,7 +22,7 @@ pub struct BubbleShare {
 /// `micro_batches` micro-batches of equal cost ([`stratlab_results::theoretical_bubble`],
 /// the one definition); `None` when either is zero (not a pipeline).
 pub fn gpipe_bubble(stages: u32, micro_batches: u32) -> Option<f64> {
-    (stages > 0 && micro_batches > 0).then(|| stratlab_results::theoretical_bubble(stages, micro_batches))
+    (stages > 0 && micro_batches > 0).then(|| stratlab_results::theoretical_bubble(stages, micro_batches, 1))
 }
 
 /// Measured and theoretical bubble of `timeline`. The stage count is the timeline's worker

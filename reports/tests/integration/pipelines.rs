@@ -41,6 +41,7 @@ fn info(schedule: &str, replica: u32, stage: u32, micro_batches: u32) -> Pipelin
         replica,
         stage,
         stages: 2,
+        virtual_stages: None,
         schedule: schedule.parse().unwrap(),
         micro_batches,
         balance: "uniform".into(),

@@ -28,6 +28,7 @@ fn info(schedule: &str, replica: u32, stage: u32, stages: u32, micro_batches: u3
         replica,
         stage,
         stages,
+        virtual_stages: None,
         schedule: schedule.parse().unwrap(),
         micro_batches,
         balance: "[2,3]".into(),
@@ -96,7 +97,7 @@ fn a_two_stage_gpipe_step_idles_one_third_like_the_schedule_says() {
         assert_eq!(row.measured_imbalance, 0.0, "both stages compute 6 s per step");
     }
     assert_eq!(rows[0].info, info("gpipe", 0, 0, 2, 2), "the stage's info is kept as given");
-    assert_eq!(theoretical_bubble(2, 2), rows[1].bubble_theoretical);
+    assert_eq!(theoretical_bubble(2, 2, 1), rows[1].bubble_theoretical);
 }
 
 #[test]

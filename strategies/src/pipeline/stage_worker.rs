@@ -378,6 +378,7 @@ impl<'a> StageWorker<'a> {
             replica: replica as u32,
             stage: stage as u32,
             stages: stages as u32,
+            virtual_stages: (self.chunks.len() > 1).then_some(self.chunks.len() as u32),
             schedule: strategy,
             micro_batches: self.schedule.micro_batches(self.micro_batches) as u32,
             balance: self.plan.balance.to_string(),
