@@ -67,6 +67,7 @@ mod tests {
             worker,
             kind: EventKind::AllReduce,
             micro_batch: None,
+            pipeline_stage: None,
             start_s,
             end_s,
         };

@@ -109,6 +109,8 @@ impl PipelineTrial {
         let computed = || ours().filter(|event| is_compute(event)).map(|event| event.step);
         let step = computed().filter(|step| *step >= self.warmup_steps).min().or_else(|| computed().max())?;
         let workers = self.ranks.iter().map(|row| row.info.rank + 1).max().unwrap_or(0);
+        // Where a worker holds several stages, each pass names its stage.
+        let per_worker = self.ranks.first().and_then(|row| row.info.virtual_stages).unwrap_or(1);
         let timeline_events = ours()
             .filter(|event| event.step == step)
             .filter(|event| drawn(event.kind))
@@ -118,6 +120,7 @@ impl PipelineTrial {
                     worker: event.rank,
                     kind: event.kind,
                     micro_batch: event.micro_batch,
+                    pipeline_stage: event.pipeline_stage.filter(|_| per_worker > 1),
                     start_s: event.start_s,
                     end_s: event.end_s,
                 })
@@ -127,6 +130,11 @@ impl PipelineTrial {
         let worker_labels = (0..workers)
             .map(|rank| match ranks.get(&rank) {
                 Some(row) if replicas > 1 => format!("replica {} · stage {}", row.info.replica, row.info.stage),
+                Some(row) if per_worker > 1 => {
+                    let held: Vec<String> =
+                        (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect();
+                    format!("worker {} · stages {}", row.info.stage, held.join(", "))
+                }
                 Some(row) => format!("stage {}", row.info.stage),
                 None => format!("rank {rank}"),
             })
@@ -137,8 +145,11 @@ impl PipelineTrial {
             key.network,
             key.dataset_label(),
             key.workers,
-            self.stage_count()
+            self.stage_count() * per_worker
         );
+        if per_worker > 1 {
+            title.push_str(&format!(" ({per_worker} per worker)"));
+        }
         if replicas > 1 {
             title.push_str(&format!(" × {replicas} replicas"));
         }

@@ -68,6 +68,9 @@ pub struct TimelineEvent {
     pub kind: EventKind,
     /// The micro-batch it belongs to, for forward and backward passes.
     pub micro_batch: Option<u32>,
+    /// The pipeline stage of the pass, given where a worker holds several (interleaved):
+    /// its block is labelled as PyTorch writes the action (`2F0`).
+    pub pipeline_stage: Option<u32>,
     /// Start, seconds on any clock shared by all workers.
     pub start_s: f64,
     /// End, seconds on the same clock.
@@ -168,15 +171,23 @@ struct TimelineFigure<'a> {
     timeline: &'a PipelineTimeline,
 }
 
-/// Fill, outline, hatch and label of a block of micro-batch `micro_batch`.
-fn block_look(block: Block, micro_batch: Option<u32>) -> (RGBColor, RGBColor, Option<RGBColor>, String) {
+/// Fill, outline, hatch and label of a block of micro-batch `micro_batch` (and pipeline
+/// stage `stage`, where given).
+fn block_look(
+    block: Block,
+    micro_batch: Option<u32>,
+    stage: Option<u32>,
+) -> (RGBColor, RGBColor, Option<RGBColor>, String) {
     let neutral = RGBColor(120, 120, 120);
     let mb_color = micro_batch.map(|m| category_color(m as usize)).unwrap_or(neutral);
     let mb = micro_batch.map(|m| m.to_string()).unwrap_or_default();
+    let stage = stage.map(|stage| stage.to_string()).unwrap_or_default();
     match block {
-        Block::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("F{mb}")),
-        Block::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("B{mb}")),
-        Block::Recompute => (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("R{mb}")),
+        Block::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("{stage}F{mb}")),
+        Block::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("{stage}B{mb}")),
+        Block::Recompute => {
+            (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("{stage}R{mb}"))
+        }
         Block::Collective => (RGBColor(100, 100, 100), INK, None, "AR".into()),
         Block::SendRecv => (RGBColor(185, 185, 185), RGBColor(120, 120, 120), None, "S/R".into()),
         Block::Optimizer => (RGBColor(30, 30, 30), INK, None, "opt".into()),
@@ -195,7 +206,7 @@ impl Figure for TimelineFigure<'_> {
         let x_max = ((t1 - t0) / divisor).max(1e-9);
         let rows = t.workers;
 
-        let body = with_title(root, &t.title, Some(subtitle(t)))?;
+        let body = with_title(root, &t.title, Some(&subtitle(t)))?;
         let plot = with_legend_below(&body, &legend(t))?;
 
         let mut label_w = 0;
@@ -231,7 +242,7 @@ impl Figure for TimelineFigure<'_> {
             t.events.iter().filter_map(|e| Some((Block::of(e.kind)?, e))).collect();
         in_order.sort_by_key(|(block, _)| !matches!(block, Block::Collective | Block::SendRecv));
         for (block, event) in in_order {
-            let (fill, outline, hatch, label) = block_look(block, event.micro_batch);
+            let (fill, outline, hatch, label) = block_look(block, event.micro_batch, event.pipeline_stage);
             let row = row_of(event.worker);
             let x0 = (event.start_s - t0) / divisor;
             let x1 = (event.end_s - t0) / divisor;
@@ -272,12 +283,16 @@ impl Figure for TimelineFigure<'_> {
 }
 
 /// How to read the blocks; recompute is named only when the timeline has some.
-fn subtitle(t: &PipelineTimeline) -> &'static str {
-    if t.events.iter().any(|e| e.kind == EventKind::Recompute) {
-        "light: forward, pale cross-hatched: recompute, dark hatched: backward, colour: micro-batch; white gaps: idle"
-    } else {
-        "light: forward, dark hatched: backward, colour: micro-batch; white gaps: idle"
-    }
+fn subtitle(t: &PipelineTimeline) -> String {
+    let passes = match t.events.iter().any(|e| e.kind == EventKind::Recompute) {
+        true => "light: forward, pale cross-hatched: recompute, dark hatched: backward",
+        false => "light: forward, dark hatched: backward",
+    };
+    let labels = match t.events.iter().any(|e| e.pipeline_stage.is_some()) {
+        true => "; 2F0: stage 2, forward of micro-batch 0",
+        false => "",
+    };
+    format!("{passes}, colour: micro-batch{labels}; white gaps: idle")
 }
 
 /// Micro-batch colours (once each, they cycle), the pass encodings and the other kinds present.
@@ -317,7 +332,7 @@ fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
         Block::StragglerWait,
     ] {
         if has(block) {
-            let (fill, _, _, short) = block_look(block, None);
+            let (fill, _, _, short) = block_look(block, None, None);
             let name = match block {
                 Block::Collective => "all-reduce",
                 Block::SendRecv => "send/receive",
@@ -338,7 +353,7 @@ mod tests {
     use super::*;
 
     fn event(worker: u32, kind: EventKind, start_s: f64, end_s: f64) -> TimelineEvent {
-        TimelineEvent { worker, kind, micro_batch: Some(0), start_s, end_s }
+        TimelineEvent { worker, kind, micro_batch: Some(0), pipeline_stage: None, start_s, end_s }
     }
 
     #[test]

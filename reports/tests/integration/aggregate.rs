@@ -405,6 +405,7 @@ fn gpipe_bubble_of_two_stages_and_four_micro_batches() {
                 worker: stage,
                 kind,
                 micro_batch: Some(mb),
+                pipeline_stage: None,
                 start_s,
                 end_s: start_s + 1.0,
             };

@@ -205,6 +205,7 @@ pub fn gpipe_timeline() -> PipelineTimeline {
             worker: 0,
             kind: EventKind::Forward,
             micro_batch: Some(m),
+            pipeline_stage: None,
             start_s: mf * f,
             end_s: (mf + 1.0) * f,
         });
@@ -212,6 +213,7 @@ pub fn gpipe_timeline() -> PipelineTimeline {
             worker: 1,
             kind: EventKind::Forward,
             micro_batch: Some(m),
+            pipeline_stage: None,
             start_s: (mf + 1.0) * f,
             end_s: (mf + 2.0) * f,
         });
@@ -221,6 +223,7 @@ pub fn gpipe_timeline() -> PipelineTimeline {
             worker: 1,
             kind: EventKind::Backward,
             micro_batch: Some(m),
+            pipeline_stage: None,
             start_s: 5.0 * f + order * b,
             end_s: 5.0 * f + (order + 1.0) * b,
         });
@@ -228,6 +231,7 @@ pub fn gpipe_timeline() -> PipelineTimeline {
             worker: 0,
             kind: EventKind::Backward,
             micro_batch: Some(m),
+            pipeline_stage: None,
             start_s: 5.0 * f + (order + 1.0) * b,
             end_s: 5.0 * f + (order + 2.0) * b,
         });
@@ -237,6 +241,7 @@ pub fn gpipe_timeline() -> PipelineTimeline {
             worker,
             kind: EventKind::Optimizer,
             micro_batch: None,
+            pipeline_stage: None,
             start_s: 0.150,
             end_s: 0.155,
         });
@@ -299,6 +304,7 @@ pub fn recompute_timeline() -> PipelineTimeline {
         worker,
         kind,
         micro_batch: Some(micro_batch),
+        pipeline_stage: None,
         start_s,
         end_s,
     };
