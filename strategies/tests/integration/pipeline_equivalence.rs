@@ -182,32 +182,11 @@ fn interleaved_1f1b_on_two_ranks_of_two_stages_matches_single_and_runs_its_list(
         let got = pipeline_weights(run, ranks, dir.path());
         assert_same_weights(&run.role(), &got, &expected);
         let schedule = Schedule::Interleaved { virtual_stages: v };
-        let costs = vec![
-            pipeline_model::StageCost {
-                forward_s: 1.0,
-                backward_s: 2.0,
-                output_bytes: 1e3,
-                gradient_bytes: 0.0,
-                optimizer_s: 0.1
-            };
-            ranks * v
-        ];
-        let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
-            schedule,
-            micro_batches: m,
-            checkpoint: Checkpoint::Never,
-            stages: &costs,
-            link: stratlab_perf_model::Link::new(1e9, 1e-5),
-            replicas: 1,
-            measured_all_reduce: None,
-        })
-        .unwrap();
-        for rank in 0..ranks {
+        let simulated = simulated_orders(schedule, ranks, m);
+        for (rank, simulated) in simulated.iter().enumerate() {
             let events = events_of(dir.path(), rank);
             let listed = schedule.actions(rank, ranks, m);
-            let simulated_order: Vec<Action> =
-                simulated.actions.iter().filter(|action| action.rank == rank).map(|action| action.action).collect();
-            assert_eq!(simulated_order, listed, "m{m} rank {rank}: simulated");
+            assert_eq!(simulated, &listed, "m{m} rank {rank}: simulated");
             for step in 0..STEPS as u64 {
                 assert_eq!(compute_order(&events, step), listed, "m{m} rank {rank} step {step}");
             }
@@ -323,6 +302,32 @@ fn on_channels_last_tensors_a_pipeline_and_hybrid_match_contiguous_single() {
     }
 }
 
+/// The order each of `ranks` ranks runs in the performance model's simulation of
+/// `schedule` with `m` micro-batches (equal stages, a fast link).
+fn simulated_orders(schedule: Schedule, ranks: usize, m: usize) -> Vec<Vec<Action>> {
+    let cost = pipeline_model::StageCost {
+        forward_s: 1.0,
+        backward_s: 2.0,
+        output_bytes: 1e3,
+        gradient_bytes: 0.0,
+        optimizer_s: 0.1,
+    };
+    let costs = vec![cost; schedule.stage_count(ranks)];
+    let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
+        schedule,
+        micro_batches: m,
+        checkpoint: Checkpoint::Never,
+        stages: &costs,
+        link: stratlab_perf_model::Link::new(1e9, 1e-5),
+        replicas: 1,
+        measured_all_reduce: None,
+    })
+    .unwrap();
+    (0..ranks)
+        .map(|rank| simulated.actions.iter().filter(|action| action.rank == rank).map(|action| action.action).collect())
+        .collect()
+}
+
 /// The compute events (forward and backward, with stage and micro-batch) of `rank` in
 /// step `step`.
 fn compute_order(events: &[TimelineEvent], step: u64) -> Vec<Action> {
@@ -349,37 +354,21 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         let dir = tempfile::tempdir().unwrap();
         run_ranks(CHILD, &Run::new(kind, m).role(), stages, dir.path());
         let timelines: Vec<Vec<TimelineEvent>> = (0..stages).map(|rank| events_of(dir.path(), rank)).collect();
-        // What the performance model simulates for the same pipeline, stage by stage.
-        let costs = vec![
-            pipeline_model::StageCost {
-                forward_s: 1.0,
-                backward_s: 2.0,
-                output_bytes: 1e3,
-                gradient_bytes: 0.0,
-                optimizer_s: 0.1
-            };
-            stages
-        ];
-        let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
-            schedule,
-            micro_batches: m,
-            checkpoint: Checkpoint::Never,
-            stages: &costs,
-            link: stratlab_perf_model::Link::new(1e9, 1e-5),
-            replicas: 1,
-            measured_all_reduce: None,
-        })
-        .unwrap();
+        // What the performance model simulates for the same pipeline, rank by rank.
+        let simulated = simulated_orders(schedule, stages, m);
         for (stage, events) in timelines.iter().enumerate() {
-            let simulated_order: Vec<Action> =
-                simulated.actions.iter().filter(|action| action.rank == stage).map(|action| action.action).collect();
+            let simulated_order = &simulated[stage];
             for step in 0..STEPS as u64 {
                 assert_eq!(
                     compute_order(events, step),
                     schedule.actions(stage, stages, m),
                     "{kind} stage {stage} step {step}"
                 );
-                assert_eq!(compute_order(events, step), simulated_order, "{kind} stage {stage}: recorded vs simulated");
+                assert_eq!(
+                    &compute_order(events, step),
+                    simulated_order,
+                    "{kind} stage {stage}: recorded vs simulated"
+                );
             }
             let order = compute_order(events, 1);
             let warm_up = order.iter().take_while(|a| a.pass == Pass::Forward).count();
