@@ -10,7 +10,8 @@ use crate::{
 
 /// The schedules whose bubble the arithmetic (p − 1) ÷ (m + p − 1) describes: synchronous,
 /// flushed every step.
-const FLUSHED_SCHEDULES: [StrategyKind; 2] = [StrategyKind::Gpipe, StrategyKind::OneFOneB];
+const FLUSHED_SCHEDULES: [StrategyKind; 3] =
+    [StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::Interleaved1F1B];
 
 impl RunAggregates {
     /// Speedup bars of every cell with W > 1, ordered by W; a run with only W = 1 gives its
@@ -184,23 +185,26 @@ impl RunAggregates {
         groups
             .into_iter()
             .filter_map(|((network, dataset, stages), trials)| {
-                let mut cases: Vec<(StrategyKind, u32)> =
-                    trials.iter().map(|p| (p.schedule(), p.micro_batches())).collect();
+                let mut cases: Vec<(StrategyKind, u32, u32)> =
+                    trials.iter().map(|p| (p.schedule(), p.virtual_stages(), p.micro_batches())).collect();
                 cases.sort_unstable();
                 cases.dedup();
-                let counts = cases.iter().map(|(_, m)| *m);
+                let counts = cases.iter().map(|(_, _, m)| *m);
                 if counts.clone().min() == counts.max() {
                     return None;
                 }
                 let points = cases
                     .into_iter()
-                    .map(|(schedule, micro_batches)| {
+                    .map(|(schedule, virtual_stages, micro_batches)| {
                         let case: Vec<&PipelineTrial> = trials
                             .iter()
                             .copied()
-                            .filter(|p| p.schedule() == schedule && p.micro_batches() == micro_batches)
+                            .filter(|p| {
+                                (p.schedule(), p.virtual_stages(), p.micro_batches())
+                                    == (schedule, virtual_stages, micro_batches)
+                            })
                             .collect();
-                        BubblePoint { schedule, micro_batches, bubble: bubble_over_repeats(&case) }
+                        BubblePoint { schedule, virtual_stages, micro_batches, bubble: bubble_over_repeats(&case) }
                     })
                     .collect();
                 Some(PipelineBubble { network, dataset, stages, points })

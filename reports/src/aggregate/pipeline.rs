@@ -56,6 +56,11 @@ impl PipelineTrial {
         self.ranks.first().map_or(0, |row| row.info.stages)
     }
 
+    /// Pipeline stages each rank holds (v; 1 unless interleaved).
+    pub fn virtual_stages(&self) -> u32 {
+        self.ranks.first().and_then(|row| row.info.virtual_stages).unwrap_or(1)
+    }
+
     /// Micro-batches per step (m).
     pub fn micro_batches(&self) -> u32 {
         self.ranks.first().map_or(0, |row| row.info.micro_batches)

@@ -1,6 +1,7 @@
 //! The pipeline bubble against the micro-batch count (GPipe paper, thesis ch. 6): the
-//! schedule's (p − 1) ÷ (m + p − 1) as a line, the measured idle share of each schedule's
-//! trials as markers, so a reader sees how closely the run follows the arithmetic.
+//! schedule's (p − 1) ÷ (m + p − 1) as a line (interleaved 1F1B's (p − 1) ÷ (v·m + p − 1)
+//! as one more, in its colour), the measured idle share of each schedule's trials as
+//! markers, so a reader sees how closely the run follows the arithmetic.
 
 use std::path::PathBuf;
 
@@ -23,8 +24,11 @@ const FIGURE: &str = "pipeline_bubble";
 /// One schedule at one micro-batch count: its measured bubble over the repeats.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BubblePoint {
-    /// The schedule (`gpipe`, `1f1b`); one marker colour each, its strategy's.
+    /// The schedule (`gpipe`, `1f1b`, `interleaved-1f1b`); one marker colour each, its
+    /// strategy's.
     pub schedule: StrategyKind,
+    /// Pipeline stages per worker (v): 1 but for interleaved 1F1B.
+    pub virtual_stages: u32,
     /// Micro-batches per step m (x axis).
     pub micro_batches: u32,
     /// Measured idle share of the step, 0–1, over the repeats; or why there is none.
@@ -80,9 +84,17 @@ impl Figure for BubbleFigure<'_> {
         let f = self.figure;
         let p = f64::from(f.stages);
         let theoretical = |m: f64| 100.0 * (p - 1.0) / (m + p - 1.0);
-        let mut schedules: Vec<StrategyKind> = f.points.iter().map(|point| point.schedule).collect();
-        schedules.sort_by_key(|&kind| strategy_rank(kind));
+        let interleaved = |v: u32, m: f64| 100.0 * (p - 1.0) / (f64::from(v) * m + p - 1.0);
+        let mut schedules: Vec<(StrategyKind, u32)> =
+            f.points.iter().map(|point| (point.schedule, point.virtual_stages)).collect();
+        schedules.sort_by_key(|&(kind, v)| (strategy_rank(kind), v));
         schedules.dedup();
+        let mut per_worker: Vec<u32> = schedules.iter().map(|&(_, v)| v).filter(|&v| v > 1).collect();
+        per_worker.dedup();
+        let name = |(kind, v): (StrategyKind, u32)| match v {
+            1 => kind.name().to_owned(),
+            v => format!("{} v = {v}", kind.name()),
+        };
         let outcomes = f.points.iter().map(|point| &point.bubble);
         let title = format!("Pipeline bubble against micro-batches — {} / {}, p = {}", f.network, f.dataset, f.stages);
         let note = if any_repeats(outcomes.clone()) {
@@ -95,7 +107,14 @@ impl Figure for BubbleFigure<'_> {
             Swatch::Line { color: REFERENCE, dashed: true },
             format!("theoretical (p − 1)/(m + p − 1), p = {}", f.stages),
         )];
-        legend.extend(schedules.iter().map(|&s| LegendEntry::new(Swatch::Dot(strategy_color(s)), s.name())));
+        for &v in &per_worker {
+            let color = strategy_color(StrategyKind::Interleaved1F1B);
+            legend.push(LegendEntry::new(
+                Swatch::Line { color, dashed: true },
+                format!("(p − 1)/(v·m + p − 1), v = {v}"),
+            ));
+        }
+        legend.extend(schedules.iter().map(|&s| LegendEntry::new(Swatch::Dot(strategy_color(s.0)), name(s))));
         if outcomes.clone().any(|o| !matches!(o, Plotted::Measured(_))) {
             legend.push(LegendEntry::new(Swatch::Cross(INK), "no measurement (reason beside ×)"));
         }
@@ -141,14 +160,22 @@ impl Figure for BubbleFigure<'_> {
             (x, theoretical(x.exp2()))
         });
         chart.draw_series(DashedLineSeries::new(curve, 10, 6, REFERENCE.stroke_width(2)))?;
+        for &v in &per_worker {
+            let curve = (0..=samples).map(|i| {
+                let x = curve_from + (x_max - curve_from) * f64::from(i) / f64::from(samples);
+                (x, interleaved(v, x.exp2()))
+            });
+            let color = strategy_color(StrategyKind::Interleaved1F1B);
+            chart.draw_series(DashedLineSeries::new(curve, 6, 6, color.stroke_width(2)))?;
+        }
 
         let screen = plot.use_screen_coord();
         // Schedules at the same m sit side by side instead of on top of each other.
         let offset = |slot: usize| 0.08 * (slot as f64 - (schedules.len() as f64 - 1.0) / 2.0);
         let mut failures_at: Vec<u32> = Vec::new();
-        for (slot, &schedule) in schedules.iter().enumerate() {
+        for (slot, &(schedule, v)) in schedules.iter().enumerate() {
             let color = strategy_color(schedule);
-            for point in f.points.iter().filter(|point| point.schedule == schedule) {
+            for point in f.points.iter().filter(|point| (point.schedule, point.virtual_stages) == (schedule, v)) {
                 let x = x_of(f64::from(point.micro_batches)) + offset(slot);
                 match &point.bubble {
                     Plotted::Measured(stat) => draw_median_point(&mut chart, &screen, x, &stat.scaled(100.0), color)?,

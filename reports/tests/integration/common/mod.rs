@@ -291,7 +291,12 @@ pub fn pipeline_bubble_input() -> PipelineBubble {
                 ("gpipe", _) => three(theory + 0.04, 0.01),
                 _ => Plotted::single(theory + 0.02),
             };
-            points.push(BubblePoint { schedule: schedule.parse().unwrap(), micro_batches: m, bubble });
+            points.push(BubblePoint {
+                schedule: schedule.parse().unwrap(),
+                virtual_stages: 1,
+                micro_batches: m,
+                bubble,
+            });
         }
     }
     PipelineBubble { network: "resnet50".into(), dataset: "imagenet".into(), stages: 4, points }
