@@ -269,6 +269,44 @@ fn pipeline_bubble_draws_the_theoretical_curve_and_a_marker_per_schedule_and_m()
     ));
 }
 
+/// Interleaved trials (v = 2) join the figure with their own arithmetic line, and two v at
+/// the same m are two schedules, each with its marker.
+#[test]
+fn pipeline_bubble_draws_interleaved_points_with_their_own_line_per_v() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = pipeline_bubble_input();
+    let plain = pipeline_bubble(&input, &FigureTarget::new(dir.path(), "plain")).unwrap();
+    let (plain_svg, _) = outputs(&plain, dir.path(), "plain");
+    for v in [2u32, 4] {
+        for m in [4u32, 8] {
+            let theory = 3.0 / (f64::from(v * m) + 3.0);
+            input.points.push(BubblePoint {
+                schedule: "interleaved-1f1b".parse().unwrap(),
+                virtual_stages: v,
+                micro_batches: m,
+                bubble: Plotted::single(theory + 0.03),
+            });
+        }
+    }
+    let written = pipeline_bubble(&input, &FigureTarget::new(dir.path(), "interleaved")).unwrap();
+    let (svg, png) = outputs(&written, dir.path(), "interleaved");
+    assert_labels(
+        &svg,
+        &[
+            "theoretical (p − 1)/(m + p − 1), p = 4",
+            "(p − 1)/(v·m + p − 1), v = 2",
+            "(p − 1)/(v·m + p − 1), v = 4",
+            "interleaved-1f1b v = 2",
+            "interleaved-1f1b v = 4",
+        ],
+    );
+    assert!(!plain_svg.contains("v·m"), "no interleaved line without interleaved trials");
+    // Four more measured points, a white backing and a dot each.
+    assert!(count(&svg, "circle") >= count(&plain_svg, "circle") + 8, "{} circles", count(&svg, "circle"));
+    assert_fonts_readable(&svg);
+    assert_png_is_a_figure(&png);
+}
+
 #[test]
 fn step_breakdown_stacks_compute_exposed_communication_and_idle_per_rank() {
     let dir = tempfile::tempdir().unwrap();
