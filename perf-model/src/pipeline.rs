@@ -76,12 +76,18 @@ impl Pipeline<'_> {
 pub struct SimulatedAction {
     /// The rank that ran it, from 0 (the stage's rank).
     pub rank: usize,
+    /// Which simulated step's list it came from (PipeDream runs several; 0 otherwise).
+    pub step: usize,
     /// The pass, its stage and micro-batch (ids global across steps for PipeDream).
     pub action: Action,
     /// Seconds from the step's start.
     pub start_s: f64,
     /// Seconds from the step's start, the pass (and any recompute or update in it) done.
     pub end_s: f64,
+    /// Seconds of the forward recomputed at the start of a backward (0 without).
+    pub recompute_s: f64,
+    /// Seconds of the update at the end of a backward (PipeDream's; 0 otherwise).
+    pub optimizer_s: f64,
 }
 
 /// Where one rank's step time went.
@@ -95,6 +101,9 @@ pub struct RankTime {
     pub optimizer_s: f64,
     /// The replicas' gradient all-reduce (hybrid).
     pub all_reduce_s: f64,
+    /// The update after the flush, after that all-reduce (synchronous schedules; part of
+    /// `optimizer_s`).
+    pub flush_optimizer_s: f64,
     /// The share of the pipeline's compute span this rank did not compute.
     pub bubble: f64,
 }
@@ -108,6 +117,10 @@ pub struct PipelineStep {
     pub ranks: Vec<RankTime>,
     /// Every pass, rank by rank in the order each rank ran them.
     pub actions: Vec<SimulatedAction>,
+    /// Steps simulated: PipeDream's last is its steady state; 1 for flushed schedules.
+    pub steps: usize,
+    /// Micro-batches per step as the schedule ran them.
+    pub micro_batches: usize,
 }
 
 impl PipelineStep {
@@ -248,6 +261,7 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
             recompute_s,
             optimizer_s: own.iter().map(|pass| pass.optimizer_s).sum::<f64>() + flush_optimizer_s,
             all_reduce_s,
+            flush_optimizer_s,
             bubble: if span > 0.0 { (1.0 - (compute_s + recompute_s) / span).clamp(0.0, 1.0) } else { 0.0 },
         });
         for (step, end) in rank_done.iter_mut().enumerate() {
@@ -271,9 +285,17 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     };
     let actions = passes
         .iter()
-        .map(|pass| SimulatedAction { rank: pass.rank, action: pass.action, start_s: pass.start_s, end_s: pass.end_s })
+        .map(|pass| SimulatedAction {
+            rank: pass.rank,
+            step: pass.step,
+            action: pass.action,
+            start_s: pass.start_s,
+            end_s: pass.end_s,
+            recompute_s: pass.recompute_s,
+            optimizer_s: pass.optimizer_s,
+        })
         .collect();
-    Ok(PipelineStep { step_s, ranks: rank_times, actions })
+    Ok(PipelineStep { step_s, steps, micro_batches: m, ranks: rank_times, actions })
 }
 
 /// One simulated pass with its parts.
@@ -412,6 +434,10 @@ fn recomputes(pipeline: &Pipeline<'_>, stage: usize, id: usize, m: usize) -> boo
         _ => pipeline.checkpoint.recomputes(id % m, m),
     }
 }
+
+mod timeline;
+
+pub use timeline::{SimulatedBlock, SimulatedWork};
 
 #[cfg(test)]
 mod tests;

@@ -102,6 +102,9 @@ pub struct StepPrediction {
     /// How much slower compute runs because the workers' threads outnumber the cores
     /// (1 when they do not).
     pub core_sharing: f64,
+    /// A pipeline's simulated step, pass by pass, as the model's step rests on it (the
+    /// predicted timeline); `None` for other strategies and where the model has no step.
+    pub pipeline: Option<PipelineStep>,
 }
 
 impl StepPrediction {
@@ -122,13 +125,14 @@ impl<'a> StepQuestion<'a> {
         let partition = self.strategy.schedule().map(|_| self.partition());
         let uncontended = self.model(partition.as_ref(), 1.0);
         let core_sharing = match &uncontended {
-            Ok(step) => self.core_sharing(step, partition.as_ref().and_then(|partition| partition.as_ref().ok())),
+            Ok((step, _)) => self.core_sharing(step, partition.as_ref().and_then(|partition| partition.as_ref().ok())),
             Err(_) => 1.0,
         };
-        let model = match core_sharing > 1.0 {
+        let (model, pipeline) = match core_sharing > 1.0 {
             true => self.model(partition.as_ref(), core_sharing),
             false => uncontended,
-        };
+        }
+        .map_or_else(|why| (Err(why), None), |(step, pipeline)| (Ok(step), pipeline));
         let thesis_s = match (self.strategy.kind(), &partition) {
             (StrategyKind::Single, _) => Ok(self.single_s()),
             (StrategyKind::DataParallel, _) => self.thesis_data_parallel_s(),
@@ -141,16 +145,21 @@ impl<'a> StepQuestion<'a> {
             Some(partition) => partition.clone().and_then(|ranges| self.pipeline_memory(&ranges)),
             None => self.replica_memory(),
         };
-        StepPrediction { model, thesis_s, memory, core_sharing }
+        StepPrediction { model, thesis_s, memory, core_sharing, pipeline }
     }
 
-    /// The step with every compute cost multiplied by `slowdown`.
+    /// The step with every compute cost multiplied by `slowdown`, and a pipeline's
+    /// simulated step behind it.
     fn model(
         &self,
         partition: Option<&Result<Vec<Range<usize>>, Unpredictable>>,
         slowdown: f64,
-    ) -> Result<StepBreakdown, Unpredictable> {
-        match (self.strategy.kind(), partition) {
+    ) -> Result<(StepBreakdown, Option<PipelineStep>), Unpredictable> {
+        if let (Some(_), Some(partition)) = (self.strategy.schedule(), partition) {
+            let step = partition.clone().and_then(|ranges| self.pipeline(&ranges, slowdown))?;
+            return Ok((step.breakdown(), Some(step)));
+        }
+        let step = match (self.strategy.kind(), partition) {
             (StrategyKind::Single, _) => {
                 let step_s = self.single_s() * slowdown;
                 let optimizer_s = self.profile.optimizer_s * slowdown;
@@ -165,9 +174,9 @@ impl<'a> StepQuestion<'a> {
             (StrategyKind::DataParallel, _) => self.data_parallel(slowdown),
             (StrategyKind::ParameterServer, _) => self.parameter_server(slowdown),
             (StrategyKind::ShardedDataParallel, _) => self.sharded(slowdown),
-            (_, Some(partition)) => partition.clone().and_then(|ranges| self.pipeline(&ranges, slowdown)),
-            (_, None) => Err(Unpredictable::NotAPipeline),
-        }
+            (_, _) => Err(Unpredictable::NotAPipeline),
+        }?;
+        Ok((step, None))
     }
 
     /// The demand on the cores over their number (at least 1): every computing worker's
@@ -365,7 +374,7 @@ impl<'a> StepQuestion<'a> {
     /// profile measured contention, each rank's passes are slowed by how many workers
     /// compute beside it in the simulated schedule (its ranks times hybrid's replicas);
     /// slower passes overlap differently, so that is simulated again, a few rounds.
-    fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<StepBreakdown, Unpredictable> {
+    fn pipeline(&self, partition: &[Range<usize>], slowdown: f64) -> Result<PipelineStep, Unpredictable> {
         let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
         let (_, replicas) = self.strategy.pipeline_shape(self.workers)?;
         let samples = self.strategy.stage_samples(self.batch);
@@ -403,7 +412,7 @@ impl<'a> StepQuestion<'a> {
                 step = simulate_slowed(&per_stage(&slowdowns))?;
             }
         }
-        Ok(step.breakdown())
+        Ok(step)
     }
 
     /// How much slower the slowest rank computes: what synchronous replicas wait for every

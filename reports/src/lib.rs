@@ -37,7 +37,7 @@ pub use figures::frontier::{memory_frontier, FrontierBar};
 pub use figures::history::{history_chart, HistoryChart, HistoryLine};
 pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
 pub use figures::pipeline_bubble::{pipeline_bubble, BubblePoint, PipelineBubble};
-pub use figures::pipeline_timeline::{pipeline_timeline, PipelineTimeline, TimelineEvent};
+pub use figures::pipeline_timeline::{pipeline_timeline, pipeline_timelines, PipelineTimeline, TimelineEvent};
 pub use figures::prediction_errors::{prediction_errors, PredictionError};
 pub use figures::scaling::{speedup_scaling, speedup_scaling_noted, ScalingLine, ScalingPoint};
 pub use figures::speedup_bars::{speedup_bars, SpeedupBar};

@@ -6,7 +6,7 @@
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
 //! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead. Run-level tables
-//! (`probes/`, `predictions/`, `batch_probes/`) hold parts that are not a trial's.
+//! (`probes/`, `predictions/`, `predicted_passes/`, `batch_probes/`) hold parts that are not a trial's.
 //!
 //! No libtorch here: the binary writes through this crate and the reports read through it.
 
@@ -25,6 +25,7 @@ mod intervals;
 pub mod nonfinite;
 mod outcome;
 mod pipeline_stage;
+mod predicted_pass_row;
 mod prediction_row;
 mod probe_row;
 mod profile_row;
@@ -56,6 +57,7 @@ pub use fingerprint::Fingerprint;
 pub use gradient_update::{GradientRecord, GradientUpdateRow};
 pub use outcome::Outcome;
 pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
+pub use predicted_pass_row::PredictedPassRow;
 pub use prediction_row::PredictionRow;
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
 pub use profile_row::ProfileRow;

@@ -16,8 +16,8 @@ use crate::atomic_file::{io_error, remove_stale_temp_files, sync_dir, write_atom
 use crate::table_names::TABLE_NAMES;
 use crate::{
     chrome_trace, to_frame, BatchProbeRow, EpochRow, EvaluationRow, EventRow, ExportFormat, Fingerprint,
-    GradientUpdateRow, PipelineStageRow, PredictionRow, ProbeRow, RankBreakdownRow, StepRow, StoreError, Table,
-    TelemetryRow, TrialRow, TrialTables, UtcTime,
+    GradientUpdateRow, PipelineStageRow, PredictedPassRow, PredictionRow, ProbeRow, RankBreakdownRow, StepRow,
+    StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
 };
 
 /// Name of the environment fingerprint in a run folder; its presence marks a run.
@@ -249,6 +249,7 @@ impl RunStore {
             GradientUpdateRow::NAME => self.load_table::<GradientUpdateRow>(),
             ProbeRow::NAME => self.load_table::<ProbeRow>(),
             PredictionRow::NAME => self.load_table::<PredictionRow>(),
+            PredictedPassRow::NAME => self.load_table::<PredictedPassRow>(),
             BatchProbeRow::NAME => self.load_table::<BatchProbeRow>(),
             other => Err(StoreError::UnknownTable { name: other.to_owned() }),
         }

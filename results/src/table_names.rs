@@ -25,6 +25,10 @@ pub const PROBES: &str = "probes";
 /// One row per cell: the performance model's prediction, made before any trial trained.
 pub const PREDICTIONS: &str = "predictions";
 
+/// One row per block of each pipeline cell's predicted step (the predicted timeline), made
+/// with the predictions.
+pub const PREDICTED_PASSES: &str = "predicted_passes";
+
 /// Store-level, beside the runs: networks' profiles, reused by every run and prediction
 /// that matches them.
 pub const PROFILES: &str = "profiles";
@@ -37,8 +41,8 @@ pub const AUTO_CHOICES: &str = "auto_choices";
 pub const BATCH_PROBES: &str = "batch_probes";
 
 /// The run's tables, in the order they are exported: the per-trial ones, then the
-/// run-level `probes`, `predictions` and `batch_probes`.
-pub const TABLE_NAMES: [&str; 12] = [
+/// run-level `probes`, `predictions`, `predicted_passes` and `batch_probes`.
+pub const TABLE_NAMES: [&str; 13] = [
     TRIALS,
     EPOCHS,
     STEPS,
@@ -50,6 +54,7 @@ pub const TABLE_NAMES: [&str; 12] = [
     GRADIENT_UPDATES,
     PROBES,
     PREDICTIONS,
+    PREDICTED_PASSES,
     BATCH_PROBES,
 ];
 

@@ -1,7 +1,8 @@
 //! The ex-ante half of every run: before its first trial, `stratlab run` measures the links
 //! its multi-worker trials will use (a short `stratlab probe` over loopback and over each
 //! emulated link, stored in the run's `probes` table), profiles each network, and stores the performance model's
-//! prediction of every cell in `predictions`. The report sets them beside what the trials
+//! prediction of every cell in `predictions` (and each pipeline cell's simulated step in
+//! `predicted_passes`). The report sets them beside what the trials
 //! then measure; nothing of the model is fitted to those trials.
 //!
 //! A prediction that fails is a warning, never the run's failure: the trials are the
@@ -79,8 +80,11 @@ fn predict_into(
     }
     // The store's profiles sit beside its runs.
     let mut cache = ProfileCache::open(store.run_dir().parent(), profiles)?;
-    let rows = predict_cells(trials, &Placement::here(&links), &mut cache, store.run_id(), say)?;
-    store.write_run_rows(&rows)?;
+    let predicted = predict_cells(trials, &Placement::here(&links), &mut cache, store.run_id(), say)?;
+    // The timeline first: a run holding predictions is a predicted run (a resumed run
+    // predicts nothing again), so they must not be there without it.
+    store.write_run_rows(&predicted.passes)?;
+    store.write_run_rows(&predicted.rows)?;
     Ok(())
 }
 

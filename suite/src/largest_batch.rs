@@ -176,7 +176,7 @@ fn peak_line(
         at
     };
     let rows = match predict_cells(&batches.map(at), placement, cache, "", say) {
-        Ok(rows) => rows,
+        Ok(predicted) => predicted.rows,
         Err(error) => {
             say(&format!("warning: no predicted largest batch for {}: {error:#}", trial.label()));
             return None;

@@ -67,7 +67,7 @@ pub fn predict(
         None => Placement::here(&links),
     };
     let started = Instant::now();
-    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
+    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?.rows;
     eprintln!("{} cells predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
     let measured_run = against.map(RunView::open).transpose()?;
     let measured = measured_run.as_ref().map(|run| measured_steps(run.trials()));

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
+use stratlab_perf_model::pipeline::{SimulatedBlock, SimulatedWork};
 use stratlab_perf_model::predict::StepQuestion;
 use stratlab_perf_model::{CollectiveCurve, Link, MeasuredCollectives};
 use stratlab_profile::NetworkProfile;
-use stratlab_results::{PredictionRow, ProbeKind, ProbeRow, RunStore};
+use stratlab_results::{EventKind, PredictedPassRow, PredictionRow, ProbeKind, ProbeRow, RunStore};
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::profile::analytical_profile;
 use tch::Device;
@@ -148,6 +149,14 @@ impl<'a> Placement<'a> {
     }
 }
 
+/// What the model predicted of a plan's cells.
+pub struct CellPredictions {
+    /// One row per cell (the first repeat of each), in plan order.
+    pub rows: Vec<PredictionRow>,
+    /// Each pipeline cell's simulated step, block by block (the predicted timeline).
+    pub passes: Vec<PredictedPassRow>,
+}
+
 /// One prediction per cell (the first repeat of each), in plan order, profiles taken from
 /// `cache` (measured there when missing). `report` hears what is profiled and how long it
 /// took.
@@ -157,7 +166,7 @@ pub fn predict_cells(
     cache: &mut ProfileCache,
     run_id: &str,
     report: &mut dyn FnMut(&str),
-) -> anyhow::Result<Vec<PredictionRow>> {
+) -> anyhow::Result<CellPredictions> {
     let (cores, cluster_link);
     match placement {
         Placement::Local { cores: here, .. } => {
@@ -191,7 +200,7 @@ pub fn predict_cells(
         }
         Placement::Cluster(_) => (None, None),
     };
-    let mut rows = Vec::new();
+    let (mut rows, mut passes) = (Vec::new(), Vec::new());
     for trial in trials.iter().filter(|trial| trial.repeat == 0) {
         let spec = trial.network_spec()?;
         let key = key_of(trial);
@@ -256,6 +265,9 @@ pub fn predict_cells(
             straggler: trial.train.straggler.as_ref(),
         };
         let prediction = question.predict();
+        if let Some(pipeline) = &prediction.pipeline {
+            passes.extend(pipeline.timeline().iter().map(|block| predicted_pass(run_id, &trial.trial_id, block)));
+        }
         let step = prediction.model.as_ref().ok();
         let uses_link = trial.workers > 1;
         rows.push(PredictionRow {
@@ -281,7 +293,28 @@ pub fn predict_cells(
             profile_retaken: cache.retaken(trial).map(str::to_owned),
         });
     }
-    Ok(rows)
+    Ok(CellPredictions { rows, passes })
+}
+
+/// One block of a cell's predicted step as stored, its work as the event kind the trials
+/// record for the same work.
+fn predicted_pass(run_id: &str, trial_id: &str, block: &SimulatedBlock) -> PredictedPassRow {
+    PredictedPassRow {
+        run_id: run_id.to_owned(),
+        trial_id: trial_id.to_owned(),
+        rank: block.rank as u32,
+        kind: match block.work {
+            SimulatedWork::Forward => EventKind::Forward,
+            SimulatedWork::Recompute => EventKind::Recompute,
+            SimulatedWork::Backward => EventKind::Backward,
+            SimulatedWork::AllReduce => EventKind::AllReduce,
+            SimulatedWork::Optimizer => EventKind::Optimizer,
+        },
+        pipeline_stage: block.stage.map(|stage| stage as u32),
+        micro_batch: block.micro_batch.map(|micro_batch| micro_batch as u32),
+        start_s: block.start_s,
+        end_s: block.end_s,
+    }
 }
 
 /// A cell the model cannot predict, and why.

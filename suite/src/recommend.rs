@@ -114,7 +114,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         })
         .collect();
     let started = Instant::now();
-    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?;
+    let rows = predict_cells(&trials, &placement, cache, "", &mut |line| eprintln!("{line}"))?.rows;
     eprintln!("{} candidates predicted in {:.1} s", rows.len(), started.elapsed().as_secs_f64());
     let candidates: Vec<Candidate> = rows
         .iter()

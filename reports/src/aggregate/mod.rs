@@ -22,7 +22,11 @@ mod step_breakdown;
 mod throughput;
 mod trial;
 
-use stratlab_results::{EpochRow, EvaluationRow, PipelineStageRow, RankBreakdownRow, RunStore, RunView, StepRow};
+use std::collections::BTreeMap;
+
+use stratlab_results::{
+    EpochRow, EvaluationRow, PipelineStageRow, PredictedPassRow, RankBreakdownRow, RunStore, RunView, StepRow,
+};
 
 use crate::ReportError;
 
@@ -91,6 +95,7 @@ pub fn aggregate_view(run: &RunView) -> Result<RunAggregates, ReportError> {
     let steps: Vec<StepRow> = run.rows().map_err(load("steps"))?;
     let rank_breakdown: Vec<RankBreakdownRow> = run.rows().map_err(load("rank_breakdown"))?;
     let pipeline_stages: Vec<PipelineStageRow> = run.rows().map_err(load("pipeline_stages"))?;
+    let predicted_passes: Vec<PredictedPassRow> = run.rows().map_err(load("predicted_passes"))?;
     let cells = cells::repeats_by_cell(run);
     let ok = cells::ok_trials(run)?;
     let records = trial::trial_records(run);
@@ -102,6 +107,20 @@ pub fn aggregate_view(run: &RunView) -> Result<RunAggregates, ReportError> {
         accuracy: accuracy::trial_accuracies(&records, &epochs, &evaluations),
         loss: loss::trial_losses(&records, &steps),
         step_breakdown: step_breakdown::step_breakdowns(&records, &rank_breakdown),
-        pipelines: pipeline::pipeline_trials(&records, pipeline_stages),
+        pipelines: pipeline::pipeline_trials(&records, pipeline_stages, &predicted_by_cell(run, predicted_passes)),
     })
+}
+
+/// The predicted passes of each cell: a prediction names its cell's first repeat, and every
+/// repeat of the cell draws it.
+fn predicted_by_cell(run: &RunView, passes: Vec<PredictedPassRow>) -> BTreeMap<CellKey, Vec<PredictedPassRow>> {
+    let cell_of: BTreeMap<&str, &CellKey> =
+        run.trials_with_cells().map(|(trial, key)| (trial.trial_id.as_str(), key)).collect();
+    let mut by_cell: BTreeMap<CellKey, Vec<PredictedPassRow>> = BTreeMap::new();
+    for pass in passes {
+        if let Some(&key) = cell_of.get(pass.trial_id.as_str()) {
+            by_cell.entry(key.clone()).or_default().push(pass);
+        }
+    }
+    by_cell
 }

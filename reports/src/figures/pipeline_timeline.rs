@@ -141,34 +141,65 @@ impl PipelineTimeline {
 
 /// Draws `timeline` into `target`; returns the files.
 pub fn pipeline_timeline(timeline: &PipelineTimeline, target: &FigureTarget) -> Result<Vec<PathBuf>, ReportError> {
+    check(timeline, "")?;
+    render(&TimelineFigure { title: &timeline.title, panels: vec![Panel { caption: None, timeline }] }, target)
+}
+
+/// Draws `panels` one above the other under `title` (thesis fig. 7.1 above 7.2: the
+/// predicted step above the measured one), each headed by its timeline's title, on one
+/// time axis from each panel's first event, so their lengths compare; returns the files.
+pub fn pipeline_timelines(
+    title: &str,
+    panels: &[&PipelineTimeline],
+    target: &FigureTarget,
+) -> Result<Vec<PathBuf>, ReportError> {
+    if panels.is_empty() {
+        return Err(ReportError::Empty { figure: FIGURE });
+    }
+    for (i, timeline) in panels.iter().enumerate() {
+        check(timeline, &format!("panels[{i}]."))?;
+    }
+    let panels = panels.iter().map(|&timeline| Panel { caption: Some(&timeline.title), timeline }).collect();
+    render(&TimelineFigure { title, panels }, target)
+}
+
+/// Refuses a timeline the figure cannot draw; `at` prefixes the field names.
+fn check(timeline: &PipelineTimeline, at: &str) -> Result<(), ReportError> {
     if timeline.events.is_empty() {
         return Err(ReportError::Empty { figure: FIGURE });
     }
     let invalid = |field: String, value: String, why| ReportError::InvalidInput { figure: FIGURE, field, value, why };
     if timeline.workers == 0 {
-        return Err(invalid("workers".into(), "0".into(), "a timeline has at least one worker"));
+        return Err(invalid(format!("{at}workers"), "0".into(), "a timeline has at least one worker"));
     }
     for (i, e) in timeline.events.iter().enumerate() {
         if e.worker >= timeline.workers {
             return Err(invalid(
-                format!("events[{i}].worker"),
+                format!("{at}events[{i}].worker"),
                 e.worker.to_string(),
                 "worker index must be below `workers`",
             ));
         }
         if !(e.start_s.is_finite() && e.end_s.is_finite() && e.start_s <= e.end_s) {
             return Err(invalid(
-                format!("events[{i}].end_s"),
+                format!("{at}events[{i}].end_s"),
                 format!("{} (start {})", e.end_s, e.start_s),
                 "start and end must be finite with start <= end",
             ));
         }
     }
-    render(&TimelineFigure { timeline }, target)
+    Ok(())
+}
+
+/// One timeline of the figure, under its caption where the figure has several.
+struct Panel<'a> {
+    caption: Option<&'a str>,
+    timeline: &'a PipelineTimeline,
 }
 
 struct TimelineFigure<'a> {
-    timeline: &'a PipelineTimeline,
+    title: &'a str,
+    panels: Vec<Panel<'a>>,
 }
 
 /// Fill, outline, hatch and label of a block of micro-batch `micro_batch` (and pipeline
@@ -200,95 +231,141 @@ fn block_look(
 
 impl Figure for TimelineFigure<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError> {
-        let t = self.timeline;
-        let (t0, t1) = t.span_s().unwrap_or((0.0, 1.0));
-        let (divisor, unit) = time_unit(t1 - t0);
-        let x_max = ((t1 - t0) / divisor).max(1e-9);
-        let rows = t.workers;
+        let timelines: Vec<&PipelineTimeline> = self.panels.iter().map(|panel| panel.timeline).collect();
+        // One scale for every panel: each from its own first event, to the longest span.
+        let longest_s = timelines.iter().filter_map(|t| t.span_s()).map(|(start, end)| end - start).fold(0.0, f64::max);
+        let (divisor, unit) = time_unit(longest_s);
+        let x_max = (longest_s / divisor).max(1e-9);
 
-        let body = with_title(root, &t.title, Some(&subtitle(t)))?;
-        let plot = with_legend_below(&body, &legend(t))?;
-
+        let body = with_title(root, self.title, Some(&subtitle(&timelines)))?;
+        let plot = with_legend_below(&body, &legend(&timelines))?;
         let mut label_w = 0;
-        for worker in 0..rows {
-            label_w = label_w.max(plot.estimate_text_size(&t.worker_label(worker), &font(TICK_PX))?.0);
+        for t in &timelines {
+            for worker in 0..t.workers {
+                label_w = label_w.max(plot.estimate_text_size(&t.worker_label(worker), &font(TICK_PX))?.0);
+            }
         }
-        let (idle_w, _) = plot.estimate_text_size("idle 100 %", &font(TICK_PX))?;
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(10)
-            .margin_right(idle_w as i32 + 24)
-            .x_label_area_size(TICK_PX as u32 + AXIS_PX as u32 + 30)
-            .y_label_area_size(label_w + 20)
-            .build_cartesian_2d(0f64..x_max, 0f64..f64::from(rows))?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(0)
-            .x_labels(12)
-            .bold_line_style(GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(INK)
-            .label_style(font(TICK_PX))
-            .axis_desc_style(font(AXIS_PX))
-            .x_desc(format!("time ({unit})"))
-            .x_label_formatter(&fmt_tick)
-            .draw()?;
-        let screen = plot.use_screen_coord();
-        // Worker 0 on top, as in the thesis.
-        let row_of = |worker: u32| f64::from(rows - 1 - worker);
-
-        // Communication first: where it overlaps a pass (a comm thread), the pass stays visible.
-        let mut in_order: Vec<(Block, &TimelineEvent)> =
-            t.events.iter().filter_map(|e| Some((Block::of(e.kind)?, e))).collect();
-        in_order.sort_by_key(|(block, _)| !matches!(block, Block::Collective | Block::SendRecv));
-        for (block, event) in in_order {
-            let (fill, outline, hatch, label) = block_look(block, event.micro_batch, event.pipeline_stage);
-            let row = row_of(event.worker);
-            let x0 = (event.start_s - t0) / divisor;
-            let x1 = (event.end_s - t0) / divisor;
-            let corners = [(x0, row + 0.14), (x1, row + 0.86)];
-            chart.draw_series(std::iter::once(Rectangle::new(corners, fill.filled())))?;
-            let p0 = chart.backend_coord(&corners[0]);
-            let p1 = chart.backend_coord(&corners[1]);
-            if let Some(hatch) = hatch {
-                if block == Block::Recompute {
-                    hatch_rect(&screen, p0, p1, hatch, 12)?;
-                    back_hatch_rect(&screen, p0, p1, hatch, 12)?;
-                } else {
-                    hatch_rect(&screen, p0, p1, hatch, 8)?;
+        // Panels share the height by their rows, each with its caption and axis.
+        let rows: Vec<u32> = timelines.iter().map(|t| t.workers).collect();
+        let (_, height) = plot.dim_in_pixel();
+        let caption_px = if self.panels.iter().any(|panel| panel.caption.is_some()) { AXIS_PX as u32 + 12 } else { 0 };
+        let axis_px = TICK_PX as u32 + AXIS_PX as u32 + 30;
+        let fixed = (caption_px + axis_px + 20) * rows.len() as u32;
+        let per_row = height.saturating_sub(fixed) as f64 / f64::from(rows.iter().sum::<u32>().max(1));
+        let mut rest = plot;
+        for (i, panel) in self.panels.iter().enumerate() {
+            let panel_px = caption_px + axis_px + 20 + (per_row * f64::from(rows[i])) as u32;
+            let area = match i + 1 == self.panels.len() {
+                true => rest.clone(),
+                false => {
+                    let (area, below) = rest.split_vertically(panel_px);
+                    rest = below;
+                    area
                 }
-            }
-            chart.draw_series(std::iter::once(Rectangle::new(corners, outline.stroke_width(1))))?;
-            let style = font(TICK_PX).color(if is_light(fill) { &INK } else { &WHITE });
-            let (text_w, _) = screen.estimate_text_size(&label, &style)?;
-            if (p1.0 - p0.0).abs() > text_w as i32 + 6 {
-                let centre = ((p0.0 + p1.0) / 2, (p0.1 + p1.1) / 2);
-                screen.draw(&Text::new(label, centre, style.pos(Pos::new(HPos::Center, VPos::Center))))?;
-            }
+            };
+            let area = match panel.caption {
+                Some(caption) => {
+                    let (head, area) = area.split_vertically(caption_px);
+                    let style = font(AXIS_PX).pos(Pos::new(HPos::Left, VPos::Center));
+                    head.draw(&Text::new(caption.to_owned(), (label_w as i32 + 30, caption_px as i32 / 2), style))?;
+                    area
+                }
+                None => area,
+            };
+            draw_panel(&area, panel.timeline, (divisor, unit, x_max), label_w, axis_px)?;
         }
-
-        let (right_px, _) = chart.backend_coord(&(x_max, 0.0));
-        let (left_px, _) = chart.backend_coord(&(0.0, 0.0));
-        let mut names = Vec::new();
-        for worker in 0..rows {
-            let y_px = chart.backend_coord(&(0.0, row_of(worker) + 0.5)).1;
-            names.push((y_px, t.worker_label(worker)));
-            let idle = format!("idle {:.0} %", t.idle_share(worker) * 100.0);
-            let style = font(TICK_PX).pos(Pos::new(HPos::Left, VPos::Center));
-            screen.draw(&Text::new(idle, (right_px + 10, y_px), style))?;
-        }
-        draw_y_categories(&screen, &names, left_px)?;
         Ok(())
     }
 }
 
+/// One timeline's rows on `area`: its blocks from its first event at 0, on the figure's
+/// scale (`divisor` seconds per `unit`, `x_max` units wide), each row's idle share at its
+/// right.
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    t: &PipelineTimeline,
+    (divisor, unit, x_max): (f64, &str, f64),
+    label_w: u32,
+    axis_px: u32,
+) -> Result<(), DrawError> {
+    let (t0, _) = t.span_s().unwrap_or((0.0, 1.0));
+    let rows = t.workers;
+    let (idle_w, _) = area.estimate_text_size("idle 100 %", &font(TICK_PX))?;
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(idle_w as i32 + 24)
+        .x_label_area_size(axis_px)
+        .y_label_area_size(label_w + 20)
+        .build_cartesian_2d(0f64..x_max, 0f64..f64::from(rows))?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_labels(12)
+        .bold_line_style(GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(INK)
+        .label_style(font(TICK_PX))
+        .axis_desc_style(font(AXIS_PX))
+        .x_desc(format!("time ({unit})"))
+        .x_label_formatter(&fmt_tick)
+        .draw()?;
+    let screen = area.use_screen_coord();
+    // Worker 0 on top, as in the thesis.
+    let row_of = |worker: u32| f64::from(rows - 1 - worker);
+
+    // Communication first: where it overlaps a pass (a comm thread), the pass stays visible.
+    let mut in_order: Vec<(Block, &TimelineEvent)> =
+        t.events.iter().filter_map(|e| Some((Block::of(e.kind)?, e))).collect();
+    in_order.sort_by_key(|(block, _)| !matches!(block, Block::Collective | Block::SendRecv));
+    for (block, event) in in_order {
+        let (fill, outline, hatch, label) = block_look(block, event.micro_batch, event.pipeline_stage);
+        let row = row_of(event.worker);
+        let x0 = (event.start_s - t0) / divisor;
+        let x1 = (event.end_s - t0) / divisor;
+        let corners = [(x0, row + 0.14), (x1, row + 0.86)];
+        chart.draw_series(std::iter::once(Rectangle::new(corners, fill.filled())))?;
+        let p0 = chart.backend_coord(&corners[0]);
+        let p1 = chart.backend_coord(&corners[1]);
+        if let Some(hatch) = hatch {
+            if block == Block::Recompute {
+                hatch_rect(&screen, p0, p1, hatch, 12)?;
+                back_hatch_rect(&screen, p0, p1, hatch, 12)?;
+            } else {
+                hatch_rect(&screen, p0, p1, hatch, 8)?;
+            }
+        }
+        chart.draw_series(std::iter::once(Rectangle::new(corners, outline.stroke_width(1))))?;
+        let style = font(TICK_PX).color(if is_light(fill) { &INK } else { &WHITE });
+        let (text_w, _) = screen.estimate_text_size(&label, &style)?;
+        if (p1.0 - p0.0).abs() > text_w as i32 + 6 {
+            let centre = ((p0.0 + p1.0) / 2, (p0.1 + p1.1) / 2);
+            screen.draw(&Text::new(label, centre, style.pos(Pos::new(HPos::Center, VPos::Center))))?;
+        }
+    }
+
+    let (right_px, _) = chart.backend_coord(&(x_max, 0.0));
+    let (left_px, _) = chart.backend_coord(&(0.0, 0.0));
+    let mut names = Vec::new();
+    for worker in 0..rows {
+        let y_px = chart.backend_coord(&(0.0, row_of(worker) + 0.5)).1;
+        names.push((y_px, t.worker_label(worker)));
+        let idle = format!("idle {:.0} %", t.idle_share(worker) * 100.0);
+        let style = font(TICK_PX).pos(Pos::new(HPos::Left, VPos::Center));
+        screen.draw(&Text::new(idle, (right_px + 10, y_px), style))?;
+    }
+    draw_y_categories(&screen, &names, left_px)?;
+    Ok(())
+}
+
 /// How to read the blocks; recompute is named only when the timeline has some.
-fn subtitle(t: &PipelineTimeline) -> String {
-    let passes = match t.events.iter().any(|e| e.kind == EventKind::Recompute) {
+fn subtitle(timelines: &[&PipelineTimeline]) -> String {
+    let events = || timelines.iter().flat_map(|t| &t.events);
+    let passes = match events().any(|e| e.kind == EventKind::Recompute) {
         true => "light: forward, pale cross-hatched: recompute, dark hatched: backward",
         false => "light: forward, dark hatched: backward",
     };
-    let labels = match t.events.iter().any(|e| e.pipeline_stage.is_some()) {
+    let labels = match events().any(|e| e.pipeline_stage.is_some()) {
         true => "; 2F0: stage 2, forward of micro-batch 0",
         false => "",
     };
@@ -296,9 +373,10 @@ fn subtitle(t: &PipelineTimeline) -> String {
 }
 
 /// Micro-batch colours (once each, they cycle), the pass encodings and the other kinds present.
-fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
+fn legend(timelines: &[&PipelineTimeline]) -> Vec<LegendEntry> {
+    let events = || timelines.iter().flat_map(|t| &t.events);
     let mut entries = Vec::new();
-    let max_mb = t.events.iter().filter_map(|e| e.micro_batch).max();
+    let max_mb = events().filter_map(|e| e.micro_batch).max();
     if let Some(max_mb) = max_mb {
         for m in 0..=max_mb.min(MICRO_BATCH_COLOURS - 1) {
             let label = if max_mb >= MICRO_BATCH_COLOURS {
@@ -313,7 +391,7 @@ fn legend(t: &PipelineTimeline) -> Vec<LegendEntry> {
         }
     }
     let grey = RGBColor(120, 120, 120);
-    let has = |block: Block| t.events.iter().any(|e| Block::of(e.kind) == Some(block));
+    let has = |block: Block| events().any(|e| Block::of(e.kind) == Some(block));
     if has(Block::Forward) {
         entries.push(LegendEntry::new(Swatch::Fill(tint(grey, 0.5)), "forward (F)"));
     }

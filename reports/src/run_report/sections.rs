@@ -12,8 +12,8 @@ use crate::tables::{
     time_to_accuracy_table, SummaryTable,
 };
 use crate::{
-    device_usage, loss_curves, pipeline_bubble, pipeline_timeline, speedup_bars, speedup_scaling, step_breakdown,
-    throughput, time_to_accuracy, FigureTarget, HtmlTable, ReportError, ReportFigure, ReportSection,
+    device_usage, loss_curves, pipeline_bubble, pipeline_timeline, pipeline_timelines, speedup_bars, speedup_scaling,
+    step_breakdown, throughput, time_to_accuracy, FigureTarget, HtmlTable, ReportError, ReportFigure, ReportSection,
 };
 
 /// Thesis figs. 3.1 and 3.2: speedup bars per W, and speedup against W.
@@ -195,12 +195,27 @@ pub(super) fn pipeline_section(
         let events: Vec<EventRow> =
             store.load_trial_rows(trial_id).map_err(|source| ReportError::Load { table: EventRow::NAME, source })?;
         let strategy = aggregates.labels.strategy(&pipeline.trial.key);
-        let Some(timeline) = pipeline.timeline(&events, &strategy) else { continue };
-        let alt = format!("Pipeline timeline, ranks against time: {}", timeline.title);
-        figures.extend(embed(
-            pipeline_timeline(&timeline, &figure(&format!("pipeline_timeline_{}", file_part(trial_id))))?,
-            alt,
-        ));
+        let Some(mut measured) = pipeline.timeline(&events, &strategy) else { continue };
+        let target = figure(&format!("pipeline_timeline_{}", file_part(trial_id)));
+        let Some(mut predicted) = pipeline.predicted_timeline(&strategy) else {
+            let alt = format!("Pipeline timeline, ranks against time: {}", measured.title);
+            figures.extend(embed(pipeline_timeline(&measured, &target)?, alt));
+            continue;
+        };
+        // Thesis fig. 7.1 above 7.2: the model's step above the measured one, each panel
+        // headed by its bubble, the figure by the measured step's title.
+        let bubble = |share: Option<f64>| {
+            share.map_or_else(|| "not timed".to_owned(), |share| format!("{:.0} %", share * 100.0))
+        };
+        predicted.title = format!("predicted before training · bubble {}", bubble(pipeline.bubble_predicted()));
+        let title = std::mem::replace(
+            &mut measured.title,
+            format!("measured · bubble {} (mean over the timed steps)", bubble(pipeline.bubble_measured())),
+        );
+        let alt = format!("Pipeline timeline, predicted above measured, ranks against time: {title}");
+        let (width_px, height_px) = (target.width_px, target.height_px);
+        let target = target.with_size(width_px, height_px + height_px / 2);
+        figures.extend(embed(pipeline_timelines(&title, &[&predicted, &measured], &target)?, alt));
     }
     Ok(section(
         "pipelines",
@@ -209,9 +224,11 @@ pub(super) fn pipeline_section(
          gave the stage, its imbalance (slowest ÷ mean stage − 1) as the partitioner predicted \
          and as measured from forward, backward and recompute time (a hybrid stage's replicas \
          averaged), and the bubble: the share of the step, from the pipeline's first pass to \
-         its last, in which the stage computed nothing, next to (p − 1)/(m + p − 1). Timelines \
-         show the first step after warm-up, a row per rank: F forward, R recompute \
-         (cross-hatched), B backward, numbered by micro-batch.",
+         its last, in which the stage computed nothing, as measured, as the model predicted it \
+         before training (the same rule on its simulated step) and as (p − 1)/(v·m + p − 1). \
+         Timelines show the first step after warm-up, a row per rank: F forward, R recompute \
+         (cross-hatched), B backward, numbered by micro-batch; above it, where the run \
+         predicted the cell, the model's simulated step on the same time scale.",
         figures,
         pipeline_stages_table(aggregates)?,
         tables,

@@ -262,6 +262,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
         .float("imbalance predicted (%)", pct(|s| Some(s.info.predicted_imbalance)))
         .float("imbalance measured (%)", pct(|s| s.measured_imbalance))
         .float("bubble measured (%)", pct(|s| s.bubble_measured))
+        .float("bubble predicted (%)", pct(|s| s.bubble_predicted))
         .float("bubble theoretical (%)", pct(|s| Some(s.bubble_theoretical)))
         .float(
             "peak activations (MiB)",
@@ -273,7 +274,7 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
     columns.1 = tail.1;
     columns.finish(
         "pipeline_stages",
-        "Pipeline stages: imbalance predicted by the partitioner and measured, bubble measured and (p − 1)/(m + p − 1)",
+        "Pipeline stages: imbalance predicted by the partitioner and measured, bubble measured, predicted by the model and (p − 1)/(v·m + p − 1)",
     )
 }
 

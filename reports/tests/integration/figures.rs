@@ -213,6 +213,49 @@ fn gpipe_timeline_shows_every_pass_and_the_bubble() {
 }
 
 #[test]
+fn predicted_and_measured_timelines_share_one_time_scale_one_panel_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut measured = gpipe_timeline();
+    measured.title = "measured · bubble 19 %".into();
+    // The prediction: the same passes, half as long and from 0 s (the measured step's
+    // clock starts elsewhere).
+    let mut predicted = gpipe_timeline();
+    predicted.title = "predicted before training · bubble 12 %".into();
+    for event in &mut predicted.events {
+        event.start_s /= 2.0;
+        event.end_s /= 2.0;
+    }
+    for event in &mut measured.events {
+        event.start_s += 3.0;
+        event.end_s += 3.0;
+    }
+    let target = FigureTarget::new(dir.path(), "beside");
+    let written = pipeline_timelines("gpipe W=2, m = 4 · step 1", &[&predicted, &measured], &target).unwrap();
+    let (svg, png) = outputs(&written, dir.path(), "beside");
+    let all = texts(&svg);
+    for pass in ["F0", "B3"] {
+        assert_eq!(all.iter().filter(|t| *t == pass).count(), 4, "{pass} on both workers of both panels");
+    }
+    assert_labels(
+        &svg,
+        &["gpipe W=2, m = 4 · step 1", "predicted before training · bubble 12 %", "measured · bubble 19 %"],
+    );
+    // Both panels in ms from their own first event: the measured one's 3 s offset is gone,
+    // and the predicted one ends at half the measured span.
+    assert_eq!(all.iter().filter(|t| *t == "time (ms)").count(), 2);
+    assert!(!all.iter().any(|t| t == "time (s)"));
+    assert_eq!(all.iter().filter(|t| *t == "idle 19 %").count(), 2 * 2, "idle shares do not change with the scale");
+    assert_fonts_readable(&svg);
+    assert_png_is_a_figure(&png);
+
+    let mut broken = measured.clone();
+    broken.events[2].worker = 7;
+    let err = pipeline_timelines("t", &[&predicted, &broken], &target).unwrap_err();
+    assert!(matches!(&err, ReportError::InvalidInput { field, .. } if field == "panels[1].events[2].worker"), "{err}");
+    assert!(matches!(pipeline_timelines("t", &[], &target), Err(ReportError::Empty { .. })));
+}
+
+#[test]
 fn recomputed_passes_are_labelled_and_cross_hatched_on_named_rows() {
     let dir = tempfile::tempdir().unwrap();
     let written = pipeline_timeline(&recompute_timeline(), &FigureTarget::new(dir.path(), "recompute")).unwrap();

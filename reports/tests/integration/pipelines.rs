@@ -14,7 +14,9 @@ use stratlab_reports::aggregate::PipelineTrial;
 use stratlab_reports::tables::pipeline_stages_table;
 use stratlab_reports::{aggregate_run, summary_tables, write_run_report, Format};
 use stratlab_results::DataSource;
-use stratlab_results::{pipeline_stage_rows, EventKind, EventRow, PipelineStageInfo, RunStore, TrialRow, TrialTables};
+use stratlab_results::{
+    pipeline_stage_rows, EventKind, EventRow, PipelineStageInfo, PredictedPassRow, RunStore, TrialRow, TrialTables,
+};
 
 const FORWARD_S: f64 = 0.25;
 const BACKWARD_S: f64 = 0.5;
@@ -151,6 +153,7 @@ fn the_pipeline_table_has_a_row_per_trial_and_stage_with_exact_bubbles() {
         "imbalance predicted (%)",
         "imbalance measured (%)",
         "bubble measured (%)",
+        "bubble predicted (%)",
         "bubble theoretical (%)",
         "peak activations (MiB)",
         "compute (ms/step)",
@@ -171,6 +174,7 @@ fn the_pipeline_table_has_a_row_per_trial_and_stage_with_exact_bubbles() {
             "20.0",
             "0",
             "33.3",
+            "—",
             "33.3",
             "3.00",
             "1500",
@@ -179,11 +183,11 @@ fn the_pipeline_table_has_a_row_per_trial_and_stage_with_exact_bubbles() {
     );
     // m = 4: bubble 1/5 = 20 %, compute 3 s per step.
     let m4 = row_of(3);
-    assert_eq!((m4[0], m4[1], m4[9], m4[10], m4[12]), ("gpipe (m4)", "1", "20.0", "20.0", "3000"));
+    assert_eq!((m4[0], m4[1], m4[9], m4[11], m4[13]), ("gpipe (m4)", "1", "20.0", "20.0", "3000"));
     assert_eq!((row_of(4)[0], row_of(6)[0]), ("1f1b (m2)", "1f1b (m4)"));
     // The hybrid's stages: two replicas each, one micro-batch count, so no `m` in the label.
     let hybrid = row_of(8);
-    assert_eq!((hybrid[0], hybrid[2], hybrid[3], hybrid[9], hybrid[12]), ("hybrid", "2", "hybrid", "33.3", "1500"));
+    assert_eq!((hybrid[0], hybrid[2], hybrid[3], hybrid[9], hybrid[13]), ("hybrid", "2", "hybrid", "33.3", "1500"));
     assert_eq!(rows[8][column("W")], "4");
     assert!(["bubble measured (%)", "compute (ms/step)", "parameters"].iter().all(|name| numeric[column(name)]));
 }
@@ -288,4 +292,93 @@ fn a_run_without_pipeline_trials_reports_without_the_section() {
     let html = std::fs::read_to_string(&report.index_html).expect("page");
     assert!(!html.contains("id=\"pipelines\""));
     assert!(html.contains("Pipeline timelines and bubble shares appear once"), "the note stays as it was");
+}
+
+/// The model's step of a 2-stage GPipe cell at m = 2 whose second stage is twice as slow
+/// (forward 0.5 s, backward 1 s, against 0.25 and 0.5 s), each rank's update after it, as a
+/// run stores it before training, for the cell of `trial`.
+fn predicted_gpipe(trial: &TrialRow) -> Vec<PredictedPassRow> {
+    let pass = |rank: u32, kind: EventKind, micro_batch: Option<u32>, start_s: f64, end_s: f64| PredictedPassRow {
+        run_id: trial.run_id.clone(),
+        trial_id: trial.trial_id.clone(),
+        rank,
+        kind,
+        pipeline_stage: micro_batch.map(|_| rank),
+        micro_batch,
+        start_s,
+        end_s,
+    };
+    vec![
+        pass(0, EventKind::Forward, Some(0), 0.0, 0.25),
+        pass(0, EventKind::Forward, Some(1), 0.25, 0.5),
+        pass(1, EventKind::Forward, Some(0), 0.25, 0.75),
+        pass(1, EventKind::Forward, Some(1), 0.75, 1.25),
+        pass(1, EventKind::Backward, Some(1), 1.25, 2.25),
+        pass(1, EventKind::Backward, Some(0), 2.25, 3.25),
+        pass(0, EventKind::Backward, Some(1), 2.25, 2.75),
+        pass(0, EventKind::Backward, Some(0), 3.25, 3.75),
+        pass(1, EventKind::Optimizer, None, 3.25, 3.3),
+        pass(0, EventKind::Optimizer, None, 3.75, 3.8),
+    ]
+}
+
+#[test]
+fn a_predicted_cell_gets_its_bubble_and_its_timeline_above_the_measured_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, trials) = pipeline_run(dir.path());
+    // gpipe at m = 2 and the hybrid (one pipeline predicted for both replicas).
+    let mut predicted = predicted_gpipe(&trials[1]);
+    predicted.extend(predicted_gpipe(&trials[5]));
+    store.write_run_rows(&predicted).expect("write predicted passes");
+    let aggregates = aggregate_run(&store).expect("aggregate");
+
+    // Over the 3.75 s from the first pass to the last, stage 0 computes 1.5 s and stage 1
+    // 3 s: predicted bubbles of 60 % and 20 %, the updates left out as in the measured.
+    let table = pipeline_stages_table(&aggregates).expect("table");
+    let (header, rows, _) = table.cells();
+    let column = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let bubbles: Vec<(&str, &str, &str)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row[column("strategy")].as_str(),
+                row[column("bubble predicted (%)")].as_str(),
+                row[column("bubble measured (%)")].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(&bubbles[..2], [("gpipe (m2)", "60.0", "33.3"), ("gpipe (m2)", "20.0", "33.3")]);
+    assert!(bubbles[2..8].iter().all(|(_, predicted, _)| *predicted == "—"), "unpredicted cells: {bubbles:?}");
+    assert_eq!(&bubbles[8..], [("hybrid", "60.0", "33.3"), ("hybrid", "20.0", "33.3")], "one pipeline, both replicas");
+    assert!((aggregates.pipelines[0].bubble_predicted().expect("predicted") - 0.4).abs() < 1e-12);
+
+    let gpipe = &aggregates.pipelines[0];
+    let timeline = gpipe.predicted_timeline("gpipe (m2)").expect("a predicted timeline");
+    assert_eq!(
+        (timeline.workers, timeline.worker_labels.clone()),
+        (2, vec!["stage 0".to_owned(), "stage 1".to_owned()])
+    );
+    assert_eq!(timeline.events.len(), 10);
+    assert_eq!(timeline.span_s(), Some((0.0, 3.8)));
+    let hybrid = aggregates.pipelines[4].predicted_timeline("hybrid").expect("the hybrid's");
+    assert_eq!(hybrid.worker_labels, ["replica 0 · stage 0", "replica 0 · stage 1"]);
+    assert!(aggregates.pipelines[1].predicted_timeline("gpipe (m4)").is_none(), "its cell was not predicted");
+
+    let out = dir.path().join("report");
+    let report = write_run_report(store.run_dir(), &out, Format::Svg, None).expect("report");
+    let svg = |trial: &TrialRow| {
+        let path = out.join("figures").join(format!("pipeline_timeline_{}.svg", trial.trial_id));
+        assert!(report.figures.contains(&path));
+        std::fs::read_to_string(path).expect("timeline")
+    };
+    let beside = svg(&trials[1]);
+    for label in [
+        "predicted before training · bubble 40 %",
+        "measured · bubble 33 % (mean over the timed steps)",
+        "resnet18 / cifar10 · gpipe (m2) W=2, 2 stages, m = 2 · step 1",
+    ] {
+        assert!(beside.contains(label), "the timeline lacks {label}");
+    }
+    let alone = svg(&trials[2]);
+    assert!(!alone.contains("predicted before training"), "an unpredicted cell draws the measured step alone");
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use polars::prelude::Schema;
 use stratlab_results::{
     AutoChoiceRow, BatchProbeRow, EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow,
-    PredictionRow, ProbeRow, ProfileRow, RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow, ValidationRow,
+    PredictedPassRow, PredictionRow, ProbeRow, ProfileRow, RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow,
+    ValidationRow,
 };
 
 /// `[RowType]` then one `column: Dtype` line per column, in order.
@@ -50,6 +51,7 @@ fn every_derived_schema_is_the_one_the_previous_release_wrote() {
         ("EventRow", lines(&EventRow::schema())),
         ("GradientUpdateRow", lines(&GradientUpdateRow::schema())),
         ("PipelineStageRow", lines(&PipelineStageRow::schema())),
+        ("PredictedPassRow", lines(&PredictedPassRow::schema())),
         ("PredictionRow", lines(&PredictionRow::schema())),
         ("ProbeRow", lines(&ProbeRow::schema())),
         ("ProfileRow", lines(&ProfileRow::schema())),

@@ -23,8 +23,25 @@ fn rows_of(suite: &str, cluster: &str) -> String {
     let trials = plan(&suite_file, &suite_path).unwrap();
     let cluster = Cluster::load(&root.join("examples/clusters").join(cluster)).unwrap();
     let mut cache = ProfileCache::open(None, ReusePolicy::default()).unwrap();
-    let rows = predict_cells(&trials, &Placement::Cluster(&cluster), &mut cache, "golden", &mut |_| {}).unwrap();
+    let predicted = predict_cells(&trials, &Placement::Cluster(&cluster), &mut cache, "golden", &mut |_| {}).unwrap();
+    let rows = predicted.rows;
     assert_eq!(rows.len(), trials.iter().filter(|trial| trial.repeat == 0).count());
+    // Every pipeline cell with a step has its simulated step stored, ending where it does.
+    for (row, trial) in rows.iter().zip(trials.iter().filter(|trial| trial.repeat == 0)) {
+        let passes: Vec<_> = predicted.passes.iter().filter(|pass| pass.trial_id == row.trial_id).collect();
+        match (trial.strategy.schedule(), row.step_s) {
+            (Some(schedule), Some(step_s)) => {
+                let end_s = passes.iter().map(|pass| pass.end_s).fold(0.0, f64::max);
+                assert!(end_s > 0.0 && passes.iter().all(|pass| pass.start_s >= 0.0 && pass.end_s >= pass.start_s));
+                // A flushed step adds the last stage's loss to the others after the drawn
+                // blocks; PipeDream's steady-state period is shorter than one step's span.
+                if !schedule.updates_per_micro_batch() {
+                    assert!(end_s <= step_s * (1.0 + 1e-9), "{}: {end_s} past {step_s}", row.trial_id);
+                }
+            }
+            _ => assert!(passes.is_empty(), "{} is no predicted pipeline", row.trial_id),
+        }
+    }
     assert!(rows.iter().any(|row| row.step_s.is_some()), "{suite} on {cluster:?}: nothing predicted");
     rows.iter().map(|row| serde_json::to_string(row).unwrap()).collect::<Vec<_>>().join("\n")
 }
@@ -115,7 +132,7 @@ budget: {steps: 4}
     let links = LocalLinks::from_probes(&probe_rows(), "fixture probe");
     let placement = Placement::Local { links: &links, cores: 2 };
     let rows =
-        predict_cells(&trials, &placement, &mut cache, "golden", &mut |line| panic!("measured: {line}")).unwrap();
+        predict_cells(&trials, &placement, &mut cache, "golden", &mut |line| panic!("measured: {line}")).unwrap().rows;
     assert!(rows.iter().filter(|row| row.step_s.is_some()).count() >= 12, "{rows:?}");
     let text = rows.iter().map(|row| serde_json::to_string(row).unwrap()).collect::<Vec<_>>().join("\n");
     insta::assert_snapshot!("small_suite_here_on_two_cores", text);
