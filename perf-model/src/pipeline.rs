@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Pass, Schedule};
+use stratlab_strategy_spec::{pipedream_actions, Action, Checkpoint, Pass, Schedule, StageReplicas};
 
 use crate::{AllReduce, CollectiveCurve, Link, StepBreakdown};
 
@@ -60,14 +60,56 @@ pub struct Pipeline<'a> {
     /// Pipelines side by side (hybrid's data parallelism; 1 otherwise), all-reducing each
     /// rank's gradients over the same link.
     pub replicas: usize,
+    /// Workers per stage where stages are replicated (1F1B's PipeDream layouts): each
+    /// micro-batch runs on its stage's replica `id mod r`, and a stage's replicas
+    /// all-reduce their gradients before the update.
+    pub stage_replicas: Option<&'a StageReplicas>,
     /// The probe's all-reduce against size on that link, where measured.
     pub measured_all_reduce: Option<&'a CollectiveCurve>,
 }
 
 impl Pipeline<'_> {
-    /// Ranks per pipeline: the stages ÷ the stages each rank holds.
+    /// Ranks per pipeline: the stages ÷ the stages each rank holds, or the workers of
+    /// replicated stages.
     pub fn ranks(&self) -> usize {
-        self.stages.len() / self.schedule.virtual_stages().max(1)
+        match self.stage_replicas {
+            Some(layout) => layout.workers(),
+            None => self.stages.len() / self.schedule.virtual_stages().max(1),
+        }
+    }
+
+    /// The rank that runs micro-batch `id` (a global id) on `stage`.
+    pub fn rank_for(&self, stage: usize, id: usize) -> usize {
+        match self.stage_replicas {
+            Some(layout) => layout.rank_for(stage, id),
+            None => self.schedule.rank_of_stage(stage, self.ranks()),
+        }
+    }
+
+    /// The pipeline stages rank `rank` holds.
+    pub fn stages_of_rank(&self, rank: usize) -> Vec<usize> {
+        match self.stage_replicas {
+            Some(layout) => vec![layout.place_of(rank).0],
+            None => self.schedule.stages_of_rank(rank, self.ranks()),
+        }
+    }
+
+    /// Ranks whose gradients rank `rank` all-reduces with, itself included: hybrid's
+    /// pipelines, times its stage's replicas.
+    pub fn gradient_peers(&self, rank: usize) -> usize {
+        let stage_replicas = self.stage_replicas.map_or(1, |layout| layout.replicas_of(layout.place_of(rank).0));
+        self.replicas * stage_replicas
+    }
+
+    /// Rank `rank`'s order for `m` micro-batches (one step).
+    fn actions(&self, rank: usize, m: usize) -> Vec<Action> {
+        match self.stage_replicas {
+            Some(layout) => {
+                let (stage, replica) = layout.place_of(rank);
+                layout.actions(stage, replica, m)
+            }
+            None => self.schedule.actions(rank, self.ranks(), m),
+        }
     }
 }
 
@@ -194,6 +236,14 @@ pub enum SimulationError {
         /// The stages each rank holds.
         per_rank: usize,
     },
+    /// The replicated stages' layout counts other stages than the costs.
+    #[error("stage_replicas {layout} has {} stages; the costs have {stages}", layout.split('-').count())]
+    Layout {
+        /// The costs' stages.
+        stages: usize,
+        /// The layout, as written (`2-1`).
+        layout: String,
+    },
     /// The action lists wait on each other (a schedule bug, not an input error).
     #[error("the schedule deadlocks: rank {rank} waits for {action:?}")]
     Deadlock {
@@ -216,6 +266,9 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     if !pipeline.stages.len().is_multiple_of(per_rank) {
         return Err(SimulationError::Uneven { stages: pipeline.stages.len(), per_rank });
     }
+    if let Some(layout) = pipeline.stage_replicas.filter(|layout| layout.stages() != pipeline.stages.len()) {
+        return Err(SimulationError::Layout { stages: pipeline.stages.len(), layout: layout.to_string() });
+    }
     let p = pipeline.ranks();
     let m = pipeline.schedule.micro_batches(pipeline.micro_batches);
     let steps = if pipeline.schedule == Schedule::PipeDream { PIPEDREAM_STEPS } else { 1 };
@@ -224,7 +277,7 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
             Schedule::PipeDream => (0..steps)
                 .flat_map(|step| pipedream_actions(rank, p, m, step).into_iter().map(move |action| (step, action)))
                 .collect(),
-            schedule => schedule.actions(rank, p, m).into_iter().map(|action| (0, action)).collect(),
+            _ => pipeline.actions(rank, m).into_iter().map(|action| (0, action)).collect(),
         })
         .collect();
     let passes = run_actions(pipeline, &lists, m)?;
@@ -240,16 +293,17 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     // the replicas' all-reduce and the update.
     let mut done = vec![vec![0.0f64; steps]; p];
     for (rank, rank_done) in done.iter_mut().enumerate() {
-        let held = pipeline.schedule.stages_of_rank(rank, p);
+        let held = pipeline.stages_of_rank(rank);
         let own: Vec<&&Timed> = measured.iter().filter(|pass| pass.rank == rank).collect();
         let recompute_s: f64 = own.iter().map(|pass| pass.recompute_s).sum();
         let compute_s: f64 =
             own.iter().map(|pass| pass.end_s - pass.start_s - pass.recompute_s - pass.optimizer_s).sum();
         // A rank all-reduces all its stages' gradients in one buffer and updates them at once.
         let gradient_bytes: f64 = held.iter().map(|&stage| pipeline.stages[stage].gradient_bytes).sum();
-        let all_reduce_s = match pipeline.replicas > 1 && synchronous {
+        let peers = pipeline.gradient_peers(rank);
+        let all_reduce_s = match peers > 1 && synchronous {
             true => AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
-                .seconds(gradient_bytes, pipeline.replicas),
+                .seconds(gradient_bytes, peers),
             false => 0.0,
         };
         let flush_optimizer_s = match synchronous {
@@ -269,14 +323,15 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
             *end = last.fold(0.0, f64::max) + all_reduce_s + flush_optimizer_s;
         }
     }
-    // The last stage's rank sends each step's loss (8 bytes) to the others after its
+    // The last stage's ranks send each step's loss (8 bytes) to the others after their
     // update; a rank's step is over when it has it.
     let loss_s = pipeline.link.transfer_s(8.0);
-    let last_rank = pipeline.schedule.rank_of_stage(pipeline.stages.len() - 1, p);
+    let last_stage = pipeline.stages.len() - 1;
+    let last_ranks: Vec<usize> = (0..p).filter(|&rank| pipeline.stages_of_rank(rank).contains(&last_stage)).collect();
     let step_end = |step: usize| {
-        let last = done[last_rank][step];
+        let last = last_ranks.iter().map(|&rank| done[rank][step]).fold(0.0, f64::max);
         (0..p)
-            .map(|rank| if rank == last_rank { last } else { done[rank][step].max(last + loss_s) })
+            .map(|rank| if last_ranks.contains(&rank) { last } else { done[rank][step].max(last + loss_s) })
             .fold(0.0, f64::max)
     };
     let step_s = match steps {
@@ -331,7 +386,6 @@ impl Wire {
 /// The wires between a pipeline's ranks, and when each stage's inputs arrive.
 struct Links<'p> {
     pipeline: &'p Pipeline<'p>,
-    ranks: usize,
     wires: HashMap<(usize, usize), Wire>,
     /// When each (stage, micro-batch)'s forward input arrived there.
     activation_at: HashMap<(usize, usize), f64>,
@@ -351,9 +405,10 @@ impl Links<'_> {
         }
     }
 
-    /// `from`'s message to `stage`, `bytes` long, sent at `sent_s`: when it arrives.
-    fn deliver(&mut self, from: usize, to_stage: usize, sent_s: f64, bytes: f64) -> f64 {
-        let to = self.pipeline.schedule.rank_of_stage(to_stage, self.ranks);
+    /// `from`'s message to `stage` about micro-batch `id`, `bytes` long, sent at `sent_s`:
+    /// when it arrives.
+    fn deliver(&mut self, from: usize, to_stage: usize, id: usize, sent_s: f64, bytes: f64) -> f64 {
+        let to = self.pipeline.rank_for(to_stage, id);
         match from == to {
             true => sent_s,
             false => self.wires.entry((from, to)).or_default().send(&self.pipeline.link, sent_s, bytes),
@@ -365,11 +420,11 @@ impl Links<'_> {
         let (stage, id) = (action.stage, action.micro_batch);
         match action.pass {
             Pass::Forward if stage + 1 < self.pipeline.stages.len() => {
-                let arrives = self.deliver(rank, stage + 1, end_s, self.pipeline.stages[stage].output_bytes);
+                let arrives = self.deliver(rank, stage + 1, id, end_s, self.pipeline.stages[stage].output_bytes);
                 self.activation_at.insert((stage + 1, id), arrives);
             }
             Pass::Backward if stage > 0 => {
-                let arrives = self.deliver(rank, stage - 1, end_s, self.pipeline.stages[stage - 1].output_bytes);
+                let arrives = self.deliver(rank, stage - 1, id, end_s, self.pipeline.stages[stage - 1].output_bytes);
                 self.gradient_at.insert((stage - 1, id), arrives);
             }
             _ => {}
@@ -389,7 +444,7 @@ fn run_actions(
     let mut next = vec![0usize; p];
     let mut free_at = vec![0.0f64; p];
     let mut links =
-        Links { pipeline, ranks: p, wires: HashMap::new(), activation_at: HashMap::new(), gradient_at: HashMap::new() };
+        Links { pipeline, wires: HashMap::new(), activation_at: HashMap::new(), gradient_at: HashMap::new() };
     let mut passes = Vec::new();
     loop {
         let mut progressed = false;

@@ -389,15 +389,23 @@ impl<'a> StepQuestion<'a> {
                 stages: &slowed,
                 link: self.link()?,
                 replicas,
+                stage_replicas: self.strategy.stage_replicas(),
                 measured_all_reduce: self.measured_all_reduce(),
             };
             Ok(simulate(&pipeline)?)
         };
-        let ranks = costs.len() / schedule.virtual_stages();
+        let layout = self.strategy.stage_replicas();
+        let ranks = layout.map_or(costs.len() / schedule.virtual_stages(), |layout| layout.workers());
         let stragglers = self.slowed_ranks(ranks);
-        // Every stage computes on its rank, at its rank's pace.
+        // Every stage computes on its rank, at its rank's pace; a replicated stage at its
+        // slowest replica's.
         let per_stage = |per_rank: &[f64]| -> Vec<f64> {
-            (0..costs.len()).map(|stage| per_rank[schedule.rank_of_stage(stage, ranks)]).collect()
+            (0..costs.len())
+                .map(|stage| match layout {
+                    Some(layout) => layout.ranks_of(stage).iter().map(|&rank| per_rank[rank]).fold(0.0, f64::max),
+                    None => per_rank[schedule.rank_of_stage(stage, ranks)],
+                })
+                .collect()
         };
         let first: Vec<f64> = stragglers.iter().map(|straggler| slowdown * straggler).collect();
         let mut step = simulate_slowed(&per_stage(&first))?;

@@ -22,6 +22,11 @@ pub struct PipelineStageInfo {
     pub replica: u32,
     /// Stage index within the pipeline, from 0 (the first layers).
     pub stage: u32,
+    /// Which of its stage's workers the rank is, where stages are replicated (1F1B's
+    /// `stage_replicas`); null for one worker per stage and in runs stored before the
+    /// column existed.
+    #[serde(default)]
+    pub stage_replica: Option<u32>,
     /// Ranks per pipeline (p).
     pub stages: u32,
     /// Pipeline stages the rank holds (interleaved 1F1B's v); null for the schedules of one

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, ServerMode, ServerPlacement, ShardUnit, Strategy,
-    StrategyKind, ZeroStage,
+    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, ServerMode, ServerPlacement, ShardUnit, StageReplicas,
+    Strategy, StrategyKind, ZeroStage,
 };
 
 /// The parameter columns of a trial row, flattened into it. A parameter not given is null.
@@ -57,6 +57,10 @@ pub struct ParameterColumns {
     /// stored before the column existed.
     #[serde(default)]
     pub virtual_stages: Option<i64>,
+    /// 1F1B's workers per stage (`[2, 1]`); null where no stage is replicated, for other
+    /// strategies and for runs stored before the column existed.
+    #[serde(default)]
+    pub stage_replicas: Option<Vec<i64>>,
 }
 
 impl From<&Strategy> for ParameterColumns {
@@ -75,6 +79,7 @@ impl From<&Strategy> for ParameterColumns {
             backup_workers,
             lr_per_update,
             virtual_stages,
+            stage_replicas,
         } = strategy.parameters();
         ParameterColumns {
             micro_batches: micro_batches.map(|m| m as i64),
@@ -90,6 +95,7 @@ impl From<&Strategy> for ParameterColumns {
             backup_workers: backup_workers.map(|b| b as i64),
             lr_per_update,
             virtual_stages: virtual_stages.map(|v| v as i64),
+            stage_replicas: stage_replicas.map(|layout| layout.counts().iter().map(|&r| r as i64).collect()),
         }
     }
 }
@@ -120,6 +126,16 @@ impl ParameterColumns {
             backup_workers: count(self.backup_workers, "backup_workers")?,
             lr_per_update: self.lr_per_update,
             virtual_stages: count(self.virtual_stages, "virtual_stages")?,
+            stage_replicas: match &self.stage_replicas {
+                None => None,
+                Some(counts) => {
+                    let counts = counts
+                        .iter()
+                        .map(|&r| count(Some(r), "stage_replicas").map(Option::unwrap_or_default))
+                        .collect::<Result<Vec<usize>, _>>()?;
+                    Some(StageReplicas::try_from(counts).map_err(|why| error(format!("stage_replicas {why}")))?)
+                }
+            },
         };
         Strategy::new(kind, parameters).map_err(|e| error(e.to_string()))
     }
@@ -154,7 +170,13 @@ mod tests {
             backup_workers: Some(1),
             lr_per_update: None,
         };
-        for strategy in [hybrid, data_parallel, sharded, bounded, backups, Strategy::Single] {
+        let replicated = Strategy::OneFOneB {
+            micro_batches: Some(4),
+            balance: None,
+            checkpoint: None,
+            stage_replicas: Some(StageReplicas::try_from(vec![2, 1]).unwrap()),
+        };
+        for strategy in [hybrid, data_parallel, sharded, bounded, backups, replicated, Strategy::Single] {
             let columns = ParameterColumns::from(&strategy);
             assert_eq!(columns.strategy(strategy.kind(), "any").unwrap(), strategy);
             let json = serde_json::to_string(&columns).unwrap();

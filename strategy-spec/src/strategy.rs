@@ -11,8 +11,8 @@ pub use declared::Parameters;
 pub(crate) use declared::PARAMETERS;
 
 use crate::{
-    Balance, Checkpoint, LearningRate, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StrategyKind,
-    SweepError, ZeroStage,
+    Balance, Checkpoint, LearningRate, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StageReplicas,
+    StrategyKind, SweepError, ZeroStage,
 };
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.
@@ -84,6 +84,9 @@ pub enum Strategy {
         /// Activation checkpointing (default never).
         #[serde(default)]
         checkpoint: Option<Checkpoint>,
+        /// Workers per stage (default one each): PipeDream's replicated stages.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stage_replicas: Option<StageReplicas>,
     },
     /// Asynchronous 1F1B with weight stashing (it recomputes every stashed micro-batch
     /// already, so it takes no checkpoint mode).
@@ -162,6 +165,7 @@ impl Strategy {
             backup_workers,
             lr_per_update,
             virtual_stages,
+            stage_replicas,
         } = parameters;
         // `sync` is the default and is never stored, so a sync cell keeps its old id.
         let mode = mode.filter(|&mode| mode != ServerMode::Sync);
@@ -206,7 +210,7 @@ impl Strategy {
             }
             StrategyKind::ModelParallel => Strategy::ModelParallel { balance, checkpoint },
             StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
-            StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint },
+            StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint, stage_replicas },
             StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance },
             StrategyKind::ShardedDataParallel => Strategy::ShardedDataParallel { stage, shard_unit },
             StrategyKind::Interleaved1F1B => match virtual_stages {
@@ -247,10 +251,18 @@ impl Strategy {
             Strategy::ModelParallel { balance, checkpoint } => {
                 (parameters.balance, parameters.checkpoint) = (balance.clone(), *checkpoint)
             }
-            Strategy::Gpipe { micro_batches, balance, checkpoint }
-            | Strategy::OneFOneB { micro_batches, balance, checkpoint } => {
+            Strategy::Gpipe { micro_batches, balance, checkpoint } => {
                 (parameters.micro_batches, parameters.balance, parameters.checkpoint) =
                     (*micro_batches, balance.clone(), *checkpoint)
+            }
+            Strategy::OneFOneB { micro_batches, balance, checkpoint, stage_replicas } => {
+                parameters = Parameters {
+                    micro_batches: *micro_batches,
+                    balance: balance.clone(),
+                    checkpoint: *checkpoint,
+                    stage_replicas: stage_replicas.clone(),
+                    ..parameters
+                }
             }
             Strategy::PipeDream { micro_batches, balance } => {
                 (parameters.micro_batches, parameters.balance) = (*micro_batches, balance.clone())
@@ -346,6 +358,14 @@ impl Strategy {
         }
     }
 
+    /// The workers of each stage, where a stage runs on several (1F1B's replicated stages).
+    pub fn stage_replicas(&self) -> Option<&StageReplicas> {
+        match self {
+            Strategy::OneFOneB { stage_replicas, .. } => stage_replicas.as_ref(),
+            _ => None,
+        }
+    }
+
     /// Micro-batches each batch is split into (1 when not given; model-parallel always 1).
     pub fn micro_batches(&self) -> usize {
         let requested = self.parameters().micro_batches.unwrap_or(1);
@@ -414,6 +434,7 @@ mod tests {
                 "backup_workers" => parameters.backup_workers = Some(1),
                 "lr_per_update" => parameters.lr_per_update = Some(crate::LearningRate(0.005)),
                 "virtual_stages" => parameters.virtual_stages = Some(2),
+                "stage_replicas" => parameters.stage_replicas = Some(StageReplicas::try_from(vec![2, 1]).unwrap()),
                 other => panic!("a parameter is declared as {other}, which this test does not set"),
             }
             parameters

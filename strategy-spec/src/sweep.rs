@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
     check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters,
-    Precision, ServerMode, ServerPlacement, ShardUnit, Strategy, StrategyKind, SweepError, ZeroStage,
+    Precision, ServerMode, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.
@@ -58,6 +58,10 @@ pub struct StrategySweep {
     /// Stages per worker of `interleaved-1f1b` to try (an axis).
     #[serde(default)]
     pub virtual_stages: Option<Vec<usize>>,
+    /// Workers per stage of `1f1b` (`[2, 1]`: PipeDream's replicated stages; the workers
+    /// are their sum).
+    #[serde(default)]
+    pub stage_replicas: Option<StageReplicas>,
     /// ZeRO stages to try (sharded data parallelism: 1, 2, 3; an axis).
     #[serde(default)]
     pub stage: Option<Vec<ZeroStage>>,
@@ -94,6 +98,7 @@ impl StrategySweep {
             lr_per_update: None,
             pipeline_stages: None,
             virtual_stages: None,
+            stage_replicas: None,
             stage: None,
             shard_unit: None,
             precision: None,
@@ -115,6 +120,14 @@ impl StrategySweep {
         let gathers = self.stage.as_ref().is_none_or(|stages| stages.iter().any(|stage| stage.shards_weights()));
         if self.shard_unit.is_some() && self.name == StrategyKind::ShardedDataParallel && !gathers {
             return error("shard_unit", "gathers sharded weights: it applies to stage 3 only".into());
+        }
+        if let Some(layout) = &self.stage_replicas {
+            if let Some(&workers) = self.workers.iter().find(|&&workers| workers != layout.workers()) {
+                return error(
+                    "workers",
+                    format!("{workers} workers: stage_replicas {layout} runs on {} (their sum)", layout.workers()),
+                );
+            }
         }
         if self.virtual_stages.as_ref().is_some_and(Vec::is_empty) {
             return error("virtual_stages", "give one or more stage counts per worker, each at least 2".into());
@@ -222,6 +235,7 @@ impl StrategySweep {
                     // Given to the per-gradient modes; where no mode is, Strategy::new refuses it.
                     lr_per_update: self.lr_per_update.filter(|_| mode.is_none_or(|mode| mode != ServerMode::Sync)),
                     virtual_stages,
+                    stage_replicas: self.stage_replicas.clone(),
                 };
                 let strategy = Strategy::new(self.name, parameters)?;
                 if let Some(backups) = backup_workers {

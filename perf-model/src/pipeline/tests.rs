@@ -1,6 +1,6 @@
 //! The simulator against hand-worked schedules.
 
-use stratlab_strategy_spec::{Action, Checkpoint, Schedule};
+use stratlab_strategy_spec::{Action, Checkpoint, Schedule, StageReplicas};
 
 use super::*;
 
@@ -23,6 +23,7 @@ fn pipeline(schedule: Schedule, stages: &[StageCost], micro_batches: usize, link
         stages,
         link,
         replicas: 1,
+        stage_replicas: None,
         measured_all_reduce: None,
     }
 }
@@ -257,4 +258,83 @@ fn messages_over_one_hop_queue_for_its_bandwidth() {
     // A latency delays each message without holding the wire: 4 × 1 ms more at most.
     let slow = simulate(&pipeline(Schedule::GPipe, &stages, 4, Link::new(1e8, 1e-3))).unwrap();
     assert!(close(slow.step_s, 0.086), "{}", slow.step_s);
+}
+
+fn layout(counts: &[usize]) -> StageReplicas {
+    StageReplicas::try_from(counts.to_vec()).unwrap()
+}
+
+/// PipeDream's 2-1 on a first stage twice as slow as the second (F 2 s, B 4 s against
+/// 1 s and 2 s), m = 4 on free links. Unreplicated, stage 0 runs all 24 s of its passes
+/// and the step is 25 s. Replicated, each stage-0 replica runs micro-batches 0, 2 or 1, 3
+/// (F0 F2 B0 B2 and F1 F3 B1 B3, two in flight each), stage 1 all four, and the step ends
+/// when replica 1's B3 does, at 18 s: its gradient arrives at 14 s, after stage 1's F3
+/// (11–12 s) and B3 (12–14 s).
+#[test]
+fn replicating_the_slow_stage_shares_its_micro_batches_round_robin() {
+    let stages = [
+        StageCost { forward_s: 2.0, backward_s: 4.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0 },
+        StageCost { forward_s: 1.0, backward_s: 2.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0 },
+    ];
+    let plain = simulate(&pipeline(Schedule::OneFOneB, &stages, 4, free_link())).unwrap();
+    assert!(close(plain.step_s, 25.0), "{}", plain.step_s);
+    let two_one = layout(&[2, 1]);
+    let replicated =
+        simulate(&Pipeline { stage_replicas: Some(&two_one), ..pipeline(Schedule::OneFOneB, &stages, 4, free_link()) })
+            .unwrap();
+    assert!(close(replicated.step_s, 18.0), "{}", replicated.step_s);
+    assert_eq!(replicated.ranks.len(), 3);
+    let ran = |rank: usize| -> Vec<Action> {
+        replicated.actions.iter().filter(|pass| pass.rank == rank).map(|pass| pass.action).collect()
+    };
+    for rank in 0..3 {
+        let (stage, replica) = two_one.place_of(rank);
+        assert_eq!(ran(rank), two_one.actions(stage, replica, 4), "rank {rank}");
+    }
+    assert!(close(replicated.ranks[0].compute_s, 12.0) && close(replicated.ranks[2].compute_s, 12.0));
+}
+
+/// A replicated stage's workers all-reduce its gradients before the update (1 MB between
+/// two over 1 MB/s: 1 s); an unreplicated stage's worker all-reduces nothing.
+#[test]
+fn only_a_replicated_stages_workers_all_reduce_its_gradients() {
+    let stages = equal_stages(2, 1.0, 1.0);
+    let two_one = layout(&[2, 1]);
+    let step = simulate(&Pipeline {
+        stage_replicas: Some(&two_one),
+        ..pipeline(Schedule::OneFOneB, &stages, 4, Link::new(1e6, 0.0))
+    })
+    .unwrap();
+    let all_reduce: Vec<f64> = step.ranks.iter().map(|rank| rank.all_reduce_s).collect();
+    assert!(close(all_reduce[0], 1.0) && close(all_reduce[1], 1.0) && all_reduce[2] == 0.0, "{all_reduce:?}");
+}
+
+#[test]
+fn every_replicated_layout_completes_and_a_layout_of_other_stages_is_refused() {
+    for counts in [vec![2, 1], vec![1, 2], vec![3, 2], vec![2, 1, 1], vec![1, 2, 1], vec![1, 1, 3]] {
+        let layout = layout(&counts);
+        let stages: Vec<StageCost> = (0..layout.stages())
+            .map(|s| StageCost {
+                forward_s: 0.1 * (s + 1) as f64,
+                backward_s: 0.2,
+                output_bytes: 1e5,
+                gradient_bytes: 1e5,
+                optimizer_s: 0.01,
+            })
+            .collect();
+        for m in [layout.cycle(), 2 * layout.cycle(), 4 * layout.cycle()] {
+            let step = simulate(&Pipeline {
+                stage_replicas: Some(&layout),
+                ..pipeline(Schedule::OneFOneB, &stages, m, Link::new(1e7, 1e-4))
+            })
+            .unwrap();
+            assert!(step.step_s > 0.0 && step.step_s.is_finite(), "{counts:?} m{m}");
+            assert_eq!(step.actions.len(), 2 * m * layout.stages(), "{counts:?} m{m}");
+        }
+    }
+    let stages = equal_stages(3, 1.0, 1.0);
+    let two_one = layout(&[2, 1]);
+    let refused =
+        simulate(&Pipeline { stage_replicas: Some(&two_one), ..pipeline(Schedule::OneFOneB, &stages, 2, free_link()) });
+    assert_eq!(refused, Err(SimulationError::Layout { stages: 3, layout: "2-1".into() }));
 }

@@ -109,6 +109,7 @@ mod tests {
             stages,
             link: Link::new(1e30, 0.0),
             replicas: 1,
+            stage_replicas: None,
             measured_all_reduce: None,
         }
     }

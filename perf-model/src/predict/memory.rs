@@ -166,17 +166,22 @@ impl StepQuestion<'_> {
 
     /// The fullest stage worker of a pipeline: its part of the network (its stages, when
     /// interleaved), the micro-batches its schedule keeps in flight (inputs only where it
-    /// recomputes), PipeDream's stashed weights, the received activations.
+    /// recomputes), PipeDream's stashed weights, the received activations. A replicated
+    /// stage's worker keeps its share of the micro-batches in flight.
     pub(super) fn pipeline_memory(&self, partition: &[Range<usize>]) -> Result<WorkerMemory, Unpredictable> {
         let schedule = self.strategy.schedule().ok_or(Unpredictable::NotAPipeline)?;
         let m = self.strategy.micro_batches();
         let samples = self.strategy.stage_samples(self.batch);
-        let ranks = partition.len() / schedule.virtual_stages();
+        let layout = self.strategy.stage_replicas();
+        let ranks = layout.map_or(partition.len() / schedule.virtual_stages(), |layout| layout.workers());
         let (_, replicas) = self.strategy.pipeline_shape(self.workers)?;
         let mut fullest: Option<WorkerMemory> = None;
         for rank in 0..ranks {
-            let held: Vec<Range<usize>> =
-                schedule.stages_of_rank(rank, ranks).into_iter().map(|stage| partition[stage].clone()).collect();
+            let stages = match layout {
+                Some(layout) => vec![layout.place_of(rank).0],
+                None => schedule.stages_of_rank(rank, ranks),
+            };
+            let held: Vec<Range<usize>> = stages.iter().map(|&stage| partition[stage].clone()).collect();
             // Per micro-batch in flight, the mean over the rank's stages (one, unless
             // interleaved); a pass's own high-water, the largest.
             let (mut kept_bytes, mut pass_peak_bytes, mut received_bytes) = (0.0, 0.0f64, 0.0);
@@ -192,7 +197,13 @@ impl StepQuestion<'_> {
                 parameter_bytes += self.gradient_bytes(range.clone()) as f64;
                 update_peak_bytes = update_peak_bytes.max(self.update_peak_bytes(range.clone()));
             }
-            let in_flight = max_in_flight(schedule, rank, ranks, m);
+            let (in_flight, stage_replicas) = match layout {
+                Some(layout) => {
+                    let (stage, replica) = layout.place_of(rank);
+                    (layout.in_flight(stage, replica, m), layout.replicas_of(stage))
+                }
+                None => (max_in_flight(schedule, rank, ranks, m), 1),
+            };
             let input_only = match schedule {
                 Schedule::PipeDream if rank + 1 < ranks => in_flight,
                 Schedule::PipeDream => 0,
@@ -205,7 +216,7 @@ impl StepQuestion<'_> {
                 parameter_bytes,
                 update_peak_bytes,
                 // Replicas all-reduce the stage's gradients flattened.
-                comm_buffer_bytes: if replicas > 1 { parameter_bytes } else { 0.0 },
+                comm_buffer_bytes: if replicas * stage_replicas > 1 { parameter_bytes } else { 0.0 },
                 kept_bytes,
                 pass_peak_bytes,
                 received_bytes,

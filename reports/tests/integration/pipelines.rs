@@ -42,6 +42,7 @@ fn info(schedule: &str, replica: u32, stage: u32, micro_batches: u32) -> Pipelin
         rank: replica * 2 + stage,
         replica,
         stage,
+        stage_replica: None,
         stages: 2,
         virtual_stages: None,
         schedule: schedule.parse().unwrap(),

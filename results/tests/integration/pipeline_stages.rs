@@ -27,6 +27,7 @@ fn info(schedule: &str, replica: u32, stage: u32, stages: u32, micro_batches: u3
         rank: replica * stages + stage,
         replica,
         stage,
+        stage_replica: None,
         stages,
         virtual_stages: None,
         schedule: schedule.parse().unwrap(),

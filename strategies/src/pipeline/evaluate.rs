@@ -17,7 +17,8 @@ impl StageWorker<'_> {
     /// Evaluation through the pipeline: the first stage reads the test batches, each stage
     /// runs its layers and passes the activations on, the last computes the sums; then a
     /// world all-reduce gives every rank the totals (only last stages contribute). A
-    /// message is tagged by its batch and the stage that receives it.
+    /// message is tagged by its batch and the stage that receives it. A replicated stage's
+    /// workers take the batches round robin, as they take micro-batches in training.
     pub(super) fn evaluate_through(
         &self,
         test: &Arc<dyn Dataset>,
@@ -40,14 +41,14 @@ impl StageWorker<'_> {
             let batch = batch?;
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
             // Each batch passes every rank once per stage it holds, first stage first.
-            for &stage in &stages {
+            for &stage in stages.iter().filter(|&&stage| self.rank_of_stage(stage, index) == self.world.rank()) {
                 let tag = EVAL_TAG + (index * pipeline_stages + stage) as u32;
                 let input = if stage == 0 {
                     let images = batch.images.narrow(0, 0, take as i64);
                     config.precision.input(&images, self.device, config.memory_format)?
                 } else {
                     let mut buffer = Tensor::empty(self.input_shape(stage, take), (self.kind, self.comm_device()));
-                    self.world.recv_async(&mut buffer, self.rank_of_stage(stage - 1), tag)?.wait()?;
+                    self.world.recv_async(&mut buffer, self.rank_of_stage(stage - 1, index), tag)?.wait()?;
                     buffer.to_device(self.device)
                 };
                 let output = self.forward_local(stage, &input, false)?;
@@ -58,7 +59,7 @@ impl StageWorker<'_> {
                     sums[2] += take as f64;
                 } else {
                     let buffer = output.to_device(self.comm_device()).contiguous();
-                    let to = self.rank_of_stage(stage + 1);
+                    let to = self.rank_of_stage(stage + 1, index);
                     sends.push_back((self.world.send_async(&buffer, to, tag + 1)?, buffer));
                     // Two batches per stage in flight keep the next stage busy without
                     // holding the whole split.

@@ -158,11 +158,12 @@ impl Endpoint<'_> {
         Ok(pending.buffer.to_device(self.device))
     }
 
-    /// Averages this stage's gradients over its replicas, in one fused buffer.
+    /// Reduces this stage's gradients over its replicas with `op`, in one fused buffer.
     pub(super) fn all_reduce_gradients(
         &self,
         group: &ProcessGroup,
         params: &[Tensor],
+        op: ReduceOp,
         timeline: &mut Timeline,
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
@@ -174,7 +175,7 @@ impl Endpoint<'_> {
         let mut flat = flat::buffer_for(params, 0, self.device);
         flat::pack(params.iter().map(Tensor::grad), &flat);
         flat = flat.to_device(group.tensor_device(self.device));
-        let done = group.all_reduce_async(&mut flat, ReduceOp::Average)?.wait()?;
+        let done = group.all_reduce_async(&mut flat, op)?.wait()?;
         timeline.communication(EventKind::AllReduce, format!("stage {} replicas", self.layout.stage), &done);
         traffic.add(&done);
         flat::unpack(&flat.to_device(self.device), params.iter().map(Tensor::grad));

@@ -45,7 +45,10 @@ pub fn train(
     let order = StageOrder::of(strategy)?;
     let (stages, replicas) =
         strategy.pipeline_shape(world.world_size()).map_err(|reason| invalid("workers", reason.to_string()))?;
-    let layout = Layout::of(world.rank(), stages, replicas);
+    let layout = match strategy.stage_replicas() {
+        Some(replicated) => Layout { stage: replicated.place_of(world.rank()).0, stages, replica: 0, replicas: 1 },
+        None => Layout::of(world.rank(), stages, replicas),
+    };
     let device = setup::prepare(config)?;
     let micro_batch = strategy.stage_samples(config.batch_size) as i64;
     // The network is cut into every pipeline stage (v per rank when interleaved).
@@ -80,13 +83,16 @@ pub fn train(
         store.copy(&whole)?;
         Ok(chunks)
     })?;
-    let replica_group = if replicas > 1 {
-        let members: Vec<usize> = (0..replicas).map(|replica| replica * stages + layout.stage).collect();
-        Some(world.subgroup(&format!("stage{}", layout.stage), &members)?)
-    } else {
-        None
+    // A stage's workers: hybrid's replicas of it, or a replicated stage's workers.
+    let members: Vec<usize> = match strategy.stage_replicas() {
+        Some(replicated) => replicated.ranks_of(layout.stage),
+        None => (0..replicas).map(|replica| replica * stages + layout.stage).collect(),
     };
-    let place = StagePlace { world, replica_group, layout };
+    let replica_group = match members.len() > 1 {
+        true => Some(world.subgroup(&format!("stage{}", layout.stage), &members)?),
+        false => None,
+    };
+    let place = StagePlace { world, replica_group, layout, stage_replicas: strategy.stage_replicas().cloned() };
     let stage_output_dims = context.network.analyze(1)?.stages.into_iter().map(|stage| stage.output_shape).collect();
     let params = store.trainable_variables();
     let model = StageModel { plan, stage_output_dims, chunks, params, optimizer, loss_scaler };

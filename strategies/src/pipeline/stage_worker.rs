@@ -31,7 +31,9 @@ use crate::loss_scale::{self, LossScaler, ScaledStep};
 use crate::memory;
 use crate::traffic::Traffic;
 use stratlab_results::PipelineStageInfo;
-use stratlab_strategy_spec::{micro_batch_sizes, pipedream_actions, Action, Checkpoint, Pass, Schedule, StrategyKind};
+use stratlab_strategy_spec::{
+    micro_batch_sizes, pipedream_actions, Action, Checkpoint, Pass, Schedule, StageReplicas, StrategyKind,
+};
 
 use super::partition::StagePlan;
 use crate::timeline::{EventKind, Timeline};
@@ -67,9 +69,13 @@ pub(super) struct Chunk {
 /// where it sits and what it computes in.
 pub struct StageWorker<'a> {
     pub(super) world: &'a ProcessGroup,
-    /// This stage's replicas (hybrid), for the gradient all-reduce.
+    /// This stage's replicas (hybrid's, or a replicated stage's workers), for the
+    /// gradient all-reduce.
     replica_group: Option<ProcessGroup>,
     pub(super) layout: Layout,
+    /// Workers per stage where stages are replicated (micro-batches round robin over a
+    /// stage's workers, their gradients summed); `None` for one worker per stage.
+    stage_replicas: Option<StageReplicas>,
     schedule: Schedule,
     micro_batches: usize,
     checkpoint: Checkpoint,
@@ -151,9 +157,14 @@ impl<'a> StageWorker<'a> {
         stage + 1 == self.pipeline_stages()
     }
 
-    /// The world rank holding pipeline stage `stage` of this rank's pipeline.
-    pub(super) fn rank_of_stage(&self, stage: usize) -> usize {
-        self.layout.rank_of(self.schedule.rank_of_stage(stage, self.layout.stages))
+    /// The world rank that runs micro-batch `id` (a global id) on pipeline stage `stage`
+    /// of this rank's pipeline: the stage's rank, or its replica `id mod r` where stages
+    /// are replicated.
+    pub(super) fn rank_of_stage(&self, stage: usize, id: usize) -> usize {
+        match &self.stage_replicas {
+            Some(layout) => layout.rank_for(stage, id),
+            None => self.layout.rank_of(self.schedule.rank_of_stage(stage, self.layout.stages)),
+        }
     }
 
     /// The shape of network stage `index`'s output for `samples` samples.
@@ -189,7 +200,7 @@ impl<'a> StageWorker<'a> {
         match action.pass {
             Pass::Forward if stage > 0 && !self.in_flight.contains_key(&(stage, id)) => {
                 let shape = self.input_shape(stage, size);
-                let from = self.rank_of_stage(stage - 1);
+                let from = self.rank_of_stage(stage - 1, id);
                 let pending = self.endpoint().post_recv(&shape, from, activation_tag(stage, id))?;
                 self.in_flight.entry((stage, id)).or_default().activation = Some(pending);
             }
@@ -197,7 +208,7 @@ impl<'a> StageWorker<'a> {
                 let posted = self.in_flight.get(&(stage, id)).is_some_and(|slot| slot.gradient.is_some());
                 if !posted {
                     let shape = self.output_shape(stage, size);
-                    let from = self.rank_of_stage(stage + 1);
+                    let from = self.rank_of_stage(stage + 1, id);
                     let pending = self.endpoint().post_recv(&shape, from, gradient_tag(stage, id))?;
                     self.in_flight.entry((stage, id)).or_default().gradient = Some(pending);
                 }
@@ -247,17 +258,20 @@ impl<'a> StageWorker<'a> {
         let sizes = micro_batch_sizes(batch, m);
         let offsets = sizes.iter().scan(0i64, |at, &n| Some(std::mem::replace(at, *at + n as i64))).collect();
         let step = StepBatch { images, labels, first_id: self.steps_done * m, sizes, offsets };
-        let actions: Vec<Action> = match self.schedule {
-            Schedule::PipeDream => pipedream_actions(layout.stage, layout.stages, m, self.steps_done),
-            schedule => schedule
-                .actions(layout.stage, layout.stages, m)
-                .into_iter()
-                .map(|action| action.offset(step.first_id))
-                .collect(),
+        let actions: Vec<Action> = match (self.schedule, &self.stage_replicas) {
+            (Schedule::PipeDream, _) => pipedream_actions(layout.stage, layout.stages, m, self.steps_done),
+            (schedule, replicated) => {
+                let own = match replicated {
+                    Some(replicas) => replicas.actions(layout.stage, self.stage_replica(), m),
+                    None => schedule.actions(layout.stage, layout.stages, m),
+                };
+                own.into_iter().map(|action| action.offset(step.first_id)).collect()
+            }
         };
         let mut traffic = Traffic::default();
         let mut scaling = None;
-        let loss_recv = match layout.is_last() {
+        // Replicated last stages each hold part of the loss: every rank sums them instead.
+        let loss_recv = match layout.is_last() || self.stage_replicas.is_some() {
             true => None,
             false => Some(self.endpoint().post_loss_recv()?),
         };
@@ -300,11 +314,18 @@ impl<'a> StageWorker<'a> {
             // Synchronous schedules flush: every receive of this step is matched in it.
             self.sends.settle(true, timeline, &mut traffic)?;
             if let Some(group) = &self.replica_group {
-                self.endpoint().all_reduce_gradients(group, &self.params, timeline, &mut traffic)?;
+                // Hybrid's replicas trained batches of their own (mean); a replicated
+                // stage's workers shared one batch's micro-batches, each gradient already
+                // scaled to its share of the batch (sum).
+                let op = if self.stage_replicas.is_some() { ReduceOp::Sum } else { ReduceOp::Average };
+                self.endpoint().all_reduce_gradients(group, &self.params, op, timeline, &mut traffic)?;
             }
             scaling = self.step_optimizer(timeline)?;
         }
-        let (loss, correct) = self.endpoint().share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?;
+        let (loss, correct) = match self.stage_replicas {
+            Some(_) => self.sum_loss(sums.loss, sums.correct, timeline)?,
+            None => self.endpoint().share_loss(sums.loss, sums.correct, loss_recv, timeline, &mut traffic)?,
+        };
 
         if self.steps_done >= self.warmup_steps {
             if let (Some(base), Some(top)) = (baseline, memory::peak_bytes(self.device)) {
@@ -330,6 +351,23 @@ impl<'a> StageWorker<'a> {
         timeline.span(EventKind::Optimizer, "optimizer step", || {
             loss_scale::step(self.loss_scaler.as_mut(), &self.params, agree, || optimizer.step())
         })
+    }
+
+    /// Which of its stage's workers this rank is (0 unless stages are replicated).
+    fn stage_replica(&self) -> usize {
+        self.stage_replicas.as_ref().map_or(0, |layout| layout.place_of(self.world.rank()).1)
+    }
+
+    /// The batch's loss and correct count summed over every rank (only last stages hold
+    /// any): a replicated last stage's workers each computed their micro-batches' share.
+    fn sum_loss(&self, loss: Tensor, correct: Tensor, timeline: &mut Timeline) -> Result<(Tensor, Tensor), TrainError> {
+        let metrics = Tensor::stack(&[loss.to_kind(Kind::Float), correct.to_kind(Kind::Float)], 0);
+        let mut totals = metrics.to_device(self.comm_device());
+        let start = timeline.now();
+        self.world.all_reduce(&mut totals, ReduceOp::Sum)?;
+        timeline.record(EventKind::AllReduce, "loss", start, timeline.now(), Some(8));
+        let totals = totals.to_device(self.device);
+        Ok((totals.get(0), totals.get(1).to_kind(Kind::Int64)))
     }
 
     /// Whether micro-batch `id`'s forward keeps only its input (recomputing the rest in
@@ -374,9 +412,10 @@ impl<'a> StageWorker<'a> {
         let layer_count: usize = held.iter().map(|&held| self.plan.ranges[held].len()).sum();
         let names: Vec<String> = self.chunks.iter().map(|chunk| chunk.network.stage_names().join("+")).collect();
         PipelineStageInfo {
-            rank: (replica * stages + stage) as u32,
+            rank: self.world.rank() as u32,
             replica: replica as u32,
             stage: stage as u32,
+            stage_replica: self.stage_replicas.as_ref().map(|_| self.stage_replica() as u32),
             stages: stages as u32,
             virtual_stages: (self.chunks.len() > 1).then_some(self.chunks.len() as u32),
             schedule: strategy,

@@ -1,5 +1,6 @@
-//! Pipelines on 2 and 3 stage processes, interleaved 1F1B on 2 (two stages each), and
-//! hybrid on 2 × 2, must give the weights
+//! Pipelines on 2 and 3 stage processes, interleaved 1F1B on 2 (two stages each), 1F1B
+//! with a stage replicated (PipeDream's 2-1 and 1-2 on 3), and hybrid on 2 × 2, must give
+//! the weights
 //! single-device training gives on the same batch (no batch norm, 5 steps in float64,
 //! [`TOLERANCE`] relative);
 //! every checkpoint mode must give the weights `never` gives; each schedule's recorded
@@ -17,7 +18,7 @@ use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
 use stratlab_strategy_spec::{
-    pipedream_actions, Action, Checkpoint, Parameters, Pass, Schedule, Strategy, StrategyKind,
+    pipedream_actions, Action, Checkpoint, Parameters, Pass, Schedule, StageReplicas, Strategy, StrategyKind,
 };
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, pp for hybrid and the precision;
@@ -30,6 +31,8 @@ struct Run {
     hybrid_stages: Option<usize>,
     /// Interleaved 1F1B's stages per rank.
     virtual_stages: Option<usize>,
+    /// 1F1B's workers of each of two stages, where a stage is replicated.
+    stage_replicas: Option<(usize, usize)>,
     precision: Precision,
     memory_format: MemoryFormat,
     /// Trains from [`OVERFLOWING_SCALE`] (in float16): every update is skipped.
@@ -44,6 +47,7 @@ impl Run {
             checkpoint: Checkpoint::Never,
             hybrid_stages: None,
             virtual_stages: None,
+            stage_replicas: None,
             precision: Precision::Float64,
             memory_format: MemoryFormat::Contiguous,
             overflow: false,
@@ -52,7 +56,7 @@ impl Run {
 
     fn role(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}/{}/{}/{}/{}",
             self.kind,
             self.micro_batches,
             self.checkpoint,
@@ -60,7 +64,8 @@ impl Run {
             self.virtual_stages.unwrap_or(0),
             self.precision,
             self.memory_format,
-            self.overflow
+            self.overflow,
+            self.stage_replicas.map_or("none".to_owned(), |(first, second)| format!("{first}-{second}")),
         )
     }
 
@@ -82,6 +87,9 @@ impl Run {
             precision: parts[5].parse().unwrap(),
             memory_format: parts[6].parse().unwrap(),
             overflow: parts[7].parse().unwrap(),
+            stage_replicas: parts[8]
+                .split_once('-')
+                .map(|(first, second)| (first.parse().unwrap(), second.parse().unwrap())),
         }
     }
 }
@@ -111,6 +119,7 @@ fn pipeline_child_rank() {
         checkpoint: (run.kind != StrategyKind::PipeDream).then_some(run.checkpoint),
         pipeline_stages: run.hybrid_stages,
         virtual_stages: run.virtual_stages,
+        stage_replicas: run.stage_replicas.map(|(first, second)| StageReplicas::try_from(vec![first, second]).unwrap()),
         ..Parameters::default()
     };
     let strategy = Strategy::new(run.kind, parameters).unwrap();
@@ -182,13 +191,45 @@ fn interleaved_1f1b_on_two_ranks_of_two_stages_matches_single_and_runs_its_list(
         let got = pipeline_weights(run, ranks, dir.path());
         assert_same_weights(&run.role(), &got, &expected);
         let schedule = Schedule::Interleaved { virtual_stages: v };
-        let simulated = simulated_orders(schedule, ranks, m);
+        let simulated = simulated_orders(schedule, ranks, m, None);
         for (rank, simulated) in simulated.iter().enumerate() {
             let events = events_of(dir.path(), rank);
             let listed = schedule.actions(rank, ranks, m);
             assert_eq!(simulated, &listed, "m{m} rank {rank}: simulated");
             for step in 0..STEPS as u64 {
                 assert_eq!(compute_order(&events, step), listed, "m{m} rank {rank} step {step}");
+            }
+        }
+    }
+}
+
+/// PipeDream's 2-1 and 1-2 on three ranks: micro-batches 0 and 2 go to one worker of the
+/// replicated stage, 1 and 3 to the other, and the two sum their gradients before the
+/// update, so the weights are single's on the same batch, the replicated stage's two
+/// workers end with the same weights, and every rank runs its list, which the model
+/// simulates too.
+#[test]
+fn replicated_stages_2_1_and_1_2_match_single_and_each_worker_runs_its_share() {
+    let expected = single_weights(BATCH);
+    let m = 4;
+    for (first, second) in [(2, 1), (1, 2)] {
+        let run = Run { stage_replicas: Some((first, second)), ..Run::new(StrategyKind::OneFOneB, m) };
+        let dir = tempfile::tempdir().unwrap();
+        let got = pipeline_weights(run, 3, dir.path());
+        assert_same_weights(&run.role(), &got, &expected);
+        let layout = StageReplicas::try_from(vec![first, second]).unwrap();
+        let replicated = if first == 2 { 0 } else { 1 };
+        let [one, other] = layout.ranks_of(replicated)[..] else { panic!("two workers") };
+        let (one, other) = (load_weights(dir.path(), [one]), load_weights(dir.path(), [other]));
+        assert_same_weights(&format!("{} replicas of stage {replicated}", run.role()), &other, &one);
+        let simulated = simulated_orders(Schedule::OneFOneB, 3, m, Some(&layout));
+        for (rank, simulated) in simulated.iter().enumerate() {
+            let (stage, replica) = layout.place_of(rank);
+            let listed = layout.actions(stage, replica, m);
+            assert_eq!(simulated, &listed, "{} rank {rank}: simulated", run.role());
+            let events = events_of(dir.path(), rank);
+            for step in 0..STEPS as u64 {
+                assert_eq!(compute_order(&events, step), listed, "{} rank {rank} step {step}", run.role());
             }
         }
     }
@@ -303,8 +344,14 @@ fn on_channels_last_tensors_a_pipeline_and_hybrid_match_contiguous_single() {
 }
 
 /// The order each of `ranks` ranks runs in the performance model's simulation of
-/// `schedule` with `m` micro-batches (equal stages, a fast link).
-fn simulated_orders(schedule: Schedule, ranks: usize, m: usize) -> Vec<Vec<Action>> {
+/// `schedule` with `m` micro-batches (equal stages, a fast link), its stages replicated as
+/// `stage_replicas` says where given.
+fn simulated_orders(
+    schedule: Schedule,
+    ranks: usize,
+    m: usize,
+    stage_replicas: Option<&StageReplicas>,
+) -> Vec<Vec<Action>> {
     let cost = pipeline_model::StageCost {
         forward_s: 1.0,
         backward_s: 2.0,
@@ -312,7 +359,7 @@ fn simulated_orders(schedule: Schedule, ranks: usize, m: usize) -> Vec<Vec<Actio
         gradient_bytes: 0.0,
         optimizer_s: 0.1,
     };
-    let costs = vec![cost; schedule.stage_count(ranks)];
+    let costs = vec![cost; stage_replicas.map_or(schedule.stage_count(ranks), StageReplicas::stages)];
     let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
         schedule,
         micro_batches: m,
@@ -320,6 +367,7 @@ fn simulated_orders(schedule: Schedule, ranks: usize, m: usize) -> Vec<Vec<Actio
         stages: &costs,
         link: stratlab_perf_model::Link::new(1e9, 1e-5),
         replicas: 1,
+        stage_replicas,
         measured_all_reduce: None,
     })
     .unwrap();
@@ -355,7 +403,7 @@ fn each_schedule_runs_in_the_order_it_defines_as_recorded_on_its_timeline() {
         run_ranks(CHILD, &Run::new(kind, m).role(), stages, dir.path());
         let timelines: Vec<Vec<TimelineEvent>> = (0..stages).map(|rank| events_of(dir.path(), rank)).collect();
         // What the performance model simulates for the same pipeline, rank by rank.
-        let simulated = simulated_orders(schedule, stages, m);
+        let simulated = simulated_orders(schedule, stages, m, None);
         for (stage, events) in timelines.iter().enumerate() {
             let simulated_order = &simulated[stage];
             for step in 0..STEPS as u64 {

@@ -19,6 +19,9 @@
 //!   forwards, then alternates one forward and one backward, then drains the remaining
 //!   backwards, oldest first. At most `p − s` micro-batches are in flight on stage `s`
 //!   (GPipe holds `m`), which is its memory advantage; the bubble is the same.
+//! - **1F1B with replicated stages** (PipeDream's layouts such as 2-1; [`StageReplicas`]):
+//!   a stage on several workers, micro-batches round robin over them, each replica 1F1B
+//!   over its share.
 //! - **interleaved 1F1B** (Megatron-LM; [`interleaved`]): 1F1B over `v` stages per rank,
 //!   in rounds of micro-batches, as `torch.distributed.pipelining.ScheduleInterleaved1F1B`
 //!   orders it; the bubble shrinks to `(p − 1)/(v·m + p − 1)`.
@@ -26,9 +29,11 @@
 mod action;
 mod interleaved;
 pub mod pytorch;
+mod replicated;
 
 use crate::StrategyKind;
 pub use action::{Action, Pass};
+pub use replicated::StageReplicas;
 
 /// How a pipeline orders its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,9 @@
 //! ([`Parameters`]) and the table [`crate::Strategy::new`], the ids, the labels and the
 //! reports read.
 
-use crate::{Balance, Checkpoint, LearningRate, ServerMode, ServerPlacement, ShardUnit, StrategyKind, ZeroStage};
+use crate::{
+    Balance, Checkpoint, LearningRate, ServerMode, ServerPlacement, ShardUnit, StageReplicas, StrategyKind, ZeroStage,
+};
 
 /// Every parameter a strategy may take, each optional: what a suite entry, an `include`
 /// cell or a stored row gives, before [`Strategy::new`] checks which apply.
@@ -34,6 +36,8 @@ pub struct Parameters {
     pub lr_per_update: Option<LearningRate>,
     /// Interleaved 1F1B's pipeline stages per worker.
     pub virtual_stages: Option<usize>,
+    /// 1F1B's workers per stage (PipeDream's replicated stages).
+    pub stage_replicas: Option<StageReplicas>,
 }
 
 /// One strategy parameter, declared once: its key (the YAML key, the field of
@@ -58,7 +62,7 @@ fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
 }
 
 /// Every parameter a strategy may take.
-pub(crate) const PARAMETERS: [Declared; 13] = [
+pub(crate) const PARAMETERS: [Declared; 14] = [
     Declared {
         key: "stage",
         kinds: &[StrategyKind::ShardedDataParallel],
@@ -176,5 +180,13 @@ pub(crate) const PARAMETERS: [Declared; 13] = [
         shapes_pipeline: true,
         given: |parameters| text(&parameters.virtual_stages),
         spell: |v| (format!("__v{v}"), format!("v{v}")),
+    },
+    Declared {
+        key: "stage_replicas",
+        kinds: &[StrategyKind::OneFOneB],
+        label_rank: 13,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.stage_replicas),
+        spell: |layout| (format!("__rep{layout}"), format!("stages {layout}")),
     },
 ];

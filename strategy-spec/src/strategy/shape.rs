@@ -15,8 +15,18 @@ impl Strategy {
     }
 
     /// `(stages, replicas)` of a pipeline over `workers` workers: hybrid's pp stages and
-    /// workers ÷ pp replicas, every other pipeline one stage per worker.
+    /// workers ÷ pp replicas, a layout of replicated stages its stages in one pipeline,
+    /// every other pipeline one stage per worker.
     pub fn pipeline_shape(&self, workers: usize) -> Result<(usize, usize), Infeasible> {
+        if let Some(layout) = self.stage_replicas() {
+            return match layout.workers() == workers {
+                true => Ok((layout.stages(), 1)),
+                false => Err(Infeasible(format!(
+                    "stage_replicas {layout} runs on {} workers; the cell has {workers}",
+                    layout.workers()
+                ))),
+            };
+        }
         let stages = match self {
             Strategy::Hybrid { pipeline_stages, .. } => *pipeline_stages,
             _ => workers,
@@ -65,6 +75,9 @@ impl Strategy {
         if let Some(schedule) = self.schedule() {
             let (ranks, _) = self.pipeline_shape(workers)?;
             schedule.check(ranks, self.micro_batches()).map_err(Infeasible)?;
+            if let Some(layout) = self.stage_replicas() {
+                layout.check(self.micro_batches()).map_err(Infeasible)?;
+            }
             check_balance(network_stages, &self.balance(), schedule.stage_count(ranks))
                 .map_err(|error| Infeasible(format!("{network}: {error}")))?;
         }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use stratlab_comm::ProcessGroup;
-use stratlab_strategy_spec::{Checkpoint, Schedule, Strategy};
+use stratlab_strategy_spec::{Checkpoint, Schedule, StageReplicas, Strategy};
 use tch::{nn, Device, Tensor};
 
 use super::{Chunk, StageWorker};
@@ -14,12 +14,14 @@ use crate::pipeline::links::Sends;
 use crate::pipeline::partition::StagePlan;
 use crate::{PrecisionOps, TrainConfig, TrainError};
 
-/// Where a stage worker sits: the trial's group, its stage's replicas (hybrid), and its
-/// stage and replica.
+/// Where a stage worker sits: the trial's group, its stage's replicas (hybrid's, or a
+/// replicated stage's workers), its stage and replica, and the workers of every stage
+/// where stages are replicated.
 pub(in crate::pipeline) struct StagePlace<'a> {
     pub(in crate::pipeline) world: &'a ProcessGroup,
     pub(in crate::pipeline) replica_group: Option<ProcessGroup>,
     pub(in crate::pipeline) layout: Layout,
+    pub(in crate::pipeline) stage_replicas: Option<StageReplicas>,
 }
 
 /// The order a stage works in: its strategy's schedule over that many micro-batches, each
@@ -63,13 +65,14 @@ impl<'a> StageWorker<'a> {
         config: &TrainConfig,
         device: Device,
     ) -> StageWorker<'a> {
-        let StagePlace { world, replica_group, layout } = place;
+        let StagePlace { world, replica_group, layout, stage_replicas } = place;
         let StageModel { plan, stage_output_dims, chunks, params, optimizer, loss_scaler } = model;
         let StageOrder { schedule, micro_batches, checkpoint } = order;
         StageWorker {
             world,
             replica_group,
             layout,
+            stage_replicas,
             schedule,
             micro_batches,
             checkpoint,

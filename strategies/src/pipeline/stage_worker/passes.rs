@@ -77,7 +77,7 @@ impl StageWorker<'_> {
             }
             slot.labels = Some(labels);
         } else {
-            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage + 1));
+            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage + 1, id));
             let what = format!("activation {label}");
             self.sends.push(endpoint, &output, to, activation_tag(stage + 1, id), what)?;
             if !keep_only_input {
@@ -135,7 +135,7 @@ impl StageWorker<'_> {
         drop(pass);
         timeline.record(EventKind::Backward, stage_name(stage), start, timeline.now(), None);
         if stage > 0 {
-            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage - 1));
+            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage - 1, id));
             self.sends.push(endpoint, &input.grad(), to, gradient_tag(stage - 1, id), format!("gradient {label}"))?;
         }
         if let Some(latest) = latest {
