@@ -9,7 +9,7 @@ use stratlab_profile::{stage_seconds, NetworkProfile};
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
 use tch::Device;
 
-use crate::pipeline::{linear_partition, plan_stages};
+use crate::pipeline::{plan_shared_stages, shared_partition};
 
 /// For a strategy that pipelines, the network stages each of its stages holds at `batch`
 /// samples per pipeline, as the strategy plans them; `None` for one that does not. A `time`
@@ -24,14 +24,14 @@ pub fn pipeline_cuts(
 ) -> Option<Result<Vec<Range<usize>>, PartitionError>> {
     strategy.schedule()?;
     let cut = || -> Result<Vec<Range<usize>>, PartitionError> {
-        let stages = strategy.pipeline_stage_count(workers)?;
+        let shares = strategy.stage_shares(workers)?;
         let samples = strategy.stage_samples(batch);
         let balance = strategy.balance();
         if balance == Balance::Time {
-            check_balance(profile.stages.len(), &balance, stages)?;
-            return Ok(linear_partition(&stage_seconds(profile, samples), stages));
+            check_balance(profile.stages.len(), &balance, shares.len())?;
+            return Ok(shared_partition(&stage_seconds(profile, samples), &shares));
         }
-        Ok(plan_stages(spec, &balance, stages, samples as i64, Device::Cpu)?.ranges)
+        Ok(plan_shared_stages(spec, &balance, &shares, samples as i64, Device::Cpu)?.ranges)
     };
     Some(cut())
 }

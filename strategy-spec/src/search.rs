@@ -4,10 +4,12 @@
 //! the micro-batch counts up to 32 (powers of two) within a pipeline's batch, the
 //! checkpoint modes, the balances that need no explicit list, the fusion thresholds Horovod
 //! users try, both server placements, every hybrid split into pipelines of at least two
-//! stages, interleaved 1F1B at 2 and 4 stages per worker, and every ZeRO stage (stage 3
-//! with either gathering unit).
+//! stages, interleaved 1F1B at 2 and 4 stages per worker, 1F1B over replicated stages
+//! ([`replicated_layouts`]), and every ZeRO stage (stage 3 with either gathering unit).
 
-use crate::{Balance, Checkpoint, Parameters, ServerPlacement, ShardUnit, Strategy, StrategyKind, ZeroStage};
+use crate::{
+    Balance, Checkpoint, Parameters, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, ZeroStage,
+};
 
 /// Fusion thresholds tried for data parallelism, MiB.
 const FUSION_THRESHOLDS_MIB: [u64; 4] = [1, 4, 16, 64];
@@ -78,6 +80,18 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                         },
                     );
                 }
+                // PipeDream's layouts: `check` drops the micro-batch counts that do not go
+                // round a layout's replicas.
+                let layouts = if kind == StrategyKind::OneFOneB { replicated_layouts(workers) } else { Vec::new() };
+                for (&m, balance, layout) in cartesian(&micro_batches, &balances, &layouts) {
+                    let parameters = Parameters {
+                        micro_batches: Some(m),
+                        balance: Some(balance),
+                        stage_replicas: Some(layout),
+                        ..none()
+                    };
+                    add(kind, parameters);
+                }
             }
             StrategyKind::Interleaved1F1B => {
                 for (&m, balance, v) in cartesian(&micro_batches, &balances, &VIRTUAL_STAGES) {
@@ -125,9 +139,25 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
     candidates
 }
 
+/// The replicated layouts searched on `workers` workers: two stages split every way
+/// (`[2, 1]`, `[1, 2]`, …) and, from four workers, one stage doubled among `workers − 1`
+/// (`[2, 1, 1]`, `[1, 2, 1]`, …): where PipeDream's planner looks first, a slow stage
+/// given a second worker. Layouts with no stage replicated are plain 1F1B.
+pub fn replicated_layouts(workers: usize) -> Vec<StageReplicas> {
+    let mut layouts: Vec<Vec<usize>> = (1..workers).map(|first| vec![first, workers - first]).collect();
+    if workers >= 4 {
+        layouts.extend(
+            (0..workers - 1).map(|doubled| {
+                (0..workers - 1).map(|stage| if stage == doubled { 2 } else { 1 }).collect::<Vec<usize>>()
+            }),
+        );
+    }
+    layouts.into_iter().filter_map(|counts| StageReplicas::try_from(counts).ok()).collect()
+}
+
 /// Every combination of one of each.
-fn cartesian<'a, A, B: Clone, C: Copy>(a: &'a [A], b: &[B], c: &[C]) -> Vec<(&'a A, B, C)> {
-    a.iter().flat_map(|a| b.iter().flat_map(move |b| c.iter().map(move |&c| (a, b.clone(), c)))).collect()
+fn cartesian<'a, A, B: Clone, C: Clone>(a: &'a [A], b: &[B], c: &[C]) -> Vec<(&'a A, B, C)> {
+    a.iter().flat_map(|a| b.iter().flat_map(move |b| c.iter().map(move |c| (a, b.clone(), c.clone())))).collect()
 }
 
 #[cfg(test)]
@@ -145,10 +175,30 @@ mod tests {
         assert!(space.iter().all(|s| s.micro_batches() <= 64));
         // Hybrid splits 4 workers into 2 pipelines of 2 stages only.
         assert!(space.iter().filter(|s| s.kind() == StrategyKind::Hybrid).all(|s| s.pipeline_shape(4) == Ok((2, 2))));
-        // Three network stages cannot feed a 4-stage pipeline; a batch of 2 allows m ≤ 2.
+        // Three network stages cannot feed a 4-stage pipeline, only hybrid's and replicated
+        // layouts' fewer stages; a batch of 2 allows m ≤ 2.
         let small: Vec<Strategy> = search_space(4, 2, 3).into_iter().map(|searched| searched.strategy).collect();
-        assert!(small.iter().all(|s| !s.kind().is_pipeline() || s.kind() == StrategyKind::Hybrid));
+        let fewer_stages = |s: &Strategy| s.kind() == StrategyKind::Hybrid || s.stage_replicas().is_some();
+        assert!(small.iter().all(|s| !s.kind().is_pipeline() || fewer_stages(s)));
         assert!(small.iter().all(|s| s.micro_batches() <= 2));
+    }
+
+    #[test]
+    fn replicated_layouts_are_searched_on_their_workers_with_micro_batches_that_go_round() {
+        let layouts: Vec<String> = replicated_layouts(4).iter().map(ToString::to_string).collect();
+        assert_eq!(layouts, ["1-3", "2-2", "3-1", "2-1-1", "1-2-1", "1-1-2"]);
+        assert_eq!(replicated_layouts(2), Vec::<StageReplicas>::new(), "1-1 is plain 1f1b");
+        let replicated: Vec<Strategy> = search_space(3, 64, 8)
+            .into_iter()
+            .map(|searched| searched.strategy)
+            .filter(|strategy| strategy.stage_replicas().is_some())
+            .collect();
+        let two_one = replicated.iter().filter(|s| s.stage_replicas().unwrap().to_string() == "2-1").count();
+        assert!(two_one > 0 && replicated.iter().any(|s| s.stage_replicas().unwrap().to_string() == "1-2"));
+        for strategy in &replicated {
+            assert_eq!(strategy.stage_replicas().unwrap().workers(), 3);
+            assert!(strategy.micro_batches().is_multiple_of(2), "{strategy:?}");
+        }
     }
 
     #[test]

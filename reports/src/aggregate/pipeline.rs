@@ -95,8 +95,11 @@ impl PipelineTrial {
             by_stage.entry(row.info.stage).or_default().push(row);
         }
         let imbalance = self.timed().next().map(|row| row.measured_imbalance);
-        let predicted: BTreeMap<u32, f64> =
-            self.predicted_rows().into_iter().map(|row| (row.info.stage, row.bubble_measured)).collect();
+        // A replicated stage's workers averaged, as the measured bubble is.
+        let mut predicted: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+        for row in self.predicted_rows() {
+            predicted.entry(row.info.stage).or_default().push(row.bubble_measured);
+        }
         by_stage
             .into_values()
             .map(|replicas| {
@@ -106,7 +109,9 @@ impl PipelineTrial {
                     replicas: replicas.len() as u32,
                     compute_s: mean(timed().map(|row| row.compute_s)),
                     bubble_measured: mean(timed().map(|row| row.bubble_measured)),
-                    bubble_predicted: predicted.get(&replicas[0].info.stage).copied(),
+                    bubble_predicted: predicted
+                        .get(&replicas[0].info.stage)
+                        .and_then(|bubbles| mean(bubbles.iter().copied())),
                     bubble_theoretical: replicas[0].bubble_theoretical,
                     measured_imbalance: imbalance,
                     peak_activation_bytes: replicas.iter().filter_map(|row| row.info.peak_activation_bytes).max(),
@@ -224,12 +229,14 @@ impl PipelineTrial {
         mean(self.predicted_rows().iter().map(|row| row.bubble_measured))
     }
 
-    /// A rank's row name: its replica and stage (hybrid), the stages a worker holds
-    /// (interleaved), or its stage.
+    /// A rank's row name: its replica and stage (hybrid), its stage and which of the
+    /// stage's workers it is (replicated stages), the stages a worker holds (interleaved),
+    /// or its stage.
     fn row_label(&self, row: &PipelineStageRow) -> String {
         let per_worker = self.virtual_stages();
-        match () {
+        match row.info.stage_replica {
             _ if self.replicas() > 1 => format!("replica {} · stage {}", row.info.replica, row.info.stage),
+            Some(worker) => format!("stage {} · worker {worker}", row.info.stage),
             _ if per_worker > 1 => {
                 let held: Vec<String> =
                     (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect();

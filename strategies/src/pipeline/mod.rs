@@ -26,7 +26,10 @@ use crate::timeline::Timeline;
 use crate::train_loop::{self, StepOutput, StepRunner, TrainContext};
 use crate::{TrainConfig, TrainError, TrainObserver, TrainReport};
 use layout::Layout;
-pub use partition::{linear_partition, plan_by_stage_seconds, plan_stages, StagePlan};
+pub use partition::{
+    linear_partition, plan_by_stage_seconds, plan_shared_by_stage_seconds, plan_shared_stages, plan_stages,
+    shared_partition, StagePlan,
+};
 use stage_worker::build::{StageModel, StageOrder, StagePlace};
 use stage_worker::{Chunk, StageWorker};
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError, Strategy};
@@ -52,12 +55,13 @@ pub fn train(
     let device = setup::prepare(config)?;
     let micro_batch = strategy.stage_samples(config.batch_size) as i64;
     // The network is cut into every pipeline stage (v per rank when interleaved).
-    let cut = strategy.pipeline_stage_count(world.world_size()).map_err(|reason| invalid("workers", reason.0))?;
+    // (A replicated stage is cut to hold its workers' share of the work.)
+    let shares = strategy.stage_shares(world.world_size()).map_err(|reason| invalid("workers", reason.0))?;
     let plan = match (strategy.balance(), &config.stage_seconds) {
         // Every rank cuts the same given seconds: nothing to time or to agree on.
-        (Balance::Time, Some(seconds)) => plan_by_stage_seconds(context.network, seconds, cut)
+        (Balance::Time, Some(seconds)) => plan_shared_by_stage_seconds(context.network, seconds, &shares)
             .map_err(|error| invalid("balance", error.to_string()))?,
-        (balance, _) => agree_on_plan(context.network, &balance, cut, micro_batch, device, world)?,
+        (balance, _) => agree_on_plan(context.network, &balance, &shares, micro_batch, device, world)?,
     };
     // Profiling (`time`) drew from the generator on rank 0 only: seed again so every rank,
     // and every replica of a stage, builds the weights a single-device build draws.
@@ -111,15 +115,16 @@ pub fn train(
 fn agree_on_plan(
     spec: &stratlab_networks::NetworkSpec,
     balance: &Balance,
-    stages: usize,
+    shares: &[usize],
     micro_batch: i64,
     device: Device,
     world: &ProcessGroup,
 ) -> Result<StagePlan, TrainError> {
     let partition_error =
         |error: PartitionError| TrainError::InvalidConfig { field: "balance", reason: error.to_string() };
+    let stages = shares.len();
     let mut plan = if world.rank() == 0 || *balance != Balance::Time {
-        plan_stages(spec, balance, stages, micro_batch, device).map_err(partition_error)?
+        plan_shared_stages(spec, balance, shares, micro_batch, device).map_err(partition_error)?
     } else {
         check_balance(spec.stages.len(), balance, stages).map_err(|error| partition_error(error.into()))?;
         let mut placeholder =

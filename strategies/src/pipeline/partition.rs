@@ -16,7 +16,7 @@ use stratlab_networks::NetworkSpec;
 use stratlab_strategy_spec::{check_balance, Balance, PartitionError};
 use tch::Device;
 
-pub use linear::linear_partition;
+pub use linear::{linear_partition, shared_partition};
 pub use profile::PROFILE_REPEATS;
 pub use saved::{activation_bytes_per_sample, ActivationBytes};
 
@@ -147,13 +147,26 @@ pub fn plan_stages(
     micro_batch: i64,
     device: Device,
 ) -> Result<StagePlan, PartitionError> {
-    let n = spec.stages.len();
+    plan_shared_stages(spec, balance, &vec![1; parts], micro_batch, device)
+}
+
+/// [`plan_stages`] into one part per entry of `shares`, the workers each part runs on:
+/// the balances that cut by cost give a part on several workers that many times the cost
+/// ([`shared_partition`]).
+pub fn plan_shared_stages(
+    spec: &NetworkSpec,
+    balance: &Balance,
+    shares: &[usize],
+    micro_batch: i64,
+    device: Device,
+) -> Result<StagePlan, PartitionError> {
+    let (n, parts) = (spec.stages.len(), shares.len());
     check_balance(n, balance, parts)?;
     let costs = stage_costs(spec, balance, micro_batch, device)?;
     let ranges = match balance {
         Balance::Uniform => ranges_from_counts(&uniform_counts(n, parts)),
         Balance::Explicit(list) => ranges_from_counts(list),
-        _ => linear_partition(&costs.per_stage, parts),
+        _ => shared_partition(&costs.per_stage, shares),
     };
     Ok(plan_of(balance.clone(), ranges, &costs))
 }
@@ -162,7 +175,17 @@ pub fn plan_stages(
 /// stage of `spec`, at the micro-batch): the cut [`plan_stages`] makes of the seconds it
 /// times itself, without timing anything.
 pub fn plan_by_stage_seconds(spec: &NetworkSpec, seconds: &[f64], parts: usize) -> Result<StagePlan, PartitionError> {
-    let n = spec.stages.len();
+    plan_shared_by_stage_seconds(spec, seconds, &vec![1; parts])
+}
+
+/// [`plan_by_stage_seconds`] into one part per entry of `shares`, the workers each part
+/// runs on ([`shared_partition`]).
+pub fn plan_shared_by_stage_seconds(
+    spec: &NetworkSpec,
+    seconds: &[f64],
+    shares: &[usize],
+) -> Result<StagePlan, PartitionError> {
+    let (n, parts) = (spec.stages.len(), shares.len());
     check_balance(n, &Balance::Time, parts)?;
     if seconds.len() != n || seconds.iter().any(|s| !s.is_finite() || *s < 0.0) {
         return Err(PartitionError(format!(
@@ -172,7 +195,7 @@ pub fn plan_by_stage_seconds(spec: &NetworkSpec, seconds: &[f64], parts: usize) 
         )));
     }
     let costs = StageCosts { per_stage: seconds.to_vec(), unit: "seconds" };
-    Ok(plan_of(Balance::Time, linear_partition(seconds, parts), &costs))
+    Ok(plan_of(Balance::Time, shared_partition(seconds, shares), &costs))
 }
 
 /// A plan's parts with the cost each sums.

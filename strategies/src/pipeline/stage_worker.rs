@@ -365,7 +365,9 @@ impl<'a> StageWorker<'a> {
         let mut totals = metrics.to_device(self.comm_device());
         let start = timeline.now();
         self.world.all_reduce(&mut totals, ReduceOp::Sum)?;
-        timeline.record(EventKind::AllReduce, "loss", start, timeline.now(), Some(8));
+        // The time is the wait for the slowest rank's step (8 bytes move), so idle, as a
+        // received loss's wait is.
+        timeline.record(EventKind::Idle, "waiting for the loss (all-reduce)", start, timeline.now(), None);
         let totals = totals.to_device(self.device);
         Ok((totals.get(0), totals.get(1).to_kind(Kind::Int64)))
     }

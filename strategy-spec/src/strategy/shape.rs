@@ -46,6 +46,16 @@ impl Strategy {
         Ok(self.schedule().map_or(ranks, |schedule| schedule.stage_count(ranks)))
     }
 
+    /// The workers each of the pipeline stages the network is cut into runs on: one each,
+    /// or a replicated layout's counts. A cut by cost gives a stage on r workers r times
+    /// the work.
+    pub fn stage_shares(&self, workers: usize) -> Result<Vec<usize>, Infeasible> {
+        match self.stage_replicas() {
+            Some(layout) => self.pipeline_shape(workers).map(|_| layout.counts().to_vec()),
+            None => Ok(vec![1; self.pipeline_stage_count(workers)?]),
+        }
+    }
+
     /// Samples per optimizer step over all workers for a per-worker `batch`: every
     /// data-parallel worker trains on its own batch; a pipeline's stages share one
     /// (hybrid: one per replica).

@@ -18,25 +18,37 @@ const TIE_TOLERANCE: f64 = 1e-9;
 ///
 /// Panics unless `1 <= parts <= costs.len()` ([`super::check_balance`] says why not first).
 pub fn linear_partition(costs: &[f64], parts: usize) -> Vec<Range<usize>> {
-    let n = costs.len();
+    shared_partition(costs, &vec![1; parts])
+}
+
+/// [`linear_partition`] into one part per entry of `shares`, part `k`'s cost divided by
+/// `shares[k]`: a stage replicated over `shares[k]` workers (PipeDream's replicated
+/// stages) may hold that many times the work of one on a single worker, as PipeDream's
+/// planner divides a replicated stage's compute by its replicas.
+///
+/// Panics unless `1 <= shares.len() <= costs.len()` and every share is at least 1.
+pub fn shared_partition(costs: &[f64], shares: &[usize]) -> Vec<Range<usize>> {
+    let (n, parts) = (costs.len(), shares.len());
     assert!((1..=n).contains(&parts), "cannot cut {n} stages into {parts} parts");
+    assert!(!shares.contains(&0), "every part runs on at least one worker: {shares:?}");
     debug_assert!(costs.iter().all(|c| *c >= 0.0), "costs must be non-negative: {costs:?}");
     let mut prefix = vec![0.0; n + 1];
     for (i, cost) in costs.iter().enumerate() {
         prefix[i + 1] = prefix[i] + cost;
     }
-    let cost = |i: usize, j: usize| prefix[j] - prefix[i];
+    // The first part of a suffix cut into k parts is part `parts − k`.
+    let cost = |k: usize, i: usize, j: usize| (prefix[j] - prefix[i]) / shares[parts - k] as f64;
 
     // bottleneck[k][i]: the smallest largest part for stages i..n cut into k parts
     // (defined for i <= n - k, every part non-empty).
     let mut bottleneck = vec![vec![f64::INFINITY; n + 1]; parts + 1];
     for (i, best) in bottleneck[1].iter_mut().enumerate().take(n) {
-        *best = cost(i, n);
+        *best = cost(1, i, n);
     }
     for k in 2..=parts {
         for i in 0..=n - k {
             let best =
-                (i + 1..=n - (k - 1)).map(|j| cost(i, j).max(bottleneck[k - 1][j])).fold(f64::INFINITY, f64::min);
+                (i + 1..=n - (k - 1)).map(|j| cost(k, i, j).max(bottleneck[k - 1][j])).fold(f64::INFINITY, f64::min);
             bottleneck[k][i] = best;
         }
     }
@@ -48,7 +60,7 @@ pub fn linear_partition(costs: &[f64], parts: usize) -> Vec<Range<usize>> {
     let mut spread: Vec<Vec<Option<usize>>> = vec![vec![None; n + 1]; parts + 1];
     let mut end = vec![vec![0; n + 1]; parts + 1];
     for i in 0..n {
-        if cost(i, n) <= limit {
+        if cost(1, i, n) <= limit {
             spread[1][i] = Some((n - i) * (n - i));
             end[1][i] = n;
         }
@@ -56,7 +68,7 @@ pub fn linear_partition(costs: &[f64], parts: usize) -> Vec<Range<usize>> {
     for k in 2..=parts {
         for i in 0..=n - k {
             for j in (i + 1..=n - (k - 1)).rev() {
-                let Some(rest) = spread[k - 1][j].filter(|_| cost(i, j) <= limit) else { continue };
+                let Some(rest) = spread[k - 1][j].filter(|_| cost(k, i, j) <= limit) else { continue };
                 let total = (j - i) * (j - i) + rest;
                 if spread[k][i].is_none_or(|best| total < best) {
                     spread[k][i] = Some(total);
@@ -190,5 +202,38 @@ mod tests {
     fn heavy_stage_stands_alone_and_light_ones_share() {
         let ranges = linear_partition(&[1.0, 1.0, 10.0, 1.0, 1.0, 1.0], 3);
         assert_eq!(ranges, vec![0..2, 2..3, 3..6]);
+    }
+
+    #[test]
+    fn a_part_on_two_workers_takes_twice_the_work() {
+        // Six equal stages over a 2-1 layout: 4 and 2 stages give each worker 2 units.
+        assert_eq!(shared_partition(&[1.0; 6], &[2, 1]), vec![0..4, 4..6]);
+        assert_eq!(shared_partition(&[1.0; 6], &[1, 2]), vec![0..2, 2..6]);
+        // Brute force: the smallest largest cost ÷ share over every cut.
+        let costs = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0];
+        for shares in [vec![2, 1], vec![1, 3], vec![2, 1, 1], vec![1, 2, 2]] {
+            let best = compositions(costs.len(), shares.len())
+                .iter()
+                .map(|counts| {
+                    let mut start = 0;
+                    counts
+                        .iter()
+                        .zip(&shares)
+                        .map(|(&count, &share)| {
+                            let sum: f64 = costs[start..start + count].iter().sum();
+                            start += count;
+                            sum / share as f64
+                        })
+                        .fold(0.0, f64::max)
+                })
+                .fold(f64::INFINITY, f64::min);
+            let got = shared_partition(&costs, &shares);
+            let largest = got
+                .iter()
+                .zip(&shares)
+                .map(|(range, &share)| costs[range.clone()].iter().sum::<f64>() / share as f64)
+                .fold(0.0, f64::max);
+            assert!((largest - best).abs() < 1e-12, "{shares:?}: {got:?} gives {largest}, best {best}");
+        }
     }
 }
