@@ -21,6 +21,7 @@ pub mod predict;
 pub mod published;
 pub mod recommend;
 pub mod sharded_data_parallel;
+pub mod simulated_timeline;
 mod yaml;
 
 pub use breakdown::StepBreakdown;

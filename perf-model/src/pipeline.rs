@@ -490,9 +490,5 @@ fn recomputes(pipeline: &Pipeline<'_>, stage: usize, id: usize, m: usize) -> boo
     }
 }
 
-mod timeline;
-
-pub use timeline::{SimulatedBlock, SimulatedWork};
-
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use stratlab_perf_model::cluster::{Cluster, DeviceSpeed};
-use stratlab_perf_model::pipeline::{SimulatedBlock, SimulatedWork};
 use stratlab_perf_model::predict::StepQuestion;
+use stratlab_perf_model::simulated_timeline::{SimulatedBlock, SimulatedWork};
 use stratlab_perf_model::{CollectiveCurve, Link, MeasuredCollectives};
 use stratlab_profile::NetworkProfile;
 use stratlab_results::{EventKind, PredictedPassRow, PredictionRow, ProbeKind, ProbeRow, RunStore};

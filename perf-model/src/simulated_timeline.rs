@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::PipelineStep;
+use crate::pipeline::PipelineStep;
 use stratlab_strategy_spec::Pass;
 
 /// What a block of the simulated timeline is.
@@ -94,7 +94,8 @@ impl PipelineStep {
 mod tests {
     use stratlab_strategy_spec::{Checkpoint, Schedule};
 
-    use crate::pipeline::{simulate, Pipeline, SimulatedWork, StageCost};
+    use super::SimulatedWork;
+    use crate::pipeline::{simulate, Pipeline, StageCost};
     use crate::Link;
 
     fn stage(forward_s: f64, backward_s: f64, optimizer_s: f64) -> StageCost {
