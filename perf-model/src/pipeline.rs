@@ -101,6 +101,17 @@ impl Pipeline<'_> {
         self.replicas * stage_replicas
     }
 
+    /// Rank `rank`'s PipeDream order in step `step` of `m` micro-batches (global ids).
+    fn pipedream_actions(&self, rank: usize, m: usize, step: usize) -> Vec<Action> {
+        match self.stage_replicas {
+            Some(layout) => {
+                let (stage, replica) = layout.place_of(rank);
+                layout.pipedream_actions(stage, replica, m, step)
+            }
+            None => pipedream_actions(rank, self.ranks(), m, step),
+        }
+    }
+
     /// Rank `rank`'s order for `m` micro-batches (one step).
     fn actions(&self, rank: usize, m: usize) -> Vec<Action> {
         match self.stage_replicas {
@@ -128,6 +139,9 @@ pub struct SimulatedAction {
     pub end_s: f64,
     /// Seconds of the forward recomputed at the start of a backward (0 without).
     pub recompute_s: f64,
+    /// Seconds of the all-reduce before that update (a replicated stage's under PipeDream;
+    /// 0 otherwise).
+    pub all_reduce_s: f64,
     /// Seconds of the update at the end of a backward (PipeDream's; 0 otherwise).
     pub optimizer_s: f64,
 }
@@ -141,8 +155,11 @@ pub struct RankTime {
     pub recompute_s: f64,
     /// Optimizer steps.
     pub optimizer_s: f64,
-    /// The replicas' gradient all-reduce (hybrid).
+    /// The replicas' gradient all-reduces (hybrid's and replicated stages' after the flush,
+    /// a replicated stage's after each backward under PipeDream).
     pub all_reduce_s: f64,
+    /// The part of `all_reduce_s` after the flush (synchronous schedules).
+    pub flush_all_reduce_s: f64,
     /// The update after the flush, after that all-reduce (synchronous schedules; part of
     /// `optimizer_s`).
     pub flush_optimizer_s: f64,
@@ -275,7 +292,9 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     let lists: Vec<Vec<(usize, Action)>> = (0..p)
         .map(|rank| match pipeline.schedule {
             Schedule::PipeDream => (0..steps)
-                .flat_map(|step| pipedream_actions(rank, p, m, step).into_iter().map(move |action| (step, action)))
+                .flat_map(|step| {
+                    pipeline.pipedream_actions(rank, m, step).into_iter().map(move |action| (step, action))
+                })
                 .collect(),
             _ => pipeline.actions(rank, m).into_iter().map(|action| (0, action)).collect(),
         })
@@ -284,7 +303,8 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
     // Statistics come from the last step: PipeDream's first steps hold its warm-up.
     let measured: Vec<&Timed> = passes.iter().filter(|pass| pass.step + 1 == steps).collect();
     let span_start = measured.iter().map(|pass| pass.start_s).fold(f64::INFINITY, f64::min);
-    let span_end = measured.iter().map(|pass| pass.end_s - pass.optimizer_s).fold(f64::NEG_INFINITY, f64::max);
+    let span_end =
+        measured.iter().map(|pass| pass.end_s - pass.all_reduce_s - pass.optimizer_s).fold(f64::NEG_INFINITY, f64::max);
     let span = span_end - span_start;
 
     let synchronous = !pipeline.schedule.updates_per_micro_batch();
@@ -296,8 +316,10 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
         let held = pipeline.stages_of_rank(rank);
         let own: Vec<&&Timed> = measured.iter().filter(|pass| pass.rank == rank).collect();
         let recompute_s: f64 = own.iter().map(|pass| pass.recompute_s).sum();
-        let compute_s: f64 =
-            own.iter().map(|pass| pass.end_s - pass.start_s - pass.recompute_s - pass.optimizer_s).sum();
+        let compute_s: f64 = own
+            .iter()
+            .map(|pass| pass.end_s - pass.start_s - pass.recompute_s - pass.all_reduce_s - pass.optimizer_s)
+            .sum();
         // A rank all-reduces all its stages' gradients in one buffer and updates them at once.
         let gradient_bytes: f64 = held.iter().map(|&stage| pipeline.stages[stage].gradient_bytes).sum();
         let peers = pipeline.gradient_peers(rank);
@@ -314,7 +336,8 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
             compute_s,
             recompute_s,
             optimizer_s: own.iter().map(|pass| pass.optimizer_s).sum::<f64>() + flush_optimizer_s,
-            all_reduce_s,
+            all_reduce_s: all_reduce_s + own.iter().map(|pass| pass.all_reduce_s).sum::<f64>(),
+            flush_all_reduce_s: all_reduce_s,
             flush_optimizer_s,
             bubble: if span > 0.0 { (1.0 - (compute_s + recompute_s) / span).clamp(0.0, 1.0) } else { 0.0 },
         });
@@ -347,6 +370,7 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
             start_s: pass.start_s,
             end_s: pass.end_s,
             recompute_s: pass.recompute_s,
+            all_reduce_s: pass.all_reduce_s,
             optimizer_s: pass.optimizer_s,
         })
         .collect();
@@ -362,6 +386,7 @@ struct Timed {
     start_s: f64,
     end_s: f64,
     recompute_s: f64,
+    all_reduce_s: f64,
     optimizer_s: f64,
 }
 
@@ -453,19 +478,31 @@ fn run_actions(
                 let Some(input_at) = links.input_at(action) else { break };
                 let cost = &pipeline.stages[action.stage];
                 let start_s = free_at[rank].max(input_at);
-                let (recompute_s, optimizer_s, work_s) = match action.pass {
-                    Pass::Forward => (0.0, 0.0, cost.forward_s),
+                let (recompute_s, all_reduce_s, optimizer_s, work_s) = match action.pass {
+                    Pass::Forward => (0.0, 0.0, 0.0, cost.forward_s),
                     Pass::Backward => {
                         let recompute = recomputes(pipeline, action.stage, action.micro_batch, m);
                         let recompute_s = if recompute { cost.forward_s } else { 0.0 };
-                        let optimizer_s =
-                            if pipeline.schedule.updates_per_micro_batch() { cost.optimizer_s } else { 0.0 };
-                        (recompute_s, optimizer_s, cost.backward_s + recompute_s + optimizer_s)
+                        let per_micro_batch = pipeline.schedule.updates_per_micro_batch();
+                        let optimizer_s = if per_micro_batch { cost.optimizer_s } else { 0.0 };
+                        // PipeDream's replicated stage averages each round's gradients first.
+                        let peers = pipeline.gradient_peers(rank);
+                        let all_reduce_s = match per_micro_batch && peers > 1 {
+                            true => AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
+                                .seconds(cost.gradient_bytes, peers),
+                            false => 0.0,
+                        };
+                        (
+                            recompute_s,
+                            all_reduce_s,
+                            optimizer_s,
+                            cost.backward_s + recompute_s + all_reduce_s + optimizer_s,
+                        )
                     }
                 };
                 let end_s = start_s + work_s;
                 links.sent(rank, action, end_s);
-                passes.push(Timed { rank, step, action, start_s, end_s, recompute_s, optimizer_s });
+                passes.push(Timed { rank, step, action, start_s, end_s, recompute_s, all_reduce_s, optimizer_s });
                 free_at[rank] = end_s;
                 next[rank] += 1;
                 progressed = true;

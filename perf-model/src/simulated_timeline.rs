@@ -17,7 +17,8 @@ pub enum SimulatedWork {
     Recompute,
     /// A backward pass (input and weight gradients).
     Backward,
-    /// The replicas' gradient all-reduce after the flush (hybrid).
+    /// The replicas' gradient all-reduce: after the flush (hybrid, replicated stages), or
+    /// after each backward of a replicated stage under PipeDream.
     AllReduce,
     /// An optimizer step: after each backward (PipeDream) or after the flush.
     Optimizer,
@@ -73,8 +74,10 @@ impl PipelineStep {
                 Pass::Backward => {
                     let backward_from = pass.start_s + pass.recompute_s;
                     let update_from = pass.end_s - pass.optimizer_s;
+                    let all_reduce_from = update_from - pass.all_reduce_s;
                     push(pass.rank, SimulatedWork::Recompute, action, pass.start_s, backward_from);
-                    push(pass.rank, SimulatedWork::Backward, action, backward_from, update_from);
+                    push(pass.rank, SimulatedWork::Backward, action, backward_from, all_reduce_from);
+                    push(pass.rank, SimulatedWork::AllReduce, action, all_reduce_from, update_from);
                     push(pass.rank, SimulatedWork::Optimizer, action, update_from, pass.end_s);
                 }
             }
@@ -82,7 +85,7 @@ impl PipelineStep {
         for (rank, time) in self.ranks.iter().enumerate() {
             let own = passes().filter(|pass| pass.rank == rank);
             let Some(flush_from) = own.map(|pass| pass.end_s).reduce(f64::max) else { continue };
-            let update_from = flush_from + time.all_reduce_s;
+            let update_from = flush_from + time.flush_all_reduce_s;
             push(rank, SimulatedWork::AllReduce, None, flush_from, update_from);
             push(rank, SimulatedWork::Optimizer, None, update_from, update_from + time.flush_optimizer_s);
         }

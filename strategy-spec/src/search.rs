@@ -82,7 +82,10 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                 }
                 // PipeDream's layouts: `check` drops the micro-batch counts that do not go
                 // round a layout's replicas.
-                let layouts = if kind == StrategyKind::OneFOneB { replicated_layouts(workers) } else { Vec::new() };
+                let layouts = match kind {
+                    StrategyKind::OneFOneB => replicated_layouts(workers),
+                    _ => Vec::new(),
+                };
                 for (&m, balance, layout) in cartesian(&micro_batches, &balances, &layouts) {
                     let parameters = Parameters {
                         micro_batches: Some(m),
@@ -107,6 +110,15 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
             StrategyKind::PipeDream => {
                 for (&m, balance, _) in cartesian(&micro_batches, &balances, &[()]) {
                     add(kind, Parameters { micro_batches: Some(m), balance: Some(balance), ..none() });
+                }
+                for (&m, balance, layout) in cartesian(&micro_batches, &balances, &replicated_layouts(workers)) {
+                    let parameters = Parameters {
+                        micro_batches: Some(m),
+                        balance: Some(balance),
+                        stage_replicas: Some(layout),
+                        ..none()
+                    };
+                    add(kind, parameters);
                 }
             }
             StrategyKind::ShardedDataParallel => {

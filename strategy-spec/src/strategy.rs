@@ -98,6 +98,10 @@ pub enum Strategy {
         /// How network stages are split (default uniform).
         #[serde(default)]
         balance: Option<Balance>,
+        /// Workers per stage (default one each): a replicated stage's workers all-reduce
+        /// each round's gradients and update together.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stage_replicas: Option<StageReplicas>,
     },
     /// Interleaved 1F1B: every worker holds `virtual_stages` stages of the network.
     #[serde(rename = "interleaved-1f1b")]
@@ -211,7 +215,7 @@ impl Strategy {
             StrategyKind::ModelParallel => Strategy::ModelParallel { balance, checkpoint },
             StrategyKind::Gpipe => Strategy::Gpipe { micro_batches, balance, checkpoint },
             StrategyKind::OneFOneB => Strategy::OneFOneB { micro_batches, balance, checkpoint, stage_replicas },
-            StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance },
+            StrategyKind::PipeDream => Strategy::PipeDream { micro_batches, balance, stage_replicas },
             StrategyKind::ShardedDataParallel => Strategy::ShardedDataParallel { stage, shard_unit },
             StrategyKind::Interleaved1F1B => match virtual_stages {
                 None => {
@@ -264,8 +268,13 @@ impl Strategy {
                     ..parameters
                 }
             }
-            Strategy::PipeDream { micro_batches, balance } => {
-                (parameters.micro_batches, parameters.balance) = (*micro_batches, balance.clone())
+            Strategy::PipeDream { micro_batches, balance, stage_replicas } => {
+                parameters = Parameters {
+                    micro_batches: *micro_batches,
+                    balance: balance.clone(),
+                    stage_replicas: stage_replicas.clone(),
+                    ..parameters
+                }
             }
             Strategy::ShardedDataParallel { stage, shard_unit } => {
                 (parameters.stage, parameters.shard_unit) = (*stage, *shard_unit)
@@ -361,7 +370,9 @@ impl Strategy {
     /// The workers of each stage, where a stage runs on several (1F1B's replicated stages).
     pub fn stage_replicas(&self) -> Option<&StageReplicas> {
         match self {
-            Strategy::OneFOneB { stage_replicas, .. } => stage_replicas.as_ref(),
+            Strategy::OneFOneB { stage_replicas, .. } | Strategy::PipeDream { stage_replicas, .. } => {
+                stage_replicas.as_ref()
+            }
             _ => None,
         }
     }

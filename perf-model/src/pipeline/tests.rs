@@ -338,3 +338,27 @@ fn every_replicated_layout_completes_and_a_layout_of_other_stages_is_refused() {
         simulate(&Pipeline { stage_replicas: Some(&two_one), ..pipeline(Schedule::OneFOneB, &stages, 2, free_link()) });
     assert_eq!(refused, Err(SimulationError::Layout { stages: 3, layout: "2-1".into() }));
 }
+
+/// PipeDream over 2-1: each stage-0 worker runs its share of every step, keeping one of its
+/// own ahead, and after each backward the pair all-reduce (1 MB between two over 1 MB/s:
+/// 1 s) before their update; the last stage's worker all-reduces nothing.
+#[test]
+fn pipedream_replicas_all_reduce_after_each_backward() {
+    let stages = equal_stages(2, 1.0, 1.0);
+    let two_one = layout(&[2, 1]);
+    let step = simulate(&Pipeline {
+        stage_replicas: Some(&two_one),
+        ..pipeline(Schedule::PipeDream, &stages, 4, Link::new(1e6, 0.0))
+    })
+    .unwrap();
+    for rank in 0..3 {
+        let (stage, replica) = two_one.place_of(rank);
+        let last: Vec<Action> =
+            step.actions.iter().filter(|pass| pass.rank == rank && pass.step == 3).map(|pass| pass.action).collect();
+        assert_eq!(last, two_one.pipedream_actions(stage, replica, 4, 3), "rank {rank}");
+    }
+    let all_reduce: Vec<f64> = step.ranks.iter().map(|rank| rank.all_reduce_s).collect();
+    // Two backwards per stage-0 worker per step, 1 s each.
+    assert!(close(all_reduce[0], 2.0) && close(all_reduce[1], 2.0) && all_reduce[2] == 0.0, "{all_reduce:?}");
+    assert!(step.ranks.iter().all(|rank| rank.flush_all_reduce_s == 0.0), "PipeDream never flushes");
+}

@@ -301,6 +301,7 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
         ("gradient_updates", 0),
         ("probes", 0),
         ("predictions", 0),
+        ("predicted_passes", 0),
         ("batch_probes", 0),
     ];
 

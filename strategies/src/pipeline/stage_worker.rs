@@ -71,7 +71,7 @@ pub struct StageWorker<'a> {
     pub(super) world: &'a ProcessGroup,
     /// This stage's replicas (hybrid's, or a replicated stage's workers), for the
     /// gradient all-reduce.
-    replica_group: Option<ProcessGroup>,
+    pub(super) replica_group: Option<ProcessGroup>,
     pub(super) layout: Layout,
     /// Workers per stage where stages are replicated (micro-batches round robin over a
     /// stage's workers, their gradients summed); `None` for one worker per stage.
@@ -259,7 +259,10 @@ impl<'a> StageWorker<'a> {
         let offsets = sizes.iter().scan(0i64, |at, &n| Some(std::mem::replace(at, *at + n as i64))).collect();
         let step = StepBatch { images, labels, first_id: self.steps_done * m, sizes, offsets };
         let actions: Vec<Action> = match (self.schedule, &self.stage_replicas) {
-            (Schedule::PipeDream, _) => pipedream_actions(layout.stage, layout.stages, m, self.steps_done),
+            (Schedule::PipeDream, Some(replicas)) => {
+                replicas.pipedream_actions(layout.stage, self.stage_replica(), m, self.steps_done)
+            }
+            (Schedule::PipeDream, None) => pipedream_actions(layout.stage, layout.stages, m, self.steps_done),
             (schedule, replicated) => {
                 let own = match replicated {
                     Some(replicas) => replicas.actions(layout.stage, self.stage_replica(), m),

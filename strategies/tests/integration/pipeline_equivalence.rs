@@ -235,6 +235,34 @@ fn replicated_stages_2_1_and_1_2_match_single_and_each_worker_runs_its_share() {
     }
 }
 
+/// PipeDream over 2-1 on three ranks: stage 0's two workers run micro-batches 0, 2, … and
+/// 1, 3, …, each keeping one of its own in flight across batches, and average each round's
+/// gradients before updating together, so they hold equal weights after training; every
+/// rank records its list in every step, as the model simulates it.
+#[test]
+fn pipedream_2_1_replicas_update_together_and_each_runs_its_share() {
+    let m = 4;
+    let run = Run { stage_replicas: Some((2, 1)), ..Run::new(StrategyKind::PipeDream, m) };
+    let dir = tempfile::tempdir().unwrap();
+    let got = pipeline_weights(run, 3, dir.path());
+    assert!(got.iter().all(|(_, tensor)| tensor.isfinite().all().int64_value(&[]) == 1), "finite weights");
+    let (one, other) = (load_weights(dir.path(), [0]), load_weights(dir.path(), [1]));
+    assert_same_weights("stage 0's two workers", &other, &one);
+    let layout = StageReplicas::try_from(vec![2, 1]).unwrap();
+    for rank in 0..3 {
+        let (stage, replica) = layout.place_of(rank);
+        let events = events_of(dir.path(), rank);
+        for step in 0..STEPS {
+            let listed: Vec<Action> = layout
+                .pipedream_actions(stage, replica, m, step)
+                .into_iter()
+                .map(|action| Action { micro_batch: action.micro_batch % m, ..action })
+                .collect();
+            assert_eq!(compute_order(&events, step as u64), listed, "rank {rank} step {step}");
+        }
+    }
+}
+
 #[test]
 fn every_checkpoint_mode_gives_the_weights_of_never() {
     let never_dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,9 @@
 //! Each replica runs 1F1B over its own micro-batches, keeping
 //! `ceil(Σ_{k ≥ s} r_k ÷ r_s)` of them in flight: the workers from its stage to the end
 //! shared among its replicas, PipeDream's "number of optimal active mini-batches" (NOAM) at
-//! the input stage, and `p − s` (1F1B's own) when nothing is replicated.
+//! the input stage, and `p − s` (1F1B's own) when nothing is replicated. Under PipeDream
+//! (no flush) a replica keeps that many in flight across batches, and a stage's replicas
+//! all-reduce each round's gradients (their n-th backwards) and update together.
 
 use std::fmt;
 
@@ -151,6 +153,27 @@ impl StageReplicas {
     }
 }
 
+impl StageReplicas {
+    /// PipeDream's order for replica `replica` of `stage` in optimizer step `step`, by
+    /// global micro-batch id (`step × m + i`): its share of the step's micro-batches, each
+    /// forward followed by the backward of its own micro-batch `in_flight − 1` before it,
+    /// once there is one (what [`super::pipedream_actions`] does for one worker per stage).
+    pub fn pipedream_actions(&self, stage: usize, replica: usize, micro_batches: usize, step: usize) -> Vec<Action> {
+        let r = self.0[stage];
+        let depth = self.0[stage..].iter().sum::<usize>().div_ceil(r) - 1;
+        // Its n-th micro-batch over the whole run is replica + n·r (m is a multiple of r).
+        let first = step * micro_batches / r;
+        let mut actions = Vec::with_capacity(2 * micro_batches / r);
+        for n in first..first + micro_batches / r {
+            actions.push(Action::forward(stage, replica + n * r));
+            if n >= depth {
+                actions.push(Action::backward(stage, replica + (n - depth) * r));
+            }
+        }
+        actions
+    }
+}
+
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
         a
@@ -226,6 +249,21 @@ mod tests {
                 ids.sort_unstable();
                 assert_eq!(*ids, (0..m).collect::<Vec<_>>(), "{counts:?}");
             }
+        }
+    }
+
+    #[test]
+    fn pipedream_replicas_keep_their_share_in_flight_across_steps() {
+        let text = |actions: Vec<Action>| crate::schedule::pytorch::pytorch_order(&actions);
+        let two_one = layout(&[2, 1]);
+        // Stage 0's replica 1: micro-batches 1, 3, 5, 7, …, one of its own in flight ahead.
+        assert_eq!(text(two_one.pipedream_actions(0, 1, 4, 0)), "0F1,0F3,0B1");
+        assert_eq!(text(two_one.pipedream_actions(0, 1, 4, 1)), "0F5,0B3,0F7,0B5");
+        assert_eq!(text(two_one.pipedream_actions(1, 0, 4, 1)), "1F4,1B4,1F5,1B5,1F6,1B6,1F7,1B7");
+        // Unreplicated stages of a layout run PipeDream's own order at their depth.
+        let layout = layout(&[1, 1, 2]);
+        for step in 0..3 {
+            assert_eq!(layout.pipedream_actions(0, 0, 4, step), crate::pipedream_actions(0, 4, 4, step));
         }
     }
 

@@ -36,7 +36,7 @@ pub struct Parameters {
     pub lr_per_update: Option<LearningRate>,
     /// Interleaved 1F1B's pipeline stages per worker.
     pub virtual_stages: Option<usize>,
-    /// 1F1B's workers per stage (PipeDream's replicated stages).
+    /// 1F1B's and PipeDream's workers per stage (PipeDream's replicated stages).
     pub stage_replicas: Option<StageReplicas>,
 }
 
@@ -183,7 +183,7 @@ pub(crate) const PARAMETERS: [Declared; 14] = [
     },
     Declared {
         key: "stage_replicas",
-        kinds: &[StrategyKind::OneFOneB],
+        kinds: &[StrategyKind::OneFOneB, StrategyKind::PipeDream],
         label_rank: 13,
         shapes_pipeline: true,
         given: |parameters| text(&parameters.stage_replicas),

@@ -2,6 +2,7 @@
 //! output on or computing the loss) and the backward (recomputing a dropped forward,
 //! swapping in PipeDream's stashed weights, sending the input's gradient back).
 
+use stratlab_comm::ReduceOp;
 use stratlab_strategy_spec::{Action, Pass};
 use tch::Tensor;
 
@@ -142,6 +143,12 @@ impl StageWorker<'_> {
             swap_weights(&self.params, &latest);
         }
         if self.schedule.updates_per_micro_batch() {
+            // A replicated stage's workers each ran one micro-batch of the round: they
+            // average its gradients and update together (PipeDream's data-parallel stage).
+            if let Some(group) = &self.replica_group {
+                let endpoint = self.endpoint();
+                endpoint.all_reduce_gradients(group, &self.params, ReduceOp::Average, timeline, traffic)?;
+            }
             timeline.span(EventKind::Optimizer, "optimizer step", || self.optimizer.step());
             self.optimizer.zero_grad();
         }
