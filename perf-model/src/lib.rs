@@ -17,6 +17,7 @@ pub mod data_parallel;
 pub mod memory;
 pub mod parameter_server;
 pub mod pipeline;
+mod pipeline_input;
 pub mod predict;
 pub mod published;
 pub mod recommend;
