@@ -123,8 +123,9 @@ impl PipelineTrial {
 
     /// One step of the trial's `events` as a timeline, ranks as rows: the first step after
     /// warm-up in which a stage computed, or, when every step was warm-up, the last one
-    /// (the title says so). `None` without a forward, backward or recompute event of the
-    /// trial's ranks.
+    /// (the title says so), from the step's first pass: what began before it (PipeDream's
+    /// sends of the step before, completed in this one) is drawn from there. `None`
+    /// without a forward, backward or recompute event of the trial's ranks.
     pub fn timeline(&self, events: &[EventRow], strategy: &str) -> Option<PipelineTimeline> {
         let ranks: HashMap<u32, &PipelineStageRow> = self.ranks.iter().map(|row| (row.info.rank, row)).collect();
         let is_compute =
@@ -134,8 +135,12 @@ impl PipelineTrial {
         let step = computed().filter(|step| *step >= self.warmup_steps).min().or_else(|| computed().max())?;
         let workers = self.ranks.iter().map(|row| row.info.rank + 1).max().unwrap_or(0);
         let per_worker = self.virtual_stages();
+        let first_pass_s = ours()
+            .filter(|event| event.step == step && is_compute(event))
+            .map(|event| event.start_s)
+            .fold(f64::INFINITY, f64::min);
         let timeline_events = ours()
-            .filter(|event| event.step == step)
+            .filter(|event| event.step == step && event.end_s > first_pass_s)
             .filter(|event| drawn(event.kind))
             .filter_map(|event| {
                 timeline_event(
@@ -144,7 +149,7 @@ impl PipelineTrial {
                     event.micro_batch,
                     event.pipeline_stage,
                     per_worker,
-                    (event.start_s, event.end_s),
+                    (event.start_s.max(first_pass_s), event.end_s),
                 )
             })
             .collect();

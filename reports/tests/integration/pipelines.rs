@@ -221,6 +221,16 @@ fn a_timeline_is_the_first_step_after_warm_up_with_a_row_per_rank() {
         hybrid.events.iter().filter(|e| e.kind == EventKind::Recompute).map(|e| (e.worker, e.micro_batch)).collect();
     assert_eq!(recomputed, [(2, Some(0)), (2, Some(1))], "replica 1's stage 0 recomputes");
 
+    // A send of the step that began before its first pass (PipeDream's, carried over) is
+    // drawn from that pass; one over before it is not drawn.
+    let mut carried: Vec<EventRow> = store.load_trial_rows(&aggregates.pipelines[0].trial.trial_id).expect("events");
+    let send = carried.iter().find(|e| e.step == 1 && e.kind == EventKind::Send).expect("a send").clone();
+    carried.push(EventRow { start_s: 8.0, end_s: 10.05, ..send.clone() });
+    carried.push(EventRow { start_s: 8.0, end_s: 9.5, ..send });
+    let clipped = aggregates.pipelines[0].timeline(&carried, "gpipe").expect("a timeline");
+    assert_eq!(clipped.events.len(), 13);
+    assert_eq!(clipped.span_s().map(|(start, _)| start), Some(10.0));
+
     // No compute event at all: nothing to draw.
     assert!(aggregates.pipelines[0].timeline(&[], "gpipe").is_none());
 }
