@@ -80,21 +80,6 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                         },
                     );
                 }
-                // PipeDream's layouts: `check` drops the micro-batch counts that do not go
-                // round a layout's replicas.
-                let layouts = match kind {
-                    StrategyKind::OneFOneB => replicated_layouts(workers),
-                    _ => Vec::new(),
-                };
-                for (&m, balance, layout) in cartesian(&micro_batches, &balances, &layouts) {
-                    let parameters = Parameters {
-                        micro_batches: Some(m),
-                        balance: Some(balance),
-                        stage_replicas: Some(layout),
-                        ..none()
-                    };
-                    add(kind, parameters);
-                }
             }
             StrategyKind::Interleaved1F1B => {
                 for (&m, balance, v) in cartesian(&micro_batches, &balances, &VIRTUAL_STAGES) {
@@ -110,15 +95,6 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
             StrategyKind::PipeDream => {
                 for (&m, balance, _) in cartesian(&micro_batches, &balances, &[()]) {
                     add(kind, Parameters { micro_batches: Some(m), balance: Some(balance), ..none() });
-                }
-                for (&m, balance, layout) in cartesian(&micro_batches, &balances, &replicated_layouts(workers)) {
-                    let parameters = Parameters {
-                        micro_batches: Some(m),
-                        balance: Some(balance),
-                        stage_replicas: Some(layout),
-                        ..none()
-                    };
-                    add(kind, parameters);
                 }
             }
             StrategyKind::ShardedDataParallel => {
@@ -145,6 +121,19 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                         add(kind, parameters);
                     }
                 }
+            }
+        }
+        // PipeDream's layouts, flushed (1f1b) and asynchronous: `check` drops the
+        // micro-batch counts that do not go round a layout's replicas.
+        if matches!(kind, StrategyKind::OneFOneB | StrategyKind::PipeDream) {
+            for (&m, balance, layout) in cartesian(&micro_batches, &balances, &replicated_layouts(workers)) {
+                let parameters = Parameters {
+                    micro_batches: Some(m),
+                    balance: Some(balance),
+                    stage_replicas: Some(layout),
+                    ..none()
+                };
+                add(kind, parameters);
             }
         }
     }
