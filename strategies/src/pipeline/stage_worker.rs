@@ -3,7 +3,9 @@
 //!
 //! Ranks are laid out replica-major: rank = replica × stages + stage, so a pipeline's
 //! neighbours are adjacent ranks; an interleaved rank holds several pipeline stages, and
-//! its last stage's successor is on the first rank again. Activations travel forward and
+//! its last stage's successor is on the first rank again. Replicated stages are laid out
+//! stage-major instead, and a micro-batch's neighbour is the replica that runs it
+//! ([`StageReplicas`]). Activations travel forward and
 //! gradients backward with asynchronous c10d send/receive, tagged by the receiving stage
 //! and micro-batch: sends complete in the background
 //! while the next action computes, and the receive an action needs is posted one action
@@ -74,7 +76,8 @@ pub struct StageWorker<'a> {
     pub(super) replica_group: Option<ProcessGroup>,
     pub(super) layout: Layout,
     /// Workers per stage where stages are replicated (micro-batches round robin over a
-    /// stage's workers, their gradients summed); `None` for one worker per stage.
+    /// stage's workers, their gradients summed at the flush, or averaged each round under
+    /// PipeDream); `None` for one worker per stage.
     stage_replicas: Option<StageReplicas>,
     schedule: Schedule,
     micro_batches: usize,
