@@ -364,6 +364,7 @@ fn run_actions(
     let mut links =
         Links { pipeline, wires: HashMap::new(), activation_at: HashMap::new(), gradient_at: HashMap::new() };
     let mut passes = Vec::new();
+    let mut rounds = Rounds::default();
     loop {
         let mut progressed = false;
         for rank in 0..p {
@@ -371,30 +372,36 @@ fn run_actions(
                 let Some(input_at) = links.input_at(action) else { break };
                 let cost = &pipeline.stages[action.stage];
                 let start_s = free_at[rank].max(input_at);
-                let (recompute_s, all_reduce_s, optimizer_s, work_s) = match action.pass {
-                    Pass::Forward => (0.0, 0.0, 0.0, cost.forward_s),
+                let per_micro_batch = pipeline.schedule.updates_per_micro_batch();
+                // When the pass's message leaves: at its end, or, where a replicated stage
+                // all-reduces a round under PipeDream, when its backward is computed (the
+                // stage worker sends before it joins the all-reduce).
+                let mut sent_s = None;
+                let (recompute_s, all_reduce_s, optimizer_s, end_s) = match action.pass {
+                    Pass::Forward => (0.0, 0.0, 0.0, start_s + cost.forward_s),
                     Pass::Backward => {
                         let recompute = recomputes(pipeline, action.stage, action.micro_batch, m);
                         let recompute_s = if recompute { cost.forward_s } else { 0.0 };
-                        let per_micro_batch = pipeline.schedule.updates_per_micro_batch();
                         let optimizer_s = if per_micro_batch { cost.optimizer_s } else { 0.0 };
-                        // PipeDream's replicated stage averages each round's gradients first.
+                        let computed_s = start_s + recompute_s + cost.backward_s;
                         let peers = pipeline.gradient_peers(rank);
-                        let all_reduce_s = match per_micro_batch && peers > 1 {
-                            true => AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
-                                .seconds(cost.gradient_bytes, peers),
-                            false => 0.0,
-                        };
-                        (
-                            recompute_s,
-                            all_reduce_s,
-                            optimizer_s,
-                            cost.backward_s + recompute_s + all_reduce_s + optimizer_s,
-                        )
+                        match per_micro_batch && peers > 1 {
+                            // PipeDream's replicated stage averages each round's gradients
+                            // first, once every worker of the stage has its round's.
+                            true => {
+                                let Some(round_s) = rounds.finished(pipeline, rank, computed_s) else { break };
+                                let transfer_s =
+                                    AllReduce { link: &pipeline.link, measured: pipeline.measured_all_reduce }
+                                        .seconds(cost.gradient_bytes, peers);
+                                let all_reduce_s = round_s + transfer_s - computed_s;
+                                sent_s = Some(computed_s);
+                                (recompute_s, all_reduce_s, optimizer_s, computed_s + all_reduce_s + optimizer_s)
+                            }
+                            false => (recompute_s, 0.0, optimizer_s, computed_s + optimizer_s),
+                        }
                     }
                 };
-                let end_s = start_s + work_s;
-                links.sent(rank, action, end_s);
+                links.sent(rank, action, sent_s.unwrap_or(end_s));
                 passes.push(Timed { rank, step, action, start_s, end_s, recompute_s, all_reduce_s, optimizer_s });
                 free_at[rank] = end_s;
                 next[rank] += 1;
@@ -408,6 +415,36 @@ fn run_actions(
             let rank = (0..p).find(|&rank| next[rank] < lists[rank].len()).expect("some rank is stuck");
             return Err(SimulationError::Deadlock { rank, action: lists[rank][next[rank]].1 });
         }
+    }
+}
+
+/// PipeDream's replicated stages: a worker's n-th backward is followed by its stage's
+/// all-reduce of round n, which starts once every worker of the stage has computed its
+/// n-th backward (the stage workers' collective blocks until then).
+#[derive(Default)]
+struct Rounds {
+    /// Per rank, rounds whose all-reduce it has joined.
+    joined: HashMap<usize, usize>,
+    /// Per rank, the round it computed a backward of and waits to all-reduce.
+    waiting: HashMap<usize, usize>,
+    /// Per (stage, round), when each of its workers had that round's backward computed.
+    computed: HashMap<(usize, usize), Vec<f64>>,
+}
+
+impl Rounds {
+    /// When every worker of `rank`'s stage has computed the backward of `rank`'s current
+    /// round (`rank`'s own done at `computed_s`), or `None` while one has not.
+    fn finished(&mut self, pipeline: &Pipeline<'_>, rank: usize, computed_s: f64) -> Option<f64> {
+        let stage = pipeline.stages_of_rank(rank)[0];
+        let round = *self.joined.get(&rank).unwrap_or(&0);
+        if self.waiting.insert(rank, round).is_none() {
+            self.computed.entry((stage, round)).or_default().push(computed_s);
+        }
+        let workers = pipeline.gradient_peers(rank);
+        let times = self.computed.get(&(stage, round)).filter(|times| times.len() == workers)?;
+        self.waiting.remove(&rank);
+        *self.joined.entry(rank).or_default() += 1;
+        Some(times.iter().copied().fold(f64::NEG_INFINITY, f64::max))
     }
 }
 
