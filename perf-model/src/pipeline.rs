@@ -397,7 +397,10 @@ fn run_actions(
                                 sent_s = Some(computed_s);
                                 (recompute_s, all_reduce_s, optimizer_s, computed_s + all_reduce_s + optimizer_s)
                             }
-                            false => (recompute_s, 0.0, optimizer_s, computed_s + optimizer_s),
+                            // Summed in the order the golden prediction rows were made with.
+                            false => {
+                                (recompute_s, 0.0, optimizer_s, start_s + (cost.backward_s + recompute_s + optimizer_s))
+                            }
                         }
                     }
                 };
