@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stratlab_strategy_spec::{Action, Pass, Schedule};
+use stratlab_strategy_spec::{Action, Pass, Schedule, StageReplicas};
 
 pub use crate::pipeline_input::{Pipeline, StageCost};
 use crate::{AllReduce, Link, StepBreakdown};
@@ -147,12 +147,12 @@ pub enum SimulationError {
         per_rank: usize,
     },
     /// The replicated stages' layout counts other stages than the costs.
-    #[error("stage_replicas {layout} has {} stages; the costs have {stages}", layout.split('-').count())]
+    #[error("stage_replicas {layout} has {} stages; the costs have {stages}", layout.stages())]
     Layout {
         /// The costs' stages.
         stages: usize,
-        /// The layout, as written (`2-1`).
-        layout: String,
+        /// The layout.
+        layout: StageReplicas,
     },
     /// The action lists wait on each other (a schedule bug, not an input error).
     #[error("the schedule deadlocks: rank {rank} waits for {action:?}")]
@@ -177,7 +177,7 @@ pub fn simulate(pipeline: &Pipeline<'_>) -> Result<PipelineStep, SimulationError
         return Err(SimulationError::Uneven { stages: pipeline.stages.len(), per_rank });
     }
     if let Some(layout) = pipeline.stage_replicas.filter(|layout| layout.stages() != pipeline.stages.len()) {
-        return Err(SimulationError::Layout { stages: pipeline.stages.len(), layout: layout.to_string() });
+        return Err(SimulationError::Layout { stages: pipeline.stages.len(), layout: layout.clone() });
     }
     let p = pipeline.ranks();
     let m = pipeline.schedule.micro_batches(pipeline.micro_batches);

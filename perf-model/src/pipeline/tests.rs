@@ -336,7 +336,7 @@ fn every_replicated_layout_completes_and_a_layout_of_other_stages_is_refused() {
     let two_one = layout(&[2, 1]);
     let refused =
         simulate(&Pipeline { stage_replicas: Some(&two_one), ..pipeline(Schedule::OneFOneB, &stages, 2, free_link()) });
-    assert_eq!(refused, Err(SimulationError::Layout { stages: 3, layout: "2-1".into() }));
+    assert_eq!(refused, Err(SimulationError::Layout { stages: 3, layout: two_one.clone() }));
 }
 
 /// PipeDream over 2-1: each stage-0 worker runs its share of every step, keeping one of its

@@ -226,7 +226,7 @@ impl PipelineTrial {
                 })
             })
             .collect();
-        pipeline_stage_rows(&self.trial.trial_id, &self.trial.trial_id, &infos, &events, 0)
+        pipeline_stage_rows(&self.predicted[0].run_id, &self.trial.trial_id, &infos, &events, 0)
     }
 
     /// The predicted bubble: the mean over the predicted ranks; `None` without a prediction.
