@@ -1,6 +1,7 @@
 //! Links libtorch (rpath, libtorch_cuda) and compiles the small C++ shim over libtorch's
 //! global context (`cpp/torch_context.cpp`), the calls tch lacks (the autograd call, autocast
-//! regions, memory formats, the loss scaler's unscale: `cpp/autograd.cpp`, `cpp/autocast.cpp`,
+//! regions, memory formats, the loss scaler's unscale, the split backward: `cpp/autograd.cpp`,
+//! `cpp/split_backward.cpp`, `cpp/autocast.cpp`,
 //! `cpp/memory_format.cpp`, `cpp/loss_scale.cpp`, with one error channel in
 //! `cpp/shim_call.h`)
 //! the counting CPU allocator (`cpp/cpu_memory.cpp`) and the CUDA caching allocator's
@@ -15,9 +16,10 @@ use std::path::PathBuf;
 /// libtorch's headers, whose parsing is nearly all of their compile time (the optimisation
 /// level hardly matters), and one unit parses them once. Names private to a file live in its
 /// anonymous namespace, which the unit shares, so they must differ across files.
-const SHIM_SOURCES: [&str; 9] = [
+const SHIM_SOURCES: [&str; 10] = [
     "torch_context.cpp",
     "autograd.cpp",
+    "split_backward.cpp",
     "autocast.cpp",
     "memory_format.cpp",
     "cpu_memory.cpp",

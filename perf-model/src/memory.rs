@@ -100,7 +100,9 @@ pub fn max_in_flight(schedule: Schedule, rank: usize, ranks: usize, m: usize) ->
     for action in actions {
         match action.pass {
             Pass::Forward => alive += 1,
-            Pass::Backward => alive = alive.saturating_sub(1),
+            // A split backward keeps the micro-batch's graph until its weights' half.
+            Pass::Backward | Pass::WeightBackward => alive = alive.saturating_sub(1),
+            Pass::InputBackward => {}
         }
         most = most.max(alive);
     }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stratlab_strategy_spec::{Action, Pass, Schedule, StageReplicas};
 
-pub use crate::pipeline_input::{Pipeline, StageCost};
+pub use crate::pipeline_input::{Pipeline, SplitBackward, StageCost};
 use crate::{AllReduce, Link, StepBreakdown};
 
 /// One simulated pass.
@@ -318,7 +318,9 @@ impl Links<'_> {
         let last = self.pipeline.stages.len() - 1;
         match action.pass {
             Pass::Forward if action.stage > 0 => self.activation_at.get(&(action.stage, action.micro_batch)).copied(),
-            Pass::Backward if action.stage < last => self.gradient_at.get(&(action.stage, action.micro_batch)).copied(),
+            Pass::Backward | Pass::InputBackward if action.stage < last => {
+                self.gradient_at.get(&(action.stage, action.micro_batch)).copied()
+            }
             _ => Some(0.0),
         }
     }
@@ -341,7 +343,7 @@ impl Links<'_> {
                 let arrives = self.deliver(rank, stage + 1, id, end_s, self.pipeline.stages[stage].output_bytes);
                 self.activation_at.insert((stage + 1, id), arrives);
             }
-            Pass::Backward if stage > 0 => {
+            Pass::Backward | Pass::InputBackward if stage > 0 => {
                 let arrives = self.deliver(rank, stage - 1, id, end_s, self.pipeline.stages[stage - 1].output_bytes);
                 self.gradient_at.insert((stage - 1, id), arrives);
             }
@@ -379,6 +381,8 @@ fn run_actions(
                 let mut sent_s = None;
                 let (recompute_s, all_reduce_s, optimizer_s, end_s) = match action.pass {
                     Pass::Forward => (0.0, 0.0, 0.0, start_s + cost.forward_s),
+                    Pass::InputBackward => (0.0, 0.0, 0.0, start_s + cost.split_s(action.stage).input_s),
+                    Pass::WeightBackward => (0.0, 0.0, 0.0, start_s + cost.split_s(action.stage).weight_s),
                     Pass::Backward => {
                         let recompute = recomputes(pipeline, action.stage, action.micro_batch, m);
                         let recompute_s = if recompute { cost.forward_s } else { 0.0 };

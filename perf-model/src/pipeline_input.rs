@@ -22,6 +22,19 @@ pub struct StageCost {
     pub gradient_bytes: f64,
     /// Seconds of this stage's optimizer step.
     pub optimizer_s: f64,
+    /// The backward split into its input's and its weights' gradients (zero-bubble's `I`
+    /// and `W`), as measured; `None` where it was not.
+    pub split_backward: Option<SplitBackward>,
+}
+
+/// One micro-batch's backward through a stage, split in two passes. Splitting costs: the
+/// two together take longer than the whole backward (each walks part of the graph again).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SplitBackward {
+    /// Seconds of the input's gradient (`I`).
+    pub input_s: f64,
+    /// Seconds of the weights' gradients (`W`).
+    pub weight_s: f64,
 }
 
 impl StageCost {
@@ -31,7 +44,23 @@ impl StageCost {
             forward_s: self.forward_s * slowdown,
             backward_s: self.backward_s * slowdown,
             optimizer_s: self.optimizer_s * slowdown,
+            split_backward: self.split_backward.map(|split| SplitBackward {
+                input_s: split.input_s * slowdown,
+                weight_s: split.weight_s * slowdown,
+            }),
             ..self.clone()
+        }
+    }
+
+    /// Seconds of `I` and `W` for this stage at `stage` in the pipeline: the first stage has
+    /// no input gradient to send, so its `I` does nothing and its `W` is the whole backward
+    /// (as the stage workers and PyTorch's stages run it); elsewhere the measured split, or
+    /// where none was measured, half the backward each, the ideal with no splitting cost.
+    pub fn split_s(&self, stage: usize) -> SplitBackward {
+        match (stage, self.split_backward) {
+            (0, _) => SplitBackward { input_s: 0.0, weight_s: self.backward_s },
+            (_, Some(split)) => split,
+            (_, None) => SplitBackward { input_s: self.backward_s / 2.0, weight_s: self.backward_s / 2.0 },
         }
     }
 }

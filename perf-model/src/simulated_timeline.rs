@@ -17,6 +17,10 @@ pub enum SimulatedWork {
     Recompute,
     /// A backward pass (input and weight gradients).
     Backward,
+    /// The input's gradient of a split backward (zero-bubble's `I`).
+    InputBackward,
+    /// The weights' gradients of a split backward (zero-bubble's `W`).
+    WeightBackward,
     /// The replicas' gradient all-reduce: after the flush (hybrid, replicated stages), or
     /// after each backward of a replicated stage under PipeDream.
     AllReduce,
@@ -71,6 +75,10 @@ impl PipelineStep {
             let action = Some(pass.action);
             match pass.action.pass {
                 Pass::Forward => push(pass.rank, SimulatedWork::Forward, action, pass.start_s, pass.end_s),
+                Pass::InputBackward => push(pass.rank, SimulatedWork::InputBackward, action, pass.start_s, pass.end_s),
+                Pass::WeightBackward => {
+                    push(pass.rank, SimulatedWork::WeightBackward, action, pass.start_s, pass.end_s)
+                }
                 Pass::Backward => {
                     let backward_from = pass.start_s + pass.recompute_s;
                     let update_from = pass.end_s - pass.optimizer_s;
@@ -102,7 +110,7 @@ mod tests {
     use crate::Link;
 
     fn stage(forward_s: f64, backward_s: f64, optimizer_s: f64) -> StageCost {
-        StageCost { forward_s, backward_s, output_bytes: 0.0, gradient_bytes: 0.0, optimizer_s }
+        StageCost { forward_s, backward_s, output_bytes: 0.0, gradient_bytes: 0.0, optimizer_s, split_backward: None }
     }
 
     fn pipeline(schedule: Schedule, stages: &[StageCost], checkpoint: Checkpoint) -> Pipeline<'_> {

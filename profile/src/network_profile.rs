@@ -32,6 +32,15 @@ pub struct StageProfile {
     /// the forward's workspace, or the backward's gradients of the input and temporaries.
     #[serde(default)]
     pub transient_bytes: Vec<(usize, f64)>,
+    /// `(samples, seconds)` of the backward split in two (zero-bubble's `I`): the input's
+    /// gradient alone, saving the gradients where the weights' paths leave it. Empty where
+    /// not measured (no zero-bubble cell asked, or a profile stored before).
+    #[serde(default)]
+    pub input_backward_s: Vec<(usize, f64)>,
+    /// `(samples, seconds)` of the other half (`W`): the weights' gradients from those saved
+    /// gradients. With `input_backward_s`, what splitting costs over `backward_s`.
+    #[serde(default)]
+    pub weight_backward_s: Vec<(usize, f64)>,
 }
 
 /// Every stage of a network on one device at one thread count.
@@ -75,6 +84,8 @@ impl NetworkProfile {
                 .map(|stage| StageProfile {
                     forward_s: scale(&stage.forward_s),
                     backward_s: scale(&stage.backward_s),
+                    input_backward_s: scale(&stage.input_backward_s),
+                    weight_backward_s: scale(&stage.weight_backward_s),
                     ..stage.clone()
                 })
                 .collect(),

@@ -89,6 +89,7 @@ pub(crate) fn strategy_color(kind: StrategyKind) -> RGBColor {
         StrategyKind::Hybrid => 7,
         StrategyKind::ShardedDataParallel => 8,
         StrategyKind::Interleaved1F1B => 9,
+        StrategyKind::ZeroBubble => 10,
     }]
 }
 
@@ -105,7 +106,8 @@ pub(crate) fn strategy_rank(kind: StrategyKind) -> usize {
         StrategyKind::ParameterServer => 6,
         StrategyKind::PipeDream => 7,
         StrategyKind::Interleaved1F1B => 8,
-        StrategyKind::Hybrid => 9,
+        StrategyKind::ZeroBubble => 9,
+        StrategyKind::Hybrid => 10,
     }
 }
 

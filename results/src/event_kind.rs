@@ -23,6 +23,10 @@ pub enum EventKind {
     Forward,
     /// Backward pass.
     Backward,
+    /// The input's gradient of a split backward (zero-bubble's `I`).
+    BackwardInput,
+    /// The weights' gradients of a split backward (zero-bubble's `W`).
+    BackwardWeight,
     /// Forward pass run again during backward because its activations were not kept
     /// (activation checkpointing, PipeDream's weight stashing).
     Recompute,
@@ -63,6 +67,19 @@ impl EventKind {
     /// The name stored in `events.kind`.
     pub fn name(self) -> &'static str {
         self.into()
+    }
+
+    /// Whether the event is a pass's compute (a forward, a backward or either half of a
+    /// split one, a recomputed forward): what a pipeline's bubble is measured against.
+    pub fn is_pass(self) -> bool {
+        matches!(
+            self,
+            EventKind::Forward
+                | EventKind::Backward
+                | EventKind::BackwardInput
+                | EventKind::BackwardWeight
+                | EventKind::Recompute
+        )
     }
 
     /// Whether the event moves data between ranks (collectives, point-to-point, barriers):
@@ -140,7 +157,7 @@ mod tests {
         let names: Vec<&str> = EventKind::ALL.iter().map(|kind| kind.name()).collect();
         assert_eq!(
             names.join(" "),
-            "data_wait h2d forward backward recompute all_reduce broadcast reduce all_gather reduce_scatter send recv \
+            "data_wait h2d forward backward backward_input backward_weight recompute all_reduce broadcast reduce all_gather reduce_scatter send recv \
              barrier optimizer idle straggler_wait eval"
         );
         for &kind in EventKind::ALL {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::intervals::{merge, total_length, Interval};
-use crate::{EventKind, EventRow, Table};
+use crate::{EventRow, Table};
 
 /// What a pipeline rank knows about its stage (from its worker's report): the input of
 /// [`pipeline_stage_rows`], and the first columns of its row.
@@ -172,7 +172,7 @@ pub fn pipeline_stage_rows(
     // (replica, step) → the step's span over the replica's stages.
     let mut spans: BTreeMap<(u32, u64), Interval> = BTreeMap::new();
     for event in events {
-        let compute = matches!(event.kind, EventKind::Forward | EventKind::Backward | EventKind::Recompute);
+        let compute = event.kind.is_pass();
         let finite = event.start_s.is_finite() && event.end_s.is_finite() && event.end_s >= event.start_s;
         let Some(&replica) = replica_of.get(&event.rank) else { continue };
         if !(compute && finite && event.step >= skip_steps) {

@@ -66,6 +66,13 @@ pub struct ProfileRow {
     /// machine's speed then); null in profiles stored before it was timed.
     #[serde(default)]
     pub speed_reference_s: Option<f64>,
+    /// Seconds of the stage's backward split in two: the input's gradient alone
+    /// (zero-bubble's `I`); null where not measured (and in profiles stored before it was).
+    #[serde(default)]
+    pub input_backward_s: Option<f64>,
+    /// Seconds of the other half, the weights' gradients (`W`); null with it.
+    #[serde(default)]
+    pub weight_backward_s: Option<f64>,
 }
 
 impl Table for ProfileRow {

@@ -108,6 +108,8 @@ mod tests {
             taken_at: "2026-11-25T21:40:00Z".into(),
             profile_s: 1.5,
             speed_reference_s: None,
+            input_backward_s: (samples > 4).then_some(0.0012 * samples as f64),
+            weight_backward_s: (samples > 4).then_some(0.0011 * samples as f64),
         }
     }
 

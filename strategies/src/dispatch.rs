@@ -42,6 +42,7 @@ pub fn train(
         | Strategy::OneFOneB { .. }
         | Strategy::PipeDream { .. }
         | Strategy::Interleaved1F1B { .. }
+        | Strategy::ZeroBubble { .. }
         | Strategy::Hybrid { .. } => pipeline::train(context, group, strategy, observer),
     }
 }

@@ -36,7 +36,10 @@ pub mod schedule;
 pub mod setup;
 pub mod sharded_data_parallel;
 mod shim_call;
+
 pub mod single;
+pub mod split_backward;
+pub mod split_profile;
 mod staged_model;
 mod staged_pass;
 pub mod stored_profile;

@@ -69,6 +69,8 @@ pub fn profile_network(
             output_bytes_per_sample: row.output_shape[1..].iter().product::<i64>() as u64 * message_bytes,
             kept_bytes: Vec::with_capacity(sizes.len()),
             transient_bytes: Vec::with_capacity(sizes.len()),
+            input_backward_s: Vec::new(),
+            weight_backward_s: Vec::new(),
         })
         .collect();
     for (profile, range) in stages.iter_mut().zip(&model.param_ranges) {
@@ -192,7 +194,7 @@ pub fn noise_samples(spec: &NetworkSpec, count: usize) -> Tensor {
 /// The forward and backward seconds of the faster of the timed passes (forward and backward
 /// together): a pass the VM's scheduler interrupted comes out slower, never faster, so the
 /// faster one is the pass as it runs undisturbed, which the trials' 10th percentile keeps too.
-fn faster_pass(forward: &[f64], backward: &[f64]) -> (f64, f64) {
+pub(crate) fn faster_pass(forward: &[f64], backward: &[f64]) -> (f64, f64) {
     forward
         .iter()
         .zip(backward)
@@ -232,6 +234,8 @@ pub fn analytical_profile(
             output_bytes_per_sample: activation_bytes(stage.activation_bytes) as u64,
             kept_bytes: Vec::new(),
             transient_bytes: Vec::new(),
+            input_backward_s: Vec::new(),
+            weight_backward_s: Vec::new(),
         })
         .collect();
     for &samples in sizes {

@@ -71,6 +71,8 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
                 taken_at: label.taken_at.to_owned(),
                 profile_s: label.profile_s,
                 speed_reference_s: label.speed_reference_s,
+                input_backward_s: value_at(&stage.input_backward_s, samples),
+                weight_backward_s: value_at(&stage.weight_backward_s, samples),
             });
         }
     }
@@ -79,7 +81,8 @@ pub fn profile_rows(profile: &NetworkProfile, label: &ProfileLabel<'_>) -> Vec<P
 
 /// What a stored profile must hold to serve: every stage at every one of `sizes`; where
 /// `contention` names copies and sample counts, the contention of that many copies at each
-/// of them; and training steps at each of `training_steps`.
+/// of them; training steps at each of `training_steps`; and where `split_backward`, every
+/// stage's backward halves at each of `sizes`.
 #[derive(Debug, Clone, Copy)]
 pub struct ProfileNeeds<'a> {
     /// Sample counts every stage must have been timed at.
@@ -88,12 +91,14 @@ pub struct ProfileNeeds<'a> {
     pub contention: Option<(usize, &'a [usize])>,
     /// Batches whole training steps must have been timed at.
     pub training_steps: &'a [usize],
+    /// Whether the stages' split backwards must have been timed (a zero-bubble cell).
+    pub split_backward: bool,
 }
 
 /// The latest profile stored under `key` that has all `needs` asks; `None` when no stored
 /// profile has.
 pub fn stored_profile(rows: &[ProfileRow], key: &str, needs: &ProfileNeeds<'_>) -> Option<(NetworkProfile, String)> {
-    let ProfileNeeds { sizes, contention, training_steps } = *needs;
+    let ProfileNeeds { sizes, contention, training_steps, split_backward } = *needs;
     // Profiles under one key, by when they were taken.
     let mut taken: BTreeMap<&str, Vec<&ProfileRow>> = BTreeMap::new();
     for row in rows.iter().filter(|row| row.profile_key == key) {
@@ -101,10 +106,10 @@ pub fn stored_profile(rows: &[ProfileRow], key: &str, needs: &ProfileNeeds<'_>) 
     }
     taken.into_iter().rev().find_map(|(taken_at, rows)| {
         let profile = rebuild(&rows)?;
-        let has_sizes = profile
-            .stages
-            .iter()
-            .all(|stage| sizes.iter().all(|&samples| value_at(&stage.forward_s, samples).is_some()));
+        let has_sizes = profile.stages.iter().all(|stage| {
+            let timed = |points: &[(usize, f64)]| sizes.iter().all(|&samples| value_at(points, samples).is_some());
+            timed(&stage.forward_s) && (!split_backward || timed(&stage.input_backward_s))
+        });
         let has_contention = match contention {
             None => true,
             Some((copies, at)) => profile.contention.as_ref().is_some_and(|measured| {
@@ -143,8 +148,14 @@ fn rebuild(rows: &[&ProfileRow]) -> Option<NetworkProfile> {
             output_bytes_per_sample: row.output_bytes_per_sample,
             kept_bytes: Vec::new(),
             transient_bytes: Vec::new(),
+            input_backward_s: Vec::new(),
+            weight_backward_s: Vec::new(),
         });
         let samples = row.samples as usize;
+        if let (Some(input_s), Some(weight_s)) = (row.input_backward_s, row.weight_backward_s) {
+            stage.input_backward_s.push((samples, input_s));
+            stage.weight_backward_s.push((samples, weight_s));
+        }
         if let (Some(forward_s), Some(backward_s)) = (row.forward_s, row.backward_s) {
             stage.forward_s.push((samples, forward_s));
             stage.backward_s.push((samples, backward_s));
@@ -181,6 +192,8 @@ mod tests {
             output_bytes_per_sample: 2048,
             kept_bytes: vec![(8, 1e5), (32, 4e5)],
             transient_bytes: vec![(8, 2e4), (32, 8e4)],
+            input_backward_s: vec![(8, 0.012 * scale)],
+            weight_backward_s: vec![(8, 0.011 * scale)],
         };
         NetworkProfile {
             stages: vec![stage("conv", 1.0), stage("head", 0.5)],
@@ -193,7 +206,7 @@ mod tests {
     }
 
     fn needs<'a>(sizes: &'a [usize], contention: Option<(usize, &'a [usize])>) -> ProfileNeeds<'a> {
-        ProfileNeeds { sizes, contention, training_steps: &[] }
+        ProfileNeeds { sizes, contention, training_steps: &[], split_backward: false }
     }
 
     fn label(key: &str) -> ProfileLabel<'_> {
@@ -245,6 +258,9 @@ mod tests {
         let stepped = |training_steps| ProfileNeeds { training_steps, ..needs(&[8, 32], None) };
         assert!(stored_profile(&rows, "k", &stepped(&[32])).is_some());
         assert!(stored_profile(&rows, "k", &stepped(&[8])).is_none(), "no training steps at 8 samples");
+        let split = |sizes| ProfileNeeds { split_backward: true, ..needs(sizes, None) };
+        assert!(stored_profile(&rows, "k", &split(&[8])).is_some(), "the halves were timed at 8 samples");
+        assert!(stored_profile(&rows, "k", &split(&[8, 32])).is_none(), "but not at 32");
         let three = profile_rows(&profile(Some(Contention { copies: 3, ratio: vec![(8, 1.3)] })), &label("k"));
         assert!(stored_profile(&three, "k", &needs(&[8], Some((2, &[8])))).is_none(), "measured with 3 copies, not 2");
     }

@@ -127,7 +127,7 @@ impl Timeline {
             return;
         }
         let wait_ns = match (&self.pace, kind) {
-            (Some(pace), EventKind::Forward | EventKind::Backward | EventKind::Recompute) => {
+            (Some(pace), kind) if kind.is_pass() => {
                 ((pace.factor - 1.0) * (end_ns - start_ns).max(0) as f64) as i64
             }
             _ => 0,

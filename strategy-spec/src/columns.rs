@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, ServerMode, ServerPlacement, ShardUnit, StageReplicas,
+    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, Placement, ServerMode, ServerPlacement, ShardUnit, StageReplicas,
     Strategy, StrategyKind, ZeroStage,
 };
 
@@ -61,6 +61,10 @@ pub struct ParameterColumns {
     /// strategies and for runs stored before the column existed.
     #[serde(default)]
     pub stage_replicas: Option<Vec<i64>>,
+    /// Zero-bubble's placement, when given; null for other strategies and for runs stored
+    /// before the column existed.
+    #[serde(default)]
+    pub placement: Option<Placement>,
 }
 
 impl From<&Strategy> for ParameterColumns {
@@ -80,6 +84,7 @@ impl From<&Strategy> for ParameterColumns {
             lr_per_update,
             virtual_stages,
             stage_replicas,
+            placement,
         } = strategy.parameters();
         ParameterColumns {
             micro_batches: micro_batches.map(|m| m as i64),
@@ -96,6 +101,7 @@ impl From<&Strategy> for ParameterColumns {
             lr_per_update,
             virtual_stages: virtual_stages.map(|v| v as i64),
             stage_replicas: stage_replicas.map(|layout| layout.counts().iter().map(|&r| r as i64).collect()),
+            placement,
         }
     }
 }
@@ -136,6 +142,7 @@ impl ParameterColumns {
                     Some(StageReplicas::try_from(counts).map_err(|why| error(format!("stage_replicas {why}")))?)
                 }
             },
+            placement: self.placement,
         };
         Strategy::new(kind, parameters).map_err(|e| error(e.to_string()))
     }

@@ -38,6 +38,12 @@ pub enum StrategyKind {
     /// bubble v-fold for v times the messages; one optimizer step per batch.
     #[strum(serialize = "interleaved-1f1b")]
     Interleaved1F1B,
+    /// Zero-bubble pipelines (Qi et al., ICLR 2024, as `torch.distributed.pipelining` runs
+    /// them): every backward split into the input's gradient and the weights', the
+    /// weights' halves filling the bubble; ZB1P in the loop placement, ZB-V in the V. One
+    /// optimizer step per batch.
+    #[strum(serialize = "zero-bubble")]
+    ZeroBubble,
     /// dp data-parallel replicas of a pp-stage 1F1B pipeline; each stage's gradients are
     /// all-reduced among its replicas.
     Hybrid,
@@ -60,6 +66,7 @@ impl StrategyKind {
         StrategyKind::OneFOneB,
         StrategyKind::PipeDream,
         StrategyKind::Interleaved1F1B,
+        StrategyKind::ZeroBubble,
         StrategyKind::Hybrid,
     ];
 
@@ -155,6 +162,7 @@ mod tests {
                 "1f1b",
                 "pipedream",
                 "interleaved-1f1b",
+                "zero-bubble",
                 "hybrid",
                 "sharded-data-parallel"
             ]
@@ -168,7 +176,7 @@ mod tests {
         assert_eq!(
             "ring".parse::<StrategyKind>().unwrap_err().to_string(),
             "unknown strategy `ring`; valid: single, data-parallel, parameter-server, model-parallel, gpipe, 1f1b, \
-             pipedream, interleaved-1f1b, hybrid, sharded-data-parallel"
+             pipedream, interleaved-1f1b, zero-bubble, hybrid, sharded-data-parallel"
         );
     }
 }

@@ -29,7 +29,7 @@ pub use parameters::{check_balance, micro_batches_fit, Balance, Checkpoint, Serv
 pub use precision::{
     compute_label, compute_label_chosen, AutoOr, MatmulPrecision, MemoryFormat, Precision, PrecisionRefused,
 };
-pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Pass, Schedule, StageReplicas};
+pub use schedule::{micro_batch_sizes, pipedream_actions, Action, Pass, Placement, Schedule, StageReplicas};
 pub use search::{search_space, SearchedStrategy};
 pub use server::{check_backup_workers, Consistency, LearningRate, ServerMode, ServerSettings};
 pub use sharding::{ShardUnit, ZeroStage};

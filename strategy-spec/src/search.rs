@@ -5,10 +5,11 @@
 //! checkpoint modes, the balances that need no explicit list, the fusion thresholds Horovod
 //! users try, both server placements, every hybrid split into pipelines of at least two
 //! stages, interleaved 1F1B at 2 and 4 stages per worker, 1F1B over replicated stages
-//! ([`replicated_layouts`]), and every ZeRO stage (stage 3 with either gathering unit).
+//! ([`replicated_layouts`]), zero-bubble as ZB-H1, ZB1P at 2 stages per worker and ZB-V,
+//! and every ZeRO stage (stage 3 with either gathering unit).
 
 use crate::{
-    Balance, Checkpoint, Parameters, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, ZeroStage,
+    Balance, Checkpoint, Parameters, Placement, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, ZeroStage,
 };
 
 /// Fusion thresholds tried for data parallelism, MiB.
@@ -16,6 +17,8 @@ const FUSION_THRESHOLDS_MIB: [u64; 4] = [1, 4, 16, 64];
 /// Stages per worker tried for interleaved 1F1B (`check` drops those the network has too
 /// few stages for).
 const VIRTUAL_STAGES: [usize; 2] = [2, 4];
+/// Zero-bubble's shapes tried: ZB-H1, ZB1P at two stages per worker, ZB-V.
+const ZERO_BUBBLE_SHAPES: [(Placement, usize); 3] = [(Placement::Loop, 1), (Placement::Loop, 2), (Placement::V, 2)];
 /// The most micro-batches tried.
 const MOST_MICRO_BATCHES: usize = 32;
 
@@ -86,6 +89,18 @@ pub fn search_space(workers: usize, global_batch: usize, network_stages: usize) 
                     let parameters = Parameters {
                         micro_batches: Some(m),
                         balance: Some(balance),
+                        virtual_stages: Some(v),
+                        ..none()
+                    };
+                    add(kind, parameters);
+                }
+            }
+            StrategyKind::ZeroBubble => {
+                for (&m, balance, (placement, v)) in cartesian(&micro_batches, &balances, &ZERO_BUBBLE_SHAPES) {
+                    let parameters = Parameters {
+                        micro_batches: Some(m),
+                        balance: Some(balance),
+                        placement: Some(placement),
                         virtual_stages: Some(v),
                         ..none()
                     };

@@ -11,7 +11,7 @@ pub use declared::Parameters;
 pub(crate) use declared::PARAMETERS;
 
 use crate::{
-    Balance, Checkpoint, LearningRate, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StageReplicas,
+    Balance, Checkpoint, LearningRate, Placement, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StageReplicas,
     StrategyKind, SweepError, ZeroStage,
 };
 
@@ -119,6 +119,22 @@ pub enum Strategy {
         #[serde(default)]
         checkpoint: Option<Checkpoint>,
     },
+    /// Zero-bubble: split backwards, the weights' halves filling the bubble.
+    #[serde(rename = "zero-bubble")]
+    ZeroBubble {
+        /// How stages sit on the workers (default loop: ZB1P).
+        #[serde(default)]
+        placement: Option<Placement>,
+        /// Stages per worker (default 1 in the loop placement, ZB-H1; the V holds 2).
+        #[serde(default)]
+        virtual_stages: Option<usize>,
+        /// Micro-batches per batch (default 1).
+        #[serde(default)]
+        micro_batches: Option<usize>,
+        /// How network stages are split over the pipeline stages (default uniform).
+        #[serde(default)]
+        balance: Option<Balance>,
+    },
     /// Data-parallel replicas of a 1F1B pipeline of `pipeline_stages` stages.
     Hybrid {
         /// Stages per pipeline (pp); the replicas are workers ÷ pp.
@@ -170,6 +186,7 @@ impl Strategy {
             lr_per_update,
             virtual_stages,
             stage_replicas,
+            placement,
         } = parameters;
         // `sync` is the default and is never stored, so a sync cell keeps its old id.
         let mode = mode.filter(|&mode| mode != ServerMode::Sync);
@@ -227,6 +244,13 @@ impl Strategy {
                 Some(virtual_stages) => {
                     Strategy::Interleaved1F1B { virtual_stages, micro_batches, balance, checkpoint }
                 }
+            },
+            StrategyKind::ZeroBubble => match (placement.unwrap_or_default(), virtual_stages) {
+                (_, Some(0)) => return error("virtual_stages", "must be at least 1"),
+                (Placement::V, Some(v)) if v != 2 => {
+                    return error("virtual_stages", "the v placement holds exactly 2 stages per worker (ZB-V)")
+                }
+                _ => Strategy::ZeroBubble { placement, virtual_stages, micro_batches, balance },
             },
             StrategyKind::Hybrid => match pipeline_stages {
                 None => return error("pipeline_stages", "hybrid needs pipeline_stages (pp); workers = dp × pp"),
@@ -288,6 +312,15 @@ impl Strategy {
                     ..parameters
                 }
             }
+            Strategy::ZeroBubble { placement, virtual_stages, micro_batches, balance } => {
+                parameters = Parameters {
+                    micro_batches: *micro_batches,
+                    balance: balance.clone(),
+                    virtual_stages: *virtual_stages,
+                    placement: *placement,
+                    ..parameters
+                }
+            }
             Strategy::Hybrid { pipeline_stages, micro_batches, balance, checkpoint } => {
                 parameters = Parameters {
                     micro_batches: *micro_batches,
@@ -312,6 +345,7 @@ impl Strategy {
             Strategy::OneFOneB { .. } => StrategyKind::OneFOneB,
             Strategy::PipeDream { .. } => StrategyKind::PipeDream,
             Strategy::Interleaved1F1B { .. } => StrategyKind::Interleaved1F1B,
+            Strategy::ZeroBubble { .. } => StrategyKind::ZeroBubble,
             Strategy::Hybrid { .. } => StrategyKind::Hybrid,
             Strategy::ShardedDataParallel { .. } => StrategyKind::ShardedDataParallel,
         }
@@ -362,6 +396,11 @@ impl Strategy {
         match self {
             Strategy::Interleaved1F1B { virtual_stages, .. } => {
                 Some(Schedule::Interleaved { virtual_stages: *virtual_stages })
+            }
+            Strategy::ZeroBubble { placement, virtual_stages, .. } => {
+                let placement = placement.unwrap_or_default();
+                let default_stages = if placement == Placement::V { 2 } else { 1 };
+                Some(Schedule::ZeroBubble { placement, virtual_stages: virtual_stages.unwrap_or(default_stages) })
             }
             _ => Schedule::of(self.kind()),
         }

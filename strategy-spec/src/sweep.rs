@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
     check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters,
-    Precision, ServerMode, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, SweepError, ZeroStage,
+    Placement, Precision, ServerMode, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, SweepError, ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.
@@ -55,9 +55,12 @@ pub struct StrategySweep {
     /// Stages per pipeline (pp) of `hybrid`; its replicas are workers ÷ pp.
     #[serde(default)]
     pub pipeline_stages: Option<usize>,
-    /// Stages per worker of `interleaved-1f1b` to try (an axis).
+    /// Stages per worker of `interleaved-1f1b` and `zero-bubble` to try (an axis).
     #[serde(default)]
     pub virtual_stages: Option<Vec<usize>>,
+    /// How `zero-bubble` places its stages (`loop`, the default, or `v`).
+    #[serde(default)]
+    pub placement: Option<Placement>,
     /// Workers per stage of `1f1b` (`[2, 1]`: PipeDream's replicated stages; the workers
     /// are their sum).
     #[serde(default)]
@@ -98,6 +101,7 @@ impl StrategySweep {
             lr_per_update: None,
             pipeline_stages: None,
             virtual_stages: None,
+            placement: None,
             stage_replicas: None,
             stage: None,
             shard_unit: None,
@@ -130,7 +134,7 @@ impl StrategySweep {
             }
         }
         if self.virtual_stages.as_ref().is_some_and(Vec::is_empty) {
-            return error("virtual_stages", "give one or more stage counts per worker, each at least 2".into());
+            return error("virtual_stages", "give one or more stage counts per worker".into());
         }
         if self.mode.as_ref().is_some_and(Vec::is_empty) {
             return error("mode", "give one or more modes (sync, async, bounded)".into());
@@ -236,6 +240,7 @@ impl StrategySweep {
                     lr_per_update: self.lr_per_update.filter(|_| mode.is_none_or(|mode| mode != ServerMode::Sync)),
                     virtual_stages,
                     stage_replicas: self.stage_replicas.clone(),
+                    placement: self.placement,
                 };
                 let strategy = Strategy::new(self.name, parameters)?;
                 if let Some(backups) = backup_workers {
@@ -376,7 +381,9 @@ mod tests {
         assert_eq!(error.field, "backup_workers");
         let unknown = sweep_error("{name: parameter-server, mode: [hogwild]}");
         assert!(unknown.contains("unknown variant `hogwild`") || unknown.contains("hogwild"), "{unknown}");
-        let unknown = serde_saphyr::from_str::<StrategySweep>("zero-bubble").unwrap_err().to_string();
-        assert!(unknown.contains("unknown strategy `zero-bubble`; valid: single, data-parallel"), "{unknown}");
+        let unknown = serde_saphyr::from_str::<StrategySweep>("zb-h2").unwrap_err().to_string();
+        assert!(unknown.contains("unknown strategy `zb-h2`; valid: single, data-parallel"), "{unknown}");
+        let unknown = sweep_error("{name: zero-bubble, placement: w}");
+        assert!(unknown.contains("unknown variant `w`, expected one of loop, v"), "{unknown}");
     }
 }

@@ -307,6 +307,8 @@ fn predicted_pass(run_id: &str, trial_id: &str, block: &SimulatedBlock) -> Predi
             SimulatedWork::Forward => EventKind::Forward,
             SimulatedWork::Recompute => EventKind::Recompute,
             SimulatedWork::Backward => EventKind::Backward,
+            SimulatedWork::InputBackward => EventKind::BackwardInput,
+            SimulatedWork::WeightBackward => EventKind::BackwardWeight,
             SimulatedWork::AllReduce => EventKind::AllReduce,
             SimulatedWork::Optimizer => EventKind::Optimizer,
         },

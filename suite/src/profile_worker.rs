@@ -17,6 +17,7 @@ use stratlab_networks::NetworkSpec;
 use stratlab_profile::NetworkProfile;
 use stratlab_strategies::contention::measure_contention;
 use stratlab_strategies::profile::profile_network;
+use stratlab_strategies::split_profile::time_split_backward;
 use stratlab_strategies::stored_profile::ProfileNeeds;
 use stratlab_strategies::training_steps::{measure_training_steps, measure_training_steps_briefly};
 use stratlab_strategies::TrainContext;
@@ -36,6 +37,9 @@ struct ProfileRequest {
     sizes: Vec<usize>,
     contention: Option<(usize, Vec<usize>)>,
     training_steps: Vec<usize>,
+    /// Whether to time every stage's backward split in two as well (zero-bubble cells).
+    #[serde(default)]
+    split_backward: bool,
     /// Only the training steps, briefly ([`time_steps_apart`]): no stages, no contention.
     #[serde(default)]
     brief: bool,
@@ -65,6 +69,7 @@ pub(crate) fn measure_apart(
         sizes: needs.sizes.to_vec(),
         contention: needs.contention.map(|(copies, at)| (copies, at.to_vec())),
         training_steps: needs.training_steps.to_vec(),
+        split_backward: needs.split_backward,
         brief: false,
     };
     let what = format!("profiling {} on {} at {} thread(s)", trial.network, trial.dataset.name, trial.train.threads);
@@ -80,6 +85,7 @@ pub(crate) fn time_steps_apart(trial: &TrialSpec) -> anyhow::Result<f64> {
         sizes: Vec::new(),
         contention: None,
         training_steps: vec![trial.train.batch_size],
+        split_backward: false,
         brief: true,
     };
     let what = format!("timing {} on {}{}", trial.network, trial.dataset.name, trial.compute_label());
@@ -170,6 +176,7 @@ fn measure_here(request: &ProfileRequest, report: &mut dyn FnMut(&str)) -> anyho
         sizes: &request.sizes,
         contention: request.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
         training_steps: &request.training_steps,
+        split_backward: request.split_backward,
     };
     measure(trial, &spec, &needs, report)
 }
@@ -241,6 +248,11 @@ fn measure(
     let largest = sizes.iter().copied().max().unwrap_or(1);
     let mut profile =
         profile_network(spec, Device::Cpu, &sizes, update, trial.train.compute(), &samples.first(largest)?)?;
+    if needs.split_backward {
+        let began = Instant::now();
+        time_split_backward(&mut profile, spec, Device::Cpu, &needs.sizes, trial.train.compute(), &samples.first(largest)?)?;
+        report(&format!("split backwards timed for zero-bubble in {:.1} s", began.elapsed().as_secs_f64()));
+    }
     let stages_s = started.elapsed().as_secs_f64();
     let mut contended = String::new();
     if let Some((copies, at)) = needs.contention {
@@ -306,6 +318,7 @@ mod tests {
             sizes: vec![4],
             contention: None,
             training_steps: vec![8],
+            split_backward: true,
             brief: false,
         };
         let mut notes = Vec::new();

@@ -338,6 +338,8 @@ struct Needs {
     sizes: Vec<usize>,
     contention: Option<(usize, Vec<usize>)>,
     training_steps: Vec<usize>,
+    /// Whether a zero-bubble trial needs the stages' split backwards timed.
+    split_backward: bool,
 }
 
 impl Needs {
@@ -346,7 +348,9 @@ impl Needs {
         let training_steps = training_steps_for(trials, key);
         let sizes = sizes_for(trials, key, &training_steps);
         let contention = cores.and_then(|cores| contention_for(trials, key, cores));
-        Needs { sizes, contention, training_steps }
+        let split_backward =
+            trials_of(trials, key).any(|t| t.strategy.schedule().is_some_and(|schedule| schedule.splits_backward()));
+        Needs { sizes, contention, training_steps, split_backward }
     }
 
     fn as_profile_needs(&self) -> ProfileNeeds<'_> {
@@ -354,6 +358,7 @@ impl Needs {
             sizes: &self.sizes,
             contention: self.contention.as_ref().map(|(copies, at)| (*copies, at.as_slice())),
             training_steps: &self.training_steps,
+            split_backward: self.split_backward,
         }
     }
 }

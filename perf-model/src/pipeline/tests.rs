@@ -1,6 +1,6 @@
 //! The simulator against hand-worked schedules.
 
-use stratlab_strategy_spec::{Action, Checkpoint, Schedule, StageReplicas};
+use stratlab_strategy_spec::{Action, Checkpoint, Placement, Schedule, StageReplicas};
 
 use super::*;
 
@@ -11,7 +11,7 @@ fn free_link() -> Link {
 
 fn equal_stages(p: usize, forward_s: f64, backward_s: f64) -> Vec<StageCost> {
     (0..p)
-        .map(|_| StageCost { forward_s, backward_s, output_bytes: 1e6, gradient_bytes: 1e6, optimizer_s: 0.0 })
+        .map(|_| StageCost { forward_s, backward_s, output_bytes: 1e6, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None })
         .collect()
 }
 
@@ -179,6 +179,7 @@ fn every_schedule_completes_for_any_depth_and_micro_batch_count() {
                         output_bytes: 1e5,
                         gradient_bytes: 0.0,
                         optimizer_s: 0.01,
+                        split_backward: None,
                     })
                     .collect();
                 let step = simulate(&pipeline(schedule, &stages, m, Link::new(1e7, 1e-4))).unwrap();
@@ -273,8 +274,8 @@ fn layout(counts: &[usize]) -> StageReplicas {
 #[test]
 fn replicating_the_slow_stage_shares_its_micro_batches_round_robin() {
     let stages = [
-        StageCost { forward_s: 2.0, backward_s: 4.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0 },
-        StageCost { forward_s: 1.0, backward_s: 2.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0 },
+        StageCost { forward_s: 2.0, backward_s: 4.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None },
+        StageCost { forward_s: 1.0, backward_s: 2.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None },
     ];
     let plain = simulate(&pipeline(Schedule::OneFOneB, &stages, 4, free_link())).unwrap();
     assert!(close(plain.step_s, 25.0), "{}", plain.step_s);
@@ -320,6 +321,7 @@ fn every_replicated_layout_completes_and_a_layout_of_other_stages_is_refused() {
                 output_bytes: 1e5,
                 gradient_bytes: 1e5,
                 optimizer_s: 0.01,
+                split_backward: None,
             })
             .collect();
         for m in [layout.cycle(), 2 * layout.cycle(), 4 * layout.cycle()] {
@@ -370,4 +372,53 @@ fn pipedream_replicas_all_reduce_after_each_backward() {
     assert_eq!(one.len(), other.len());
     assert!(one.iter().zip(&other).all(|(a, b)| close(*a, *b)), "rounds end together: {one:?} {other:?}");
     assert!(step.ranks.iter().all(|rank| rank.flush_all_reduce_s == 0.0), "PipeDream never flushes");
+}
+
+fn split_stages(p: usize, forward_s: f64, input_s: f64, weight_s: f64) -> Vec<StageCost> {
+    equal_stages(p, forward_s, input_s + weight_s)
+        .into_iter()
+        .map(|stage| StageCost { split_backward: Some(SplitBackward { input_s, weight_s }), ..stage })
+        .collect()
+}
+
+/// ZB-H1 (Qi et al., ICLR 2024, section 3): one stage per rank, `W`s deferred into the
+/// cool-down, so each rank idles (p − 1)(T_F + T_I − T_W) of a step of m(T_F + T_I + T_W)
+/// plus that. With T_W = T_F = T_I the bubble is a third of 1F1B's.
+#[test]
+fn zb_h1_idles_p_minus_1_times_f_plus_i_minus_w_on_equal_stages() {
+    let schedule = Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages: 1 };
+    for (f, i, w) in [(1.0, 1.0, 1.0), (1.0, 1.2, 0.8)] {
+        for p in 2..6 {
+            for m in (p..12).filter(|&m| schedule.check(p, m).is_ok()) {
+                // The first stage's `W` is its whole backward (it has no `I` to send).
+                let mut stages = split_stages(p, f, i, w);
+                stages[0].backward_s = i + w;
+                let step = simulate(&pipeline(schedule, &stages, m, free_link())).unwrap();
+                let idle = (p - 1) as f64 * (f + i - w);
+                let expected = m as f64 * (f + i + w) + idle;
+                assert!(close(step.step_s, expected), "f{f} i{i} w{w} p{p} m{m}: {} vs {expected}", step.step_s);
+                let one_f_one_b = (p - 1) as f64 / (m + p - 1) as f64;
+                assert!(step.bubble() < one_f_one_b, "p{p} m{m}: {} not below 1F1B's {one_f_one_b}", step.bubble());
+                assert!(close(step.ranks[p - 1].bubble, idle / expected), "p{p} m{m}: {:?}", step.ranks[p - 1]);
+            }
+        }
+    }
+}
+
+/// Splitting is not free: the model takes the measured halves, so where `I + W` exceeds
+/// the whole backward zero-bubble can lose to 1F1B, and every pass of the step runs.
+#[test]
+fn zero_bubble_pays_for_a_dear_split_and_both_placements_complete() {
+    let (p, m) = (4, 8);
+    let one_f_one_b = simulate(&pipeline(Schedule::OneFOneB, &equal_stages(p, 1.0, 2.0), m, free_link())).unwrap();
+    let h1 = Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages: 1 };
+    let dear = simulate(&pipeline(h1, &split_stages(p, 1.0, 2.0, 1.5), m, free_link())).unwrap();
+    assert!(dear.step_s > one_f_one_b.step_s, "{} vs {}", dear.step_s, one_f_one_b.step_s);
+    for placement in [Placement::Loop, Placement::V] {
+        let schedule = Schedule::ZeroBubble { placement, virtual_stages: 2 };
+        let stages = split_stages(2 * p, 0.5, 0.5, 0.5);
+        let step = simulate(&pipeline(schedule, &stages, m, Link::new(1e8, 1e-4))).unwrap();
+        assert_eq!(step.actions.len(), 3 * m * 2 * p, "{placement:?}");
+        assert!(step.step_s >= 1.5 * m as f64 * 2.0, "{placement:?}: {}", step.step_s);
+    }
 }

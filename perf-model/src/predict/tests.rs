@@ -23,6 +23,8 @@ fn profile(contention: Option<Contention>) -> NetworkProfile {
             output_bytes_per_sample: 1000,
             kept_bytes: vec![(16, 1e5)],
             transient_bytes: vec![(16, 1e4)],
+            input_backward_s: Vec::new(),
+            weight_backward_s: Vec::new(),
         })
         .collect();
     NetworkProfile {

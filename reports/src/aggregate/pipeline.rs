@@ -128,8 +128,7 @@ impl PipelineTrial {
     /// without a forward, backward or recompute event of the trial's ranks.
     pub fn timeline(&self, events: &[EventRow], strategy: &str) -> Option<PipelineTimeline> {
         let ranks: HashMap<u32, &PipelineStageRow> = self.ranks.iter().map(|row| (row.info.rank, row)).collect();
-        let is_compute =
-            |event: &EventRow| matches!(event.kind, EventKind::Forward | EventKind::Backward | EventKind::Recompute);
+        let is_compute = |event: &EventRow| event.kind.is_pass();
         let ours = || events.iter().filter(|event| ranks.contains_key(&event.rank));
         let computed = || ours().filter(|event| is_compute(event)).map(|event| event.step);
         let step = computed().filter(|step| *step >= self.warmup_steps).min().or_else(|| computed().max())?;

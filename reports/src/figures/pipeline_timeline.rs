@@ -28,6 +28,10 @@ const MICRO_BATCH_COLOURS: u32 = 9;
 enum Block {
     Forward,
     Backward,
+    /// A split backward's input gradient (zero-bubble's `I`).
+    InputBackward,
+    /// A split backward's weight gradients (zero-bubble's `W`).
+    WeightBackward,
     Recompute,
     Collective,
     SendRecv,
@@ -42,6 +46,8 @@ impl Block {
         Some(match kind {
             EventKind::Forward => Block::Forward,
             EventKind::Backward => Block::Backward,
+            EventKind::BackwardInput => Block::InputBackward,
+            EventKind::BackwardWeight => Block::WeightBackward,
             EventKind::Recompute => Block::Recompute,
             EventKind::AllReduce
             | EventKind::Broadcast
@@ -216,6 +222,12 @@ fn block_look(
     match block {
         Block::Forward => (tint(mb_color, 0.5), shade(mb_color, 0.3), None, format!("{stage}F{mb}")),
         Block::Backward => (mb_color, shade(mb_color, 0.4), Some(tint(mb_color, 0.45)), format!("{stage}B{mb}")),
+        // The halves of a split backward: I as dark as a backward, W darker still and hatched
+        // the other way, so the W passes that fill the bubble read apart from the I chain.
+        Block::InputBackward => (mb_color, shade(mb_color, 0.4), None, format!("{stage}I{mb}")),
+        Block::WeightBackward => {
+            (shade(mb_color, 0.25), shade(mb_color, 0.5), Some(tint(mb_color, 0.3)), format!("{stage}W{mb}"))
+        }
         Block::Recompute => {
             (tint(mb_color, 0.8), shade(mb_color, 0.3), Some(tint(mb_color, 0.35)), format!("{stage}R{mb}"))
         }
@@ -331,6 +343,8 @@ fn draw_panel<DB: DrawingBackend>(
             if block == Block::Recompute {
                 hatch_rect(&screen, p0, p1, hatch, 12)?;
                 back_hatch_rect(&screen, p0, p1, hatch, 12)?;
+            } else if block == Block::WeightBackward {
+                back_hatch_rect(&screen, p0, p1, hatch, 8)?;
             } else {
                 hatch_rect(&screen, p0, p1, hatch, 8)?;
             }
@@ -361,9 +375,11 @@ fn draw_panel<DB: DrawingBackend>(
 /// How to read the blocks; recompute is named only when the timeline has some.
 fn subtitle(timelines: &[&PipelineTimeline]) -> String {
     let events = || timelines.iter().flat_map(|t| &t.events);
-    let passes = match events().any(|e| e.kind == EventKind::Recompute) {
-        true => "light: forward, pale cross-hatched: recompute, dark hatched: backward",
-        false => "light: forward, dark hatched: backward",
+    let split = events().any(|e| e.kind == EventKind::BackwardWeight);
+    let passes = match (events().any(|e| e.kind == EventKind::Recompute), split) {
+        (_, true) => "light: forward, dark: input gradient (I), darker back-hatched: weight gradients (W)",
+        (true, false) => "light: forward, pale cross-hatched: recompute, dark hatched: backward",
+        (false, false) => "light: forward, dark hatched: backward",
     };
     let labels = match events().any(|e| e.pipeline_stage.is_some()) {
         true => "; 2F0: stage 2, forward of micro-batch 0",
@@ -400,6 +416,13 @@ fn legend(timelines: &[&PipelineTimeline]) -> Vec<LegendEntry> {
     }
     if has(Block::Backward) {
         entries.push(LegendEntry::new(Swatch::Hatched { fill: grey, hatch: tint(grey, 0.45) }, "backward (B)"));
+    }
+    if has(Block::InputBackward) {
+        entries.push(LegendEntry::new(Swatch::Fill(grey), "input gradient (I)"));
+    }
+    if has(Block::WeightBackward) {
+        let swatch = Swatch::Hatched { fill: shade(grey, 0.25), hatch: tint(grey, 0.3) };
+        entries.push(LegendEntry::new(swatch, "weight gradients (W)"));
     }
     for block in [
         Block::Collective,

@@ -20,10 +20,6 @@ impl Layout {
         Layout { stage: rank % stages, stages, replica: rank / stages, replicas }
     }
 
-    pub(super) fn is_last(&self) -> bool {
-        self.stage + 1 == self.stages
-    }
-
     /// World rank of stage `stage` of this rank's pipeline.
     pub(super) fn rank_of(&self, stage: usize) -> usize {
         self.replica * self.stages + stage

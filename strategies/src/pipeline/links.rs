@@ -123,6 +123,9 @@ pub(super) struct Endpoint<'a> {
     /// Where the stage computes (messages may travel through another device, see
     /// [`Endpoint::comm_device`]).
     pub(super) device: Device,
+    /// The pipeline position of the rank that holds the last stage and so the loss: the
+    /// last rank, or the first under zero-bubble's V placement.
+    pub(super) loss_holder: usize,
 }
 
 impl Endpoint<'_> {
@@ -185,7 +188,7 @@ impl Endpoint<'_> {
     /// Posts the receive of the step's loss and correct count from the last stage, which
     /// sends them in float32 whatever the activations' type.
     pub(super) fn post_loss_recv(&self) -> Result<PendingRecv, TrainError> {
-        self.post_recv_of(&[2], Kind::Float, self.layout.rank_of(self.layout.stages - 1), LOSS_TAG)
+        self.post_recv_of(&[2], Kind::Float, self.layout.rank_of(self.loss_holder), LOSS_TAG)
     }
 
     /// The last stage sends the batch's loss and correct count to the other stages of its
@@ -203,7 +206,8 @@ impl Endpoint<'_> {
             None => {
                 let metrics = Tensor::stack(&[loss.to_kind(Kind::Float), correct.to_kind(Kind::Float)], 0);
                 let buffer = metrics.to_device(self.comm_device());
-                let works: Vec<Work> = (0..layout.stages - 1)
+                let works: Vec<Work> = (0..layout.stages)
+                    .filter(|&stage| stage != self.loss_holder)
                     .map(|stage| self.world.send_async(&buffer, layout.rank_of(stage), LOSS_TAG))
                     .collect::<Result<_, _>>()?;
                 for work in works {

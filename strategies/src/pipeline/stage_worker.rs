@@ -19,6 +19,7 @@
 
 pub(super) mod build;
 mod passes;
+mod split_passes;
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,11 @@ pub(super) struct MicroBatch {
     stash: Option<Vec<Tensor>>,
     /// The micro-batch's labels (last stage), for a recomputed loss.
     labels: Option<Tensor>,
+    /// A split backward's weights' half, waiting for its `W` (zero-bubble).
+    weights: Option<crate::split_backward::WeightGradients>,
+    /// The output's gradient, kept from `I` to `W` on the first stage, whose `W` is its
+    /// whole backward (it has no input gradient to send).
+    output_gradient: Option<Tensor>,
     pub(super) activation: Option<PendingRecv>,
     pub(super) gradient: Option<PendingRecv>,
 }
@@ -193,7 +199,8 @@ impl<'a> StageWorker<'a> {
 
     /// How this rank reaches the others.
     pub(super) fn endpoint(&self) -> Endpoint<'a> {
-        Endpoint { world: self.world, layout: self.layout, kind: self.kind, device: self.device }
+        let loss_holder = self.schedule.rank_of_stage(self.pipeline_stages() - 1, self.layout.stages);
+        Endpoint { world: self.world, layout: self.layout, kind: self.kind, device: self.device, loss_holder }
     }
 
     /// Posts the receive `action` needs, if it needs one and it is not posted yet; every
@@ -207,7 +214,7 @@ impl<'a> StageWorker<'a> {
                 let pending = self.endpoint().post_recv(&shape, from, activation_tag(stage, id))?;
                 self.in_flight.entry((stage, id)).or_default().activation = Some(pending);
             }
-            Pass::Backward if !self.is_last_stage(stage) => {
+            Pass::Backward | Pass::InputBackward if !self.is_last_stage(stage) => {
                 let posted = self.in_flight.get(&(stage, id)).is_some_and(|slot| slot.gradient.is_some());
                 if !posted {
                     let shape = self.output_shape(stage, size);
@@ -277,7 +284,8 @@ impl<'a> StageWorker<'a> {
         let mut traffic = Traffic::default();
         let mut scaling = None;
         // Replicated last stages each hold part of the loss: every rank sums them instead.
-        let loss_recv = match layout.is_last() || self.stage_replicas.is_some() {
+        let holds_loss = self.held_stages().any(|stage| self.is_last_stage(stage));
+        let loss_recv = match holds_loss || self.stage_replicas.is_some() {
             true => None,
             false => Some(self.endpoint().post_loss_recv()?),
         };
@@ -308,6 +316,8 @@ impl<'a> StageWorker<'a> {
                 Pass::Backward => {
                     self.backward(action, Some(&step), m, timeline, &mut traffic)?;
                 }
+                Pass::InputBackward => self.backward_input(action, m, timeline, &mut traffic)?,
+                Pass::WeightBackward => self.backward_weight(action, timeline)?,
             }
             // Completed sends free their buffers as the schedule goes on.
             self.sends.settle(false, timeline, &mut traffic)?;

@@ -9,6 +9,29 @@ pub enum Pass {
     Forward,
     /// The stage's backward of a micro-batch: its input's and its weights' gradients.
     Backward,
+    /// The first half of a split backward (zero-bubble's `I`): the gradient of the
+    /// stage's input, which the stage before waits for.
+    InputBackward,
+    /// The second half (zero-bubble's `W`): the gradients of the stage's weights, which
+    /// nothing waits for until the update.
+    WeightBackward,
+}
+
+impl Pass {
+    /// The pass's letter in PyTorch's action form (`F`, `B`, `I`, `W`).
+    pub fn letter(self) -> char {
+        match self {
+            Pass::Forward => 'F',
+            Pass::Backward => 'B',
+            Pass::InputBackward => 'I',
+            Pass::WeightBackward => 'W',
+        }
+    }
+
+    /// Whether the pass sends the input's gradient back (a backward or its `I` half).
+    pub fn sends_input_gradient(self) -> bool {
+        matches!(self, Pass::Backward | Pass::InputBackward)
+    }
 }
 
 /// One unit of a rank's work: a pass of one micro-batch through one pipeline stage.
@@ -32,6 +55,11 @@ impl Action {
     /// `stage`'s backward of `micro_batch`.
     pub fn backward(stage: usize, micro_batch: usize) -> Action {
         Action { pass: Pass::Backward, stage, micro_batch }
+    }
+
+    /// `stage`'s `pass` of `micro_batch`.
+    pub fn new(pass: Pass, stage: usize, micro_batch: usize) -> Action {
+        Action { pass, stage, micro_batch }
     }
 
     /// The same pass with its micro-batch shifted by `first` (a step's first global id).

@@ -25,15 +25,43 @@
 //! - **interleaved 1F1B** (Megatron-LM; [`interleaved`]): 1F1B over `v` stages per rank,
 //!   in rounds of micro-batches, as `torch.distributed.pipelining.ScheduleInterleaved1F1B`
 //!   orders it; the bubble shrinks to `(p − 1)/(v·m + p − 1)`.
+//! - **zero-bubble** (ZB1P in the loop placement, ZB-V in the V; [`zero_bubble`]): every
+//!   backward split into the input's gradient `I` and the weights' `W`, the `W`s filling
+//!   the bubble, as PyTorch's `ScheduleInterleavedZeroBubble` and `ScheduleZBVZeroBubble`
+//!   order them.
 
 mod action;
 mod interleaved;
 pub mod pytorch;
 mod replicated;
+mod zero_bubble;
 
 use crate::StrategyKind;
 pub use action::{Action, Pass};
 pub use replicated::StageReplicas;
+
+/// How a zero-bubble pipeline places its stages on the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[derive(strum::IntoStaticStr, strum::Display, strum::VariantArray)]
+#[strum(serialize_all = "lowercase")]
+pub enum Placement {
+    /// Rank `r` of `p` holds stages `r, r + p, …` (ZB1P; ZB-H1 with one stage per rank).
+    #[default]
+    Loop,
+    /// Rank `r` holds stages `r` and `2p − 1 − r` (ZB-V): exactly two per rank.
+    V,
+}
+
+impl std::str::FromStr for Placement {
+    type Err = crate::UnknownName;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        crate::UnknownName::parse("placement", text)
+    }
+}
+
+stratlab_columns::text_column!(Placement);
 
 /// How a pipeline orders its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +79,13 @@ pub enum Schedule {
         /// Stages each rank holds (`v`, at least 2).
         virtual_stages: usize,
     },
+    /// Split backwards, the weights' halves filling the bubble.
+    ZeroBubble {
+        /// How the stages sit on the ranks.
+        placement: Placement,
+        /// Stages each rank holds (2 under the V placement).
+        virtual_stages: usize,
+    },
 }
 
 impl Schedule {
@@ -64,6 +99,7 @@ impl Schedule {
             StrategyKind::OneFOneB | StrategyKind::Hybrid => Some(Schedule::OneFOneB),
             StrategyKind::PipeDream => Some(Schedule::PipeDream),
             StrategyKind::Interleaved1F1B
+            | StrategyKind::ZeroBubble
             | StrategyKind::Single
             | StrategyKind::DataParallel
             | StrategyKind::ParameterServer
@@ -87,9 +123,14 @@ impl Schedule {
     /// Pipeline stages each rank holds.
     pub fn virtual_stages(self) -> usize {
         match self {
-            Schedule::Interleaved { virtual_stages } => virtual_stages,
+            Schedule::Interleaved { virtual_stages } | Schedule::ZeroBubble { virtual_stages, .. } => virtual_stages,
             _ => 1,
         }
+    }
+
+    /// Whether backwards run split into `I` and `W` passes.
+    pub fn splits_backward(self) -> bool {
+        matches!(self, Schedule::ZeroBubble { .. })
     }
 
     /// Pipeline stages of a pipeline of `ranks` ranks: what the network is cut into.
@@ -99,12 +140,18 @@ impl Schedule {
 
     /// The rank (within its pipeline of `ranks`) that holds `stage`.
     pub fn rank_of_stage(self, stage: usize, ranks: usize) -> usize {
-        stage % ranks.max(1)
+        match self {
+            Schedule::ZeroBubble { placement: Placement::V, .. } if stage >= ranks => 2 * ranks - 1 - stage,
+            _ => stage % ranks.max(1),
+        }
     }
 
     /// The stages rank `rank` of `ranks` holds, first to last.
     pub fn stages_of_rank(self, rank: usize, ranks: usize) -> Vec<usize> {
-        (0..self.virtual_stages()).map(|chunk| chunk * ranks + rank).collect()
+        match self {
+            Schedule::ZeroBubble { placement: Placement::V, .. } => vec![rank, 2 * ranks - 1 - rank],
+            _ => (0..self.virtual_stages()).map(|chunk| chunk * ranks + rank).collect(),
+        }
     }
 
     /// Why `ranks` ranks cannot run `micro_batches` micro-batches in this order, if they
@@ -112,6 +159,7 @@ impl Schedule {
     pub fn check(self, ranks: usize, micro_batches: usize) -> Result<(), String> {
         match self {
             Schedule::Interleaved { .. } => interleaved::check(ranks, micro_batches),
+            Schedule::ZeroBubble { placement: Placement::Loop, .. } => zero_bubble::check_loop(ranks, micro_batches),
             _ => Ok(()),
         }
     }
@@ -136,6 +184,10 @@ impl Schedule {
                 actions
             }
             Schedule::Interleaved { virtual_stages } => interleaved::actions(rank, ranks, virtual_stages, m),
+            Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages } => {
+                zero_bubble::loop_actions(rank, ranks, virtual_stages, m)
+            }
+            Schedule::ZeroBubble { placement: Placement::V, .. } => zero_bubble::v_actions(rank, ranks, m),
         }
     }
 }

@@ -39,6 +39,9 @@ fn every_schedule_runs_each_micro_batch_forward_before_backward_exactly_once_per
         Schedule::PipeDream,
         Schedule::Interleaved { virtual_stages: 2 },
         Schedule::Interleaved { virtual_stages: 3 },
+        Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages: 1 },
+        Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages: 2 },
+        Schedule::ZeroBubble { placement: Placement::V, virtual_stages: 2 },
     ];
     for schedule in schedules {
         for ranks in 1..5 {
@@ -50,14 +53,19 @@ fn every_schedule_runs_each_micro_batch_forward_before_backward_exactly_once_per
                     let actions = schedule.actions(rank, ranks, m);
                     let m = schedule.micro_batches(m);
                     let stages = schedule.stages_of_rank(rank, ranks);
-                    assert_eq!(actions.len(), 2 * m * stages.len(), "{schedule:?} rank {rank}/{ranks} m {m}");
+                    // A split backward is two passes, each in the order F, I, W.
+                    let passes: &[Pass] = match schedule.splits_backward() {
+                        true => &[Pass::Forward, Pass::InputBackward, Pass::WeightBackward],
+                        false => &[Pass::Forward, Pass::Backward],
+                    };
+                    let what = format!("{schedule:?} rank {rank}/{ranks} m {m}");
+                    assert_eq!(actions.len(), passes.len() * m * stages.len(), "{what}");
                     for &stage in &stages {
                         assert_eq!(schedule.rank_of_stage(stage, ranks), rank);
                         for mb in 0..m {
-                            let at = |action| actions.iter().position(|&a| a == action);
-                            let forward = at(Action::forward(stage, mb)).expect("forward");
-                            let backward = at(Action::backward(stage, mb)).expect("backward");
-                            assert!(forward < backward, "{schedule:?} rank {rank}/{ranks} m {m}");
+                            let at = |&pass| actions.iter().position(|&a| a == Action::new(pass, stage, mb));
+                            let order: Vec<usize> = passes.iter().map(|pass| at(pass).expect("every pass")).collect();
+                            assert!(order.is_sorted(), "{what}: stage {stage} micro-batch {mb} runs {order:?}");
                         }
                     }
                 }

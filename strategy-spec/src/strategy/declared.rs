@@ -3,7 +3,8 @@
 //! reports read.
 
 use crate::{
-    Balance, Checkpoint, LearningRate, ServerMode, ServerPlacement, ShardUnit, StageReplicas, StrategyKind, ZeroStage,
+    Balance, Checkpoint, LearningRate, Placement, ServerMode, ServerPlacement, ShardUnit, StageReplicas, StrategyKind,
+    ZeroStage,
 };
 
 /// Every parameter a strategy may take, each optional: what a suite entry, an `include`
@@ -34,10 +35,12 @@ pub struct Parameters {
     pub backup_workers: Option<usize>,
     /// Parameter-server learning rate per update (`async`, `bounded`).
     pub lr_per_update: Option<LearningRate>,
-    /// Interleaved 1F1B's pipeline stages per worker.
+    /// Interleaved 1F1B's and zero-bubble's pipeline stages per worker.
     pub virtual_stages: Option<usize>,
     /// 1F1B's and PipeDream's workers per stage (PipeDream's replicated stages).
     pub stage_replicas: Option<StageReplicas>,
+    /// Zero-bubble's placement of stages on workers.
+    pub placement: Option<Placement>,
 }
 
 /// One strategy parameter, declared once: its key (the YAML key, the field of
@@ -62,7 +65,7 @@ fn text(value: &Option<impl std::fmt::Display>) -> Option<String> {
 }
 
 /// Every parameter a strategy may take.
-pub(crate) const PARAMETERS: [Declared; 14] = [
+pub(crate) const PARAMETERS: [Declared; 15] = [
     Declared {
         key: "stage",
         kinds: &[StrategyKind::ShardedDataParallel],
@@ -86,6 +89,7 @@ pub(crate) const PARAMETERS: [Declared; 14] = [
             StrategyKind::OneFOneB,
             StrategyKind::PipeDream,
             StrategyKind::Interleaved1F1B,
+            StrategyKind::ZeroBubble,
             StrategyKind::Hybrid,
         ],
         label_rank: 3,
@@ -175,7 +179,7 @@ pub(crate) const PARAMETERS: [Declared; 14] = [
     },
     Declared {
         key: "virtual_stages",
-        kinds: &[StrategyKind::Interleaved1F1B],
+        kinds: &[StrategyKind::Interleaved1F1B, StrategyKind::ZeroBubble],
         label_rank: 12,
         shapes_pipeline: true,
         given: |parameters| text(&parameters.virtual_stages),
@@ -188,5 +192,13 @@ pub(crate) const PARAMETERS: [Declared; 14] = [
         shapes_pipeline: true,
         given: |parameters| text(&parameters.stage_replicas),
         spell: |layout| (format!("__rep{layout}"), format!("stages {layout}")),
+    },
+    Declared {
+        key: "placement",
+        kinds: &[StrategyKind::ZeroBubble],
+        label_rank: 14,
+        shapes_pipeline: true,
+        given: |parameters| text(&parameters.placement),
+        spell: |placement| (format!("__place-{placement}"), format!("{placement} placement")),
     },
 ];

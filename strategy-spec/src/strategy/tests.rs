@@ -13,7 +13,7 @@ fn a_parameter_of_another_strategy_is_refused_naming_where_it_applies() {
     assert_eq!(error.field, "micro_batches");
     assert_eq!(
         error.message,
-        "does not apply to strategy single; it applies to gpipe, 1f1b, pipedream, interleaved-1f1b, hybrid"
+        "does not apply to strategy single; it applies to gpipe, 1f1b, pipedream, interleaved-1f1b, zero-bubble, hybrid"
     );
     let error = Strategy::new(
         StrategyKind::PipeDream,
@@ -28,6 +28,16 @@ fn a_parameter_of_another_strategy_is_refused_naming_where_it_applies() {
     let one = Parameters { virtual_stages: Some(1), ..Default::default() };
     let error = Strategy::new(StrategyKind::Interleaved1F1B, one).unwrap_err();
     assert!(error.message.contains("one stage per worker is 1f1b"), "{error}");
+    // Zero-bubble's V holds exactly two stages per worker and takes no checkpoint mode.
+    let three = Parameters { placement: Some(Placement::V), virtual_stages: Some(3), ..Default::default() };
+    let error = Strategy::new(StrategyKind::ZeroBubble, three).unwrap_err();
+    assert_eq!((error.field, error.message.as_str()), ("virtual_stages", "the v placement holds exactly 2 stages per worker (ZB-V)"));
+    let checkpointed = Parameters { checkpoint: Some(Checkpoint::Always), ..Default::default() };
+    assert_eq!(Strategy::new(StrategyKind::ZeroBubble, checkpointed).unwrap_err().field, "checkpoint");
+    let v = Strategy::new(StrategyKind::ZeroBubble, Parameters { placement: Some(Placement::V), ..Default::default() });
+    assert_eq!(v.unwrap().schedule(), Some(Schedule::ZeroBubble { placement: Placement::V, virtual_stages: 2 }));
+    let h1 = Strategy::new(StrategyKind::ZeroBubble, Parameters::default()).unwrap();
+    assert_eq!(h1.schedule(), Some(Schedule::ZeroBubble { placement: Placement::Loop, virtual_stages: 1 }));
 }
 
 #[test]
@@ -50,6 +60,7 @@ fn each_declared_parameter_reads_the_field_it_names() {
             "lr_per_update" => parameters.lr_per_update = Some(crate::LearningRate(0.005)),
             "virtual_stages" => parameters.virtual_stages = Some(2),
             "stage_replicas" => parameters.stage_replicas = Some(StageReplicas::try_from(vec![2, 1]).unwrap()),
+            "placement" => parameters.placement = Some(Placement::V),
             other => panic!("a parameter is declared as {other}, which this test does not set"),
         }
         parameters

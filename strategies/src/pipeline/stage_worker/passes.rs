@@ -3,7 +3,7 @@
 //! swapping in PipeDream's stashed weights, sending the input's gradient back).
 
 use stratlab_comm::ReduceOp;
-use stratlab_strategy_spec::{Action, Pass};
+use stratlab_strategy_spec::Action;
 use tch::Tensor;
 
 use super::{StageWorker, StepBatch, StepSums};
@@ -23,11 +23,8 @@ pub(super) fn stage_name(stage: usize) -> String {
 impl StageWorker<'_> {
     /// A pass's name in timelines and messages: `F3`, or `F3 of stage 5` when the rank
     /// holds several stages.
-    fn pass_label(&self, action: Action) -> String {
-        let pass = match action.pass {
-            Pass::Forward => 'F',
-            Pass::Backward => 'B',
-        };
+    pub(super) fn pass_label(&self, action: Action) -> String {
+        let pass = action.pass.letter();
         match self.chunks.len() {
             1 => format!("{pass}{}", action.micro_batch),
             _ => format!("{pass}{} of stage {}", action.micro_batch, action.stage),
