@@ -40,12 +40,16 @@ impl StageWorker<'_> {
             }
             let batch = batch?;
             let take = (limit - seen).min(batch.labels.size()[0] as usize);
-            // Each batch passes every rank once per stage it holds, first stage first.
+            // Each batch passes every rank once per stage it holds, first stage first; from a
+            // stage to the next on this same rank (zero-bubble's V) it is handed over.
+            let mut handed: Option<Tensor> = None;
             for &stage in stages.iter().filter(|&&stage| self.rank_of_stage(stage, index) == self.world.rank()) {
                 let tag = EVAL_TAG + (index * pipeline_stages + stage) as u32;
                 let input = if stage == 0 {
                     let images = batch.images.narrow(0, 0, take as i64);
                     config.precision.input(&images, self.device, config.memory_format)?
+                } else if self.rank_of_stage(stage - 1, index) == self.world.rank() {
+                    handed.take().expect("the stage before on this rank ran first")
                 } else {
                     let mut buffer = Tensor::empty(self.input_shape(stage, take), (self.kind, self.comm_device()));
                     self.world.recv_async(&mut buffer, self.rank_of_stage(stage - 1, index), tag)?.wait()?;
@@ -57,6 +61,8 @@ impl StageWorker<'_> {
                     sums[0] += f64::try_from(output.cross_entropy_for_logits(&labels))? * take as f64;
                     sums[1] += i64::try_from(correct_on_device(&output, &labels))? as f64;
                     sums[2] += take as f64;
+                } else if self.rank_of_stage(stage + 1, index) == self.world.rank() {
+                    handed = Some(output);
                 } else {
                     let buffer = output.to_device(self.comm_device()).contiguous();
                     let to = self.rank_of_stage(stage + 1, index);

@@ -62,8 +62,25 @@ pub(super) struct MicroBatch {
     /// The output's gradient, kept from `I` to `W` on the first stage, whose `W` is its
     /// whole backward (it has no input gradient to send).
     output_gradient: Option<Tensor>,
-    pub(super) activation: Option<PendingRecv>,
-    pub(super) gradient: Option<PendingRecv>,
+    pub(super) activation: Option<Incoming>,
+    pub(super) gradient: Option<Incoming>,
+}
+
+/// What a stage gets from a neighbouring stage: a receive posted to another rank, or, where
+/// this rank holds that stage too (zero-bubble's V turns on the last rank), the tensor
+/// handed over in place.
+pub(super) enum Incoming {
+    Posted(PendingRecv),
+    HandedOver(Tensor),
+}
+
+/// Which way a tensor travels between stages.
+#[derive(Clone, Copy)]
+pub(super) enum Carried {
+    /// A forward's output, to the next stage.
+    Activation,
+    /// A backward's input gradient, to the stage before.
+    Gradient,
 }
 
 /// One pipeline stage a rank holds: its index in the pipeline and its range of the network.
@@ -209,23 +226,68 @@ impl<'a> StageWorker<'a> {
         let (stage, id) = (action.stage, action.micro_batch);
         match action.pass {
             Pass::Forward if stage > 0 && !self.in_flight.contains_key(&(stage, id)) => {
-                let shape = self.input_shape(stage, size);
                 let from = self.rank_of_stage(stage - 1, id);
-                let pending = self.endpoint().post_recv(&shape, from, activation_tag(stage, id))?;
-                self.in_flight.entry((stage, id)).or_default().activation = Some(pending);
+                if from != self.world.rank() {
+                    let shape = self.input_shape(stage, size);
+                    let pending = self.endpoint().post_recv(&shape, from, activation_tag(stage, id))?;
+                    self.in_flight.entry((stage, id)).or_default().activation = Some(Incoming::Posted(pending));
+                }
             }
             Pass::Backward | Pass::InputBackward if !self.is_last_stage(stage) => {
                 let posted = self.in_flight.get(&(stage, id)).is_some_and(|slot| slot.gradient.is_some());
-                if !posted {
+                let from = self.rank_of_stage(stage + 1, id);
+                if !posted && from != self.world.rank() {
                     let shape = self.output_shape(stage, size);
-                    let from = self.rank_of_stage(stage + 1, id);
                     let pending = self.endpoint().post_recv(&shape, from, gradient_tag(stage, id))?;
-                    self.in_flight.entry((stage, id)).or_default().gradient = Some(pending);
+                    self.in_flight.entry((stage, id)).or_default().gradient = Some(Incoming::Posted(pending));
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// `tensor`, carried from stage `stage` for micro-batch `id` to the neighbouring stage:
+    /// sent to the rank that runs it, or handed over in place where that is this rank.
+    pub(super) fn pass_on(
+        &mut self,
+        tensor: &Tensor,
+        carried: Carried,
+        stage: usize,
+        id: usize,
+        what: String,
+    ) -> Result<(), TrainError> {
+        let (to_stage, tag) = match carried {
+            Carried::Activation => (stage + 1, activation_tag(stage + 1, id)),
+            Carried::Gradient => (stage - 1, gradient_tag(stage - 1, id)),
+        };
+        let to = self.rank_of_stage(to_stage, id);
+        if to != self.world.rank() {
+            let endpoint = self.endpoint();
+            return self.sends.push(endpoint, tensor, to, tag, what);
+        }
+        // A copy, as a message would be: the next stage's in-place ops must not reach back.
+        let handed = Some(Incoming::HandedOver(tch::no_grad(|| tensor.detach().copy())));
+        let slot = self.in_flight.entry((to_stage, id)).or_default();
+        match carried {
+            Carried::Activation => slot.activation = handed,
+            Carried::Gradient => slot.gradient = handed,
+        }
+        Ok(())
+    }
+
+    /// What a neighbouring stage sent or handed over, once it is here.
+    pub(super) fn take_incoming(
+        &self,
+        incoming: Incoming,
+        what: &str,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<Tensor, TrainError> {
+        match incoming {
+            Incoming::Posted(pending) => self.endpoint().complete_recv(pending, what, timeline, traffic),
+            Incoming::HandedOver(tensor) => Ok(tensor),
+        }
     }
 
     /// Pipeline stage `stage`'s forward in the trial's precision; what it sends on, in the

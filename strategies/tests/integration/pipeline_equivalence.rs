@@ -18,7 +18,8 @@ use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
 use stratlab_strategy_spec::{
-    pipedream_actions, Action, Checkpoint, Parameters, Pass, Schedule, StageReplicas, Strategy, StrategyKind,
+    pipedream_actions, Action, Checkpoint, Parameters, Pass, Placement, Schedule, StageReplicas, Strategy,
+    StrategyKind,
 };
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, pp for hybrid and the precision;
@@ -33,6 +34,8 @@ struct Run {
     virtual_stages: Option<usize>,
     /// 1F1B's workers of each of two stages, where a stage is replicated.
     stage_replicas: Option<(usize, usize)>,
+    /// Zero-bubble's placement.
+    placement: Option<Placement>,
     precision: Precision,
     memory_format: MemoryFormat,
     /// Trains from [`OVERFLOWING_SCALE`] (in float16): every update is skipped.
@@ -48,6 +51,7 @@ impl Run {
             hybrid_stages: None,
             virtual_stages: None,
             stage_replicas: None,
+            placement: None,
             precision: Precision::Float64,
             memory_format: MemoryFormat::Contiguous,
             overflow: false,
@@ -56,7 +60,7 @@ impl Run {
 
     fn role(&self) -> String {
         format!(
-            "{}/{}/{}/{}/{}/{}/{}/{}/{}",
+            "{}/{}/{}/{}/{}/{}/{}/{}/{}/{}",
             self.kind,
             self.micro_batches,
             self.checkpoint,
@@ -66,6 +70,7 @@ impl Run {
             self.memory_format,
             self.overflow,
             self.stage_replicas.map_or("none".to_owned(), |(first, second)| format!("{first}-{second}")),
+            self.placement.map_or("none".to_owned(), |placement| placement.to_string()),
         )
     }
 
@@ -90,6 +95,7 @@ impl Run {
             stage_replicas: parts[8]
                 .split_once('-')
                 .map(|(first, second)| (first.parse().unwrap(), second.parse().unwrap())),
+            placement: parts[9].parse().ok(),
         }
     }
 }
@@ -116,9 +122,10 @@ fn pipeline_child_rank() {
     let context = TrainContext { network: &spec, train, test, config: &config };
     let parameters = Parameters {
         micro_batches: (run.kind != StrategyKind::ModelParallel).then_some(run.micro_batches),
-        checkpoint: (run.kind != StrategyKind::PipeDream).then_some(run.checkpoint),
+        checkpoint: (!matches!(run.kind, StrategyKind::PipeDream | StrategyKind::ZeroBubble)).then_some(run.checkpoint),
         pipeline_stages: run.hybrid_stages,
         virtual_stages: run.virtual_stages,
+        placement: run.placement,
         stage_replicas: run.stage_replicas.map(|(first, second)| StageReplicas::try_from(vec![first, second]).unwrap()),
         ..Parameters::default()
     };
@@ -198,6 +205,36 @@ fn interleaved_1f1b_on_two_ranks_of_two_stages_matches_single_and_runs_its_list(
             assert_eq!(simulated, &listed, "m{m} rank {rank}: simulated");
             for step in 0..STEPS as u64 {
                 assert_eq!(compute_order(&events, step), listed, "m{m} rank {rank} step {step}");
+            }
+        }
+    }
+}
+
+/// Zero-bubble on two ranks: ZB-H1 (one stage each), ZB1P at two stages each and ZB-V,
+/// whose rank 0 holds the first and the last stage. Splitting each backward into `I` and
+/// `W` moves no gradient, so the weights are single's; each rank runs its list, `I` and `W`
+/// included, which the model simulates too.
+#[test]
+fn zero_bubble_loop_and_v_match_single_and_run_their_lists_of_split_backwards() {
+    let expected = single_weights(BATCH);
+    let ranks = 2;
+    for (placement, v, m) in [(Placement::Loop, 1, 4), (Placement::Loop, 2, 4), (Placement::V, 2, 4), (Placement::V, 2, 2)] {
+        let run = Run {
+            virtual_stages: Some(v),
+            placement: Some(placement),
+            ..Run::new(StrategyKind::ZeroBubble, m)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let got = pipeline_weights(run, ranks, dir.path());
+        assert_same_weights(&run.role(), &got, &expected);
+        let schedule = Schedule::ZeroBubble { placement, virtual_stages: v };
+        let simulated = simulated_orders(schedule, ranks, m, None);
+        for (rank, simulated) in simulated.iter().enumerate() {
+            let listed = schedule.actions(rank, ranks, m);
+            assert_eq!(simulated, &listed, "{} rank {rank}: simulated", run.role());
+            let events = events_of(dir.path(), rank);
+            for step in 0..STEPS as u64 {
+                assert_eq!(compute_order(&events, step), listed, "{} rank {rank} step {step}", run.role());
             }
         }
     }
@@ -386,6 +423,7 @@ fn simulated_orders(
         output_bytes: 1e3,
         gradient_bytes: 0.0,
         optimizer_s: 0.1,
+        split_backward: None,
     };
     let costs = vec![cost; stage_replicas.map_or(schedule.stage_count(ranks), StageReplicas::stages)];
     let simulated = pipeline_model::simulate(&pipeline_model::Pipeline {
@@ -414,6 +452,8 @@ fn compute_order(events: &[TimelineEvent], step: u64) -> Vec<Action> {
             let pass = match e.kind {
                 EventKind::Forward => Pass::Forward,
                 EventKind::Backward => Pass::Backward,
+                EventKind::BackwardInput => Pass::InputBackward,
+                EventKind::BackwardWeight => Pass::WeightBackward,
                 _ => return None,
             };
             let stage = e.pipeline_stage.expect("a pass names its stage") as usize;

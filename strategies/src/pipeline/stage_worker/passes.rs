@@ -6,11 +6,10 @@ use stratlab_comm::ReduceOp;
 use stratlab_strategy_spec::Action;
 use tch::Tensor;
 
-use super::{StageWorker, StepBatch, StepSums};
+use super::{Carried, StageWorker, StepBatch, StepSums};
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::loss_scale;
-use crate::pipeline::links::{activation_tag, gradient_tag};
 use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
 use crate::TrainError;
@@ -44,10 +43,9 @@ impl StageWorker<'_> {
         let label = self.pass_label(Action { micro_batch: step.index(id), ..action });
         let mut slot = self.in_flight.remove(&(stage, id)).unwrap_or_default();
         let input = match slot.activation.take() {
-            Some(pending) => self
-                .endpoint()
-                .complete_recv(pending, &format!("activation {label}"), timeline, traffic)?
-                .set_requires_grad(true),
+            Some(incoming) => {
+                self.take_incoming(incoming, &format!("activation {label}"), timeline, traffic)?.set_requires_grad(true)
+            }
             None => step.slice(step.images, id),
         };
         if keep_only_input && self.schedule.updates_per_micro_batch() {
@@ -75,9 +73,7 @@ impl StageWorker<'_> {
             }
             slot.labels = Some(labels);
         } else {
-            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage + 1, id));
-            let what = format!("activation {label}");
-            self.sends.push(endpoint, &output, to, activation_tag(stage + 1, id), what)?;
+            self.pass_on(&output, Carried::Activation, stage, id, format!("activation {label}"))?;
             if !keep_only_input {
                 slot.output = Some(output);
             }
@@ -118,9 +114,7 @@ impl StageWorker<'_> {
             }
         }
         let gradient = match slot.gradient.take() {
-            Some(pending) => {
-                Some(self.endpoint().complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?)
-            }
+            Some(incoming) => Some(self.take_incoming(incoming, &format!("gradient {label}"), timeline, traffic)?),
             None => None,
         };
         let start = timeline.now();
@@ -133,8 +127,7 @@ impl StageWorker<'_> {
         drop(pass);
         timeline.record(EventKind::Backward, stage_name(stage), start, timeline.now(), None);
         if stage > 0 {
-            let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage - 1, id));
-            self.sends.push(endpoint, &input.grad(), to, gradient_tag(stage - 1, id), format!("gradient {label}"))?;
+            self.pass_on(&input.grad(), Carried::Gradient, stage, id, format!("gradient {label}"))?;
         }
         if let Some(latest) = latest {
             swap_weights(&self.params, &latest);

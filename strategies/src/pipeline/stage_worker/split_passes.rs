@@ -7,10 +7,9 @@ use stratlab_strategy_spec::Action;
 use tch::Tensor;
 
 use super::passes::stage_name;
-use super::StageWorker;
+use super::{Carried, StageWorker};
 use crate::autograd::backward_with_grad;
 use crate::loss_scale;
-use crate::pipeline::links::gradient_tag;
 use crate::split_backward::backward_input;
 use crate::timeline::{EventKind, Timeline};
 use crate::traffic::Traffic;
@@ -29,12 +28,13 @@ impl StageWorker<'_> {
         let label = self.pass_label(Action { micro_batch: id % m, ..action });
         let mut slot = self.in_flight.remove(&(stage, id)).expect("a micro-batch's forward runs before its backward");
         let gradient = match slot.gradient.take() {
-            Some(pending) => {
-                Some(self.endpoint().complete_recv(pending, &format!("gradient {label}"), timeline, traffic)?)
-            }
+            Some(incoming) => Some(self.take_incoming(incoming, &format!("gradient {label}"), timeline, traffic)?),
             None => None,
         };
         if stage == 0 {
+            // Recorded as the (empty) pass it is, so the timeline lists every action.
+            let now = timeline.now();
+            timeline.record(EventKind::BackwardInput, stage_name(stage), now, now, None);
             slot.output_gradient = gradient;
             self.in_flight.insert((stage, id), slot);
             return Ok(());
@@ -59,9 +59,8 @@ impl StageWorker<'_> {
         let (input_gradient, weights) = backward_input(&root, &root_gradient, input)?;
         drop(pass);
         timeline.record(EventKind::BackwardInput, stage_name(stage), start, timeline.now(), None);
-        let (endpoint, to) = (self.endpoint(), self.rank_of_stage(stage - 1, id));
-        self.sends.push(endpoint, &input_gradient, to, gradient_tag(stage - 1, id), format!("gradient {label}"))?;
         slot.weights = Some(weights);
+        self.pass_on(&input_gradient, Carried::Gradient, stage, id, format!("gradient {label}"))?;
         self.in_flight.insert((stage, id), slot);
         Ok(())
     }
