@@ -56,7 +56,9 @@ pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use gradient_update::{GradientRecord, GradientUpdateRow};
 pub use outcome::Outcome;
-pub use pipeline_stage::{pipeline_stage_rows, theoretical_bubble, PipelineStageInfo, PipelineStageRow};
+pub use pipeline_stage::{
+    pipeline_stage_rows, theoretical_bubble, zero_bubble_h1_bubble, PipelineStageInfo, PipelineStageRow,
+};
 pub use predicted_pass_row::PredictedPassRow;
 pub use prediction_row::PredictionRow;
 pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};

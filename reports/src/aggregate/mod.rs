@@ -18,6 +18,7 @@ mod labels;
 mod loss;
 mod pipeline;
 mod speedup;
+mod split_backward;
 mod step_breakdown;
 mod throughput;
 mod trial;
@@ -38,6 +39,7 @@ pub use labels::Labels;
 pub use loss::{StepsPerEpoch, TrialLoss, MAX_LOSS_POINTS};
 pub use pipeline::{PipelineStage, PipelineTrial};
 pub use speedup::{Speedup, NO_BASELINE};
+pub use split_backward::{split_backward_stages, SplitBackwardStage};
 pub use step_breakdown::{RankStepBreakdown, StepTimes};
 /// A cell of the matrix: the results crate's key, which every reader of a run groups by.
 pub use stratlab_results::CellKey;

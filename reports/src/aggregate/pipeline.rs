@@ -242,8 +242,11 @@ impl PipelineTrial {
             _ if self.replicas() > 1 => format!("replica {} · stage {}", row.info.replica, row.info.stage),
             Some(worker) => format!("stage {} · worker {worker}", row.info.stage),
             _ if per_worker > 1 => {
-                let held: Vec<String> =
-                    (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect();
+                let (rank, ranks) = (row.info.stage as usize, row.info.stages as usize);
+                let held: Vec<String> = match self.trial.key.strategy.schedule() {
+                    Some(schedule) => schedule.stages_of_rank(rank, ranks).iter().map(ToString::to_string).collect(),
+                    None => (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect(),
+                };
                 format!("worker {} · stages {}", row.info.stage, held.join(", "))
             }
             _ => format!("stage {}", row.info.stage),

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use stratlab_results::{EventRow, RunStore, Table};
 
-use crate::aggregate::RunAggregates;
+use crate::aggregate::{split_backward_stages, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;
 use crate::tables::{
-    device_usage_table, loss_table, pipeline_stages_table, speedup_table, step_breakdown_table, throughput_table,
+    device_usage_table, loss_table, pipeline_stages_table, speedup_table, split_backward_table, step_breakdown_table,
+    throughput_table,
     time_to_accuracy_table, SummaryTable,
 };
 use crate::{
@@ -190,10 +191,12 @@ pub(super) fn pipeline_section(
         );
         figures.extend(embed(pipeline_bubble(&chart, &figure(&stem))?, alt));
     }
+    let mut events_of = std::collections::BTreeMap::new();
     for pipeline in &aggregates.pipelines {
         let trial_id = &pipeline.trial.trial_id;
         let events: Vec<EventRow> =
             store.load_trial_rows(trial_id).map_err(|source| ReportError::Load { table: EventRow::NAME, source })?;
+        let events = &*events_of.entry(trial_id.clone()).or_insert(events);
         let strategy = aggregates.labels.strategy(&pipeline.trial.key);
         let Some(mut measured) = pipeline.timeline(&events, &strategy) else { continue };
         let target = figure(&format!("pipeline_timeline_{}", file_part(trial_id)));
@@ -217,7 +220,7 @@ pub(super) fn pipeline_section(
         let target = target.with_size(width_px, height_px + height_px / 2);
         figures.extend(embed(pipeline_timelines(&title, &[&predicted, &measured], &target)?, alt));
     }
-    Ok(section(
+    let mut section = section(
         "pipelines",
         "Pipelines",
         "Per pipeline trial and stage, over the steps after warm-up: the layers the partitioner \
@@ -227,12 +230,22 @@ pub(super) fn pipeline_section(
          its last, in which the stage computed nothing, as measured, as the model predicted it \
          before training (the same rule on its simulated step) and as (p − 1)/(v·m + p − 1). \
          Timelines show the first step after warm-up, a row per rank: F forward, R recompute \
-         (cross-hatched), B backward, numbered by micro-batch; above it, where the run \
-         predicted the cell, the model's simulated step on the same time scale.",
+         (cross-hatched), B backward, and zero-bubble's split backward as I (the input's \
+         gradient) and W (the weights'), numbered by micro-batch; above it, where the run \
+         predicted the cell, the model's simulated step on the same time scale. Zero-bubble's \
+         theoretical bubble is ZB-H1's at equal pass times, (p − 1)/(3m + p − 1); its second \
+         table sets each stage's I and W beside the whole backward of the same layers.",
         figures,
         pipeline_stages_table(aggregates)?,
         tables,
-    ))
+    );
+    let split = split_backward_stages(&aggregates.pipelines, &events_of);
+    if !split.is_empty() {
+        let table = split_backward_table(&aggregates.labels, &split)?;
+        section.tables.push(html_table(&table));
+        tables.push(table);
+    }
+    Ok(section)
 }
 
 /// Slow workers: each straggler cell's step against the same cell without (a table; the

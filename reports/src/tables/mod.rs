@@ -18,8 +18,8 @@ pub use format::{outcome_label, three_significant, MISSING};
 pub use matrix::{matrix_for_terminal, results_matrix};
 pub(crate) use summaries::Columns;
 pub use summaries::{
-    bubble_table, device_usage_table, loss_table, pipeline_stages_table, speedup_table, step_breakdown_table,
-    straggler_table, throughput_table, time_to_accuracy_table,
+    bubble_table, device_usage_table, loss_table, pipeline_stages_table, speedup_table, split_backward_table,
+    step_breakdown_table, straggler_table, throughput_table, time_to_accuracy_table,
 };
 pub use summary_table::{SummaryTable, OUTCOME_COLUMN};
 

@@ -5,7 +5,8 @@ use polars::prelude::Column;
 
 use super::summary_table::{SummaryTable, OUTCOME_COLUMN};
 use crate::aggregate::{
-    bubble_share, CellKey, Labels, PipelineStage, Repeats, RunAggregates, StepTimes, StepsPerEpoch, TrialInfo,
+    bubble_share, CellKey, Labels, PipelineStage, Repeats, RunAggregates, SplitBackwardStage, StepTimes, StepsPerEpoch,
+    TrialInfo,
 };
 use crate::{PipelineTimeline, Plotted, ReportError, Stat};
 use stratlab_results::{EventKind, Outcome};
@@ -275,6 +276,37 @@ pub fn pipeline_stages_table(aggregates: &RunAggregates) -> Result<SummaryTable,
     columns.finish(
         "pipeline_stages",
         "Pipeline stages: imbalance predicted by the partitioner and measured, bubble measured, predicted by the model and (p − 1)/(v·m + p − 1)",
+    )
+}
+
+/// Zero-bubble's split backward per stage against the same layers' whole backward in a
+/// trial that did not split it, measured and as the model predicted before training.
+pub fn split_backward_table(labels: &Labels, stages: &[SplitBackwardStage]) -> Result<SummaryTable, ReportError> {
+    let (head, tail) = trial_columns(labels, stages.iter().map(|s| &s.trial));
+    let ms = |f: fn(&SplitBackwardStage) -> Option<f64>| -> Vec<Option<f64>> {
+        stages.iter().map(|s| f(s).map(|seconds| seconds * 1e3)).collect()
+    };
+    let ratio = |split: Option<f64>, whole: Option<f64>| Some(split? / whole.filter(|&w| w > 0.0)?);
+    let mut columns = head
+        .int("stage", stages.iter().map(|s| Some(i64::from(s.stage))).collect())
+        .text("layers", stages.iter().map(|s| s.layers.clone()).collect())
+        .float("I (ms)", ms(|s| s.input_s))
+        .float("W (ms)", ms(|s| s.weight_s))
+        .float("B of the same layers (ms)", ms(|s| s.whole_s))
+        .float("I + W − B (ms)", ms(SplitBackwardStage::penalty_s))
+        .float(
+            "(I + W) ÷ B",
+            stages.iter().map(|s| ratio(Some(s.input_s.unwrap_or(0.0) + s.weight_s?), s.whole_s)).collect(),
+        )
+        .float("I predicted (ms)", ms(|s| s.predicted[0]))
+        .float("W predicted (ms)", ms(|s| s.predicted[1]))
+        .float("B predicted (ms)", ms(|s| s.predicted[2]))
+        .maybe_text("B measured in", stages.iter().map(|s| s.twin.clone()).collect());
+    columns.0.extend(tail.0);
+    columns.1 = tail.1;
+    columns.finish(
+        "split_backward",
+        "Zero-bubble's split backward: median I and W per micro-batch and stage against the median whole backward B of the same layers in a trial of the run that did not split it; the first stage's W is its whole backward",
     )
 }
 
