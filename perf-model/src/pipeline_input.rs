@@ -44,10 +44,9 @@ impl StageCost {
             forward_s: self.forward_s * slowdown,
             backward_s: self.backward_s * slowdown,
             optimizer_s: self.optimizer_s * slowdown,
-            split_backward: self.split_backward.map(|split| SplitBackward {
-                input_s: split.input_s * slowdown,
-                weight_s: split.weight_s * slowdown,
-            }),
+            split_backward: self
+                .split_backward
+                .map(|split| SplitBackward { input_s: split.input_s * slowdown, weight_s: split.weight_s * slowdown }),
             ..self.clone()
         }
     }

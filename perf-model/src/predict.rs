@@ -461,7 +461,9 @@ impl<'a> StepQuestion<'a> {
                 let halves = |stage: usize| {
                     let stage = &self.profile.stages[stage];
                     let measured = !stage.input_backward_s.is_empty() && !stage.weight_backward_s.is_empty();
-                    measured.then(|| (curve(&stage.input_backward_s).at(samples), curve(&stage.weight_backward_s).at(samples)))
+                    measured.then(|| {
+                        (curve(&stage.input_backward_s).at(samples), curve(&stage.weight_backward_s).at(samples))
+                    })
                 };
                 let split_backward = range
                     .clone()

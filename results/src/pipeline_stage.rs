@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use stratlab_strategy_spec::StrategyKind;
 use stratlab_columns::Columns;
+use stratlab_strategy_spec::StrategyKind;
 
 use crate::intervals::{merge, total_length, Interval};
 use crate::{EventRow, Table};

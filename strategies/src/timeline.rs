@@ -127,9 +127,7 @@ impl Timeline {
             return;
         }
         let wait_ns = match (&self.pace, kind) {
-            (Some(pace), kind) if kind.is_pass() => {
-                ((pace.factor - 1.0) * (end_ns - start_ns).max(0) as f64) as i64
-            }
+            (Some(pace), kind) if kind.is_pass() => ((pace.factor - 1.0) * (end_ns - start_ns).max(0) as f64) as i64,
             _ => 0,
         };
         let (step, micro_batch, pipeline_stage) = (self.step, self.micro_batch, self.pipeline_stage);

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 
 use crate::{
-    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, Placement, ServerMode, ServerPlacement, ShardUnit, StageReplicas,
-    Strategy, StrategyKind, ZeroStage,
+    Balance, Checkpoint, ColumnsError, LearningRate, Parameters, Placement, ServerMode, ServerPlacement, ShardUnit,
+    StageReplicas, Strategy, StrategyKind, ZeroStage,
 };
 
 /// The parameter columns of a trial row, flattened into it. A parameter not given is null.

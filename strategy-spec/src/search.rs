@@ -9,7 +9,8 @@
 //! and every ZeRO stage (stage 3 with either gathering unit).
 
 use crate::{
-    Balance, Checkpoint, Parameters, Placement, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, ZeroStage,
+    Balance, Checkpoint, Parameters, Placement, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind,
+    ZeroStage,
 };
 
 /// Fusion thresholds tried for data parallelism, MiB.

@@ -11,8 +11,8 @@ pub use declared::Parameters;
 pub(crate) use declared::PARAMETERS;
 
 use crate::{
-    Balance, Checkpoint, LearningRate, Placement, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit, StageReplicas,
-    StrategyKind, SweepError, ZeroStage,
+    Balance, Checkpoint, LearningRate, Placement, Schedule, ServerMode, ServerPlacement, ServerSettings, ShardUnit,
+    StageReplicas, StrategyKind, SweepError, ZeroStage,
 };
 
 /// Horovod's default fusion threshold: gradients are all-reduced in buckets of up to 64 MiB.

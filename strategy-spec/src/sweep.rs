@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::parameters::MICRO_BATCHES_AT_LEAST_ONE;
 use crate::{
     check_backup_workers, micro_batches_fit, AutoOr, Balance, Checkpoint, LearningRate, MemoryFormat, Parameters,
-    Placement, Precision, ServerMode, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, SweepError, ZeroStage,
+    Placement, Precision, ServerMode, ServerPlacement, ShardUnit, StageReplicas, Strategy, StrategyKind, SweepError,
+    ZeroStage,
 };
 
 /// One entry of a suite's `strategies` axis.

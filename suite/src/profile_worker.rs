@@ -250,7 +250,7 @@ fn measure(
         profile_network(spec, Device::Cpu, &sizes, update, trial.train.compute(), &samples.first(largest)?)?;
     if needs.split_backward {
         let began = Instant::now();
-        time_split_backward(&mut profile, spec, Device::Cpu, &needs.sizes, trial.train.compute(), &samples.first(largest)?)?;
+        time_split_backward(&mut profile, spec, Device::Cpu, &sizes, trial.train.compute(), &samples.first(largest)?)?;
         report(&format!("split backwards timed for zero-bubble in {:.1} s", began.elapsed().as_secs_f64()));
     }
     let stages_s = started.elapsed().as_secs_f64();

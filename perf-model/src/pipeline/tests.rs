@@ -11,7 +11,14 @@ fn free_link() -> Link {
 
 fn equal_stages(p: usize, forward_s: f64, backward_s: f64) -> Vec<StageCost> {
     (0..p)
-        .map(|_| StageCost { forward_s, backward_s, output_bytes: 1e6, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None })
+        .map(|_| StageCost {
+            forward_s,
+            backward_s,
+            output_bytes: 1e6,
+            gradient_bytes: 1e6,
+            optimizer_s: 0.0,
+            split_backward: None,
+        })
         .collect()
 }
 
@@ -274,8 +281,22 @@ fn layout(counts: &[usize]) -> StageReplicas {
 #[test]
 fn replicating_the_slow_stage_shares_its_micro_batches_round_robin() {
     let stages = [
-        StageCost { forward_s: 2.0, backward_s: 4.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None },
-        StageCost { forward_s: 1.0, backward_s: 2.0, output_bytes: 0.0, gradient_bytes: 1e6, optimizer_s: 0.0, split_backward: None },
+        StageCost {
+            forward_s: 2.0,
+            backward_s: 4.0,
+            output_bytes: 0.0,
+            gradient_bytes: 1e6,
+            optimizer_s: 0.0,
+            split_backward: None,
+        },
+        StageCost {
+            forward_s: 1.0,
+            backward_s: 2.0,
+            output_bytes: 0.0,
+            gradient_bytes: 1e6,
+            optimizer_s: 0.0,
+            split_backward: None,
+        },
     ];
     let plain = simulate(&pipeline(Schedule::OneFOneB, &stages, 4, free_link())).unwrap();
     assert!(close(plain.step_s, 25.0), "{}", plain.step_s);

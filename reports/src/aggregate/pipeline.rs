@@ -245,7 +245,9 @@ impl PipelineTrial {
                 let (rank, ranks) = (row.info.stage as usize, row.info.stages as usize);
                 let held: Vec<String> = match self.trial.key.strategy.schedule() {
                     Some(schedule) => schedule.stages_of_rank(rank, ranks).iter().map(ToString::to_string).collect(),
-                    None => (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect(),
+                    None => {
+                        (0..per_worker).map(|chunk| (chunk * row.info.stages + row.info.stage).to_string()).collect()
+                    }
                 };
                 format!("worker {} · stages {}", row.info.stage, held.join(", "))
             }

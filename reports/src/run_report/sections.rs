@@ -9,8 +9,7 @@ use crate::aggregate::{split_backward_stages, RunAggregates};
 use crate::figures::step_breakdown::fitting_height_px;
 use crate::tables::{
     device_usage_table, loss_table, pipeline_stages_table, speedup_table, split_backward_table, step_breakdown_table,
-    throughput_table,
-    time_to_accuracy_table, SummaryTable,
+    throughput_table, time_to_accuracy_table, SummaryTable,
 };
 use crate::{
     device_usage, loss_curves, pipeline_bubble, pipeline_timeline, pipeline_timelines, speedup_bars, speedup_scaling,
@@ -198,7 +197,7 @@ pub(super) fn pipeline_section(
             store.load_trial_rows(trial_id).map_err(|source| ReportError::Load { table: EventRow::NAME, source })?;
         let events = &*events_of.entry(trial_id.clone()).or_insert(events);
         let strategy = aggregates.labels.strategy(&pipeline.trial.key);
-        let Some(mut measured) = pipeline.timeline(&events, &strategy) else { continue };
+        let Some(mut measured) = pipeline.timeline(events, &strategy) else { continue };
         let target = figure(&format!("pipeline_timeline_{}", file_part(trial_id)));
         let Some(mut predicted) = pipeline.predicted_timeline(&strategy) else {
             let alt = format!("Pipeline timeline, ranks against time: {}", measured.title);

@@ -10,8 +10,8 @@ use crate::store_fixtures;
 
 use std::path::Path;
 
-use stratlab_reports::aggregate::PipelineTrial;
-use stratlab_reports::tables::pipeline_stages_table;
+use stratlab_reports::aggregate::{split_backward_stages, PipelineTrial};
+use stratlab_reports::tables::{pipeline_stages_table, split_backward_table};
 use stratlab_reports::{aggregate_run, summary_tables, write_run_report, Format};
 use stratlab_results::DataSource;
 use stratlab_results::{
@@ -392,4 +392,61 @@ fn a_predicted_cell_gets_its_bubble_and_its_timeline_above_the_measured_one() {
     }
     let alone = svg(&trials[2]);
     assert!(!alone.contains("predicted before training"), "an unpredicted cell draws the measured step alone");
+}
+
+/// ZB-H1 on the same 2-stage cut as the run's gpipe at m = 2: stage 1's `I` and `W` take
+/// 0.3 s each against gpipe's 0.5 s backward of the same layers (a 0.1 s penalty, I + W
+/// = 1.2 B); stage 0's `I` is empty and its `W` is the whole backward.
+#[test]
+fn zero_bubble_s_halves_are_set_beside_the_same_layers_whole_backward() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, _) = pipeline_run(dir.path());
+    let row = trial(&store, 6, "zero-bubble", 2, Some(2));
+    let (input_s, weight_s) = (0.3, 0.3);
+    let mut events = Vec::new();
+    for step in 0..STEPS {
+        let t0 = 10.0 * step as f64;
+        let event = |stage: u32, kind: EventKind, mb: u32, start_s: f64, seconds: f64| EventRow {
+            run_id: row.run_id.clone(),
+            trial_id: row.trial_id.clone(),
+            micro_batch: Some(mb),
+            pipeline_stage: Some(stage),
+            name: format!("stage {stage}"),
+            ..store_fixtures::event(stage, step, kind, t0 + start_s, t0 + start_s + seconds)
+        };
+        for mb in 0..2 {
+            let at = 3.0 * f64::from(mb);
+            events.push(event(0, EventKind::Forward, mb, at, FORWARD_S));
+            events.push(event(1, EventKind::Forward, mb, at + 0.25, FORWARD_S));
+            events.push(event(1, EventKind::BackwardInput, mb, at + 0.5, input_s));
+            events.push(event(1, EventKind::BackwardWeight, mb, at + 0.8, weight_s));
+            events.push(event(0, EventKind::BackwardInput, mb, at + 0.8, 0.0));
+            events.push(event(0, EventKind::BackwardWeight, mb, at + 0.8, BACKWARD_S));
+        }
+    }
+    let infos: Vec<PipelineStageInfo> = (0..2).map(|stage| info("zero-bubble", 0, stage, 2)).collect();
+    let stages = pipeline_stage_rows(&row.run_id, &row.trial_id, &infos, &events, 1);
+    store
+        .write_trial(TrialTables { events: &events, pipeline_stages: &stages, ..TrialTables::new(&row) })
+        .expect("write zero-bubble trial");
+
+    let aggregates = aggregate_run(&store).expect("aggregate");
+    let events_of = aggregates
+        .pipelines
+        .iter()
+        .map(|p| (p.trial.trial_id.clone(), store.load_trial_rows::<EventRow>(&p.trial.trial_id).unwrap()))
+        .collect();
+    let split = split_backward_stages(&aggregates.pipelines, &events_of);
+    assert_eq!(split.len(), 2, "one row per stage of the one zero-bubble trial");
+    let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+    let (first, second) = (&split[0], &split[1]);
+    assert_eq!((first.stage, first.input_s), (0, None), "the first stage's I is nothing");
+    assert!(close(first.weight_s, BACKWARD_S) && close(first.penalty_s(), 0.0), "{first:?}");
+    assert!(close(second.input_s, input_s) && close(second.weight_s, weight_s), "{second:?}");
+    assert!(close(second.whole_s, BACKWARD_S) && close(second.penalty_s(), 0.1), "{second:?}");
+    assert_eq!(second.twin.as_deref(), Some("resnet18__cifar10__gpipe__w2__m2__r0"), "same m, same layers");
+    let table = split_backward_table(&aggregates.labels, &split).expect("table");
+    let (header, rows, _) = table.cells();
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    assert_eq!(rows[1][column("(I + W) ÷ B")], "1.20");
 }

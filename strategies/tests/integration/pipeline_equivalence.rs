@@ -18,8 +18,7 @@ use stratlab_perf_model::pipeline as pipeline_model;
 use stratlab_strategies::pipeline;
 use stratlab_strategies::{EventKind, MemoryFormat, Precision, TimelineEvent, TrainConfig, TrainContext};
 use stratlab_strategy_spec::{
-    pipedream_actions, Action, Checkpoint, Parameters, Pass, Placement, Schedule, StageReplicas, Strategy,
-    StrategyKind,
+    pipedream_actions, Action, Checkpoint, Parameters, Pass, Placement, Schedule, StageReplicas, Strategy, StrategyKind,
 };
 
 /// A pipeline run: `kind`, micro-batches, checkpoint, pp for hybrid and the precision;
@@ -218,12 +217,10 @@ fn interleaved_1f1b_on_two_ranks_of_two_stages_matches_single_and_runs_its_list(
 fn zero_bubble_loop_and_v_match_single_and_run_their_lists_of_split_backwards() {
     let expected = single_weights(BATCH);
     let ranks = 2;
-    for (placement, v, m) in [(Placement::Loop, 1, 4), (Placement::Loop, 2, 4), (Placement::V, 2, 4), (Placement::V, 2, 2)] {
-        let run = Run {
-            virtual_stages: Some(v),
-            placement: Some(placement),
-            ..Run::new(StrategyKind::ZeroBubble, m)
-        };
+    for (placement, v, m) in
+        [(Placement::Loop, 1, 4), (Placement::Loop, 2, 4), (Placement::V, 2, 4), (Placement::V, 2, 2)]
+    {
+        let run = Run { virtual_stages: Some(v), placement: Some(placement), ..Run::new(StrategyKind::ZeroBubble, m) };
         let dir = tempfile::tempdir().unwrap();
         let got = pipeline_weights(run, ranks, dir.path());
         assert_same_weights(&run.role(), &got, &expected);

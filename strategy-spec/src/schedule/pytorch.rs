@@ -8,9 +8,7 @@ use super::action::{Action, Pass};
 pub fn pytorch_order(actions: &[Action]) -> String {
     let items: Vec<String> = actions
         .iter()
-        .map(|action| {
-            format!("{}{}{}", action.stage, action.pass.letter(), action.micro_batch)
-        })
+        .map(|action| format!("{}{}{}", action.stage, action.pass.letter(), action.micro_batch))
         .collect();
     items.join(",")
 }

@@ -31,7 +31,10 @@ fn a_parameter_of_another_strategy_is_refused_naming_where_it_applies() {
     // Zero-bubble's V holds exactly two stages per worker and takes no checkpoint mode.
     let three = Parameters { placement: Some(Placement::V), virtual_stages: Some(3), ..Default::default() };
     let error = Strategy::new(StrategyKind::ZeroBubble, three).unwrap_err();
-    assert_eq!((error.field, error.message.as_str()), ("virtual_stages", "the v placement holds exactly 2 stages per worker (ZB-V)"));
+    assert_eq!(
+        (error.field, error.message.as_str()),
+        ("virtual_stages", "the v placement holds exactly 2 stages per worker (ZB-V)")
+    );
     let checkpointed = Parameters { checkpoint: Some(Checkpoint::Always), ..Default::default() };
     assert_eq!(Strategy::new(StrategyKind::ZeroBubble, checkpointed).unwrap_err().field, "checkpoint");
     let v = Strategy::new(StrategyKind::ZeroBubble, Parameters { placement: Some(Placement::V), ..Default::default() });
@@ -115,6 +118,20 @@ fn infeasible_cells_say_why() {
     assert!(reason.starts_with("small-cnn: 6 pipeline stages requested"), "{reason}");
     let reason = interleaved(2, 9).check(4, 36, "vgg-19", 24).unwrap_err().0;
     assert!(reason.contains("9 is not a multiple of 2"), "{reason}");
+    // Zero-bubble's loop placement runs whole rounds too; its V cuts two stages per worker.
+    let zero_bubble = |placement, m: usize| {
+        let parameters = Parameters { placement: Some(placement), micro_batches: Some(m), ..Parameters::default() };
+        Strategy::new(StrategyKind::ZeroBubble, parameters).unwrap()
+    };
+    let reason = zero_bubble(Placement::Loop, 5).check(2, 40, "vgg11", 14).unwrap_err().0;
+    assert!(
+        reason.starts_with("zero-bubble (loop) runs micro-batches in rounds") && reason.contains("5 is not"),
+        "{reason}"
+    );
+    assert_eq!(zero_bubble(Placement::V, 5).check(2, 40, "vgg11", 14), Ok(()));
+    assert_eq!(zero_bubble(Placement::V, 4).pipeline_stage_count(3), Ok(6));
+    let reason = zero_bubble(Placement::V, 4).check(4, 32, "small-cnn", 5).unwrap_err().0;
+    assert!(reason.starts_with("small-cnn: 8 pipeline stages requested"), "{reason}");
 }
 
 #[test]
