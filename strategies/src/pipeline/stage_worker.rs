@@ -290,6 +290,19 @@ impl<'a> StageWorker<'a> {
         }
     }
 
+    /// The gradient of `slot`'s output, sent or handed over by the stage after, once it is
+    /// here (`label` names the pass waiting for it); `None` on the last stage.
+    pub(super) fn take_gradient(
+        &self,
+        slot: &mut MicroBatch,
+        label: &str,
+        timeline: &mut Timeline,
+        traffic: &mut Traffic,
+    ) -> Result<Option<Tensor>, TrainError> {
+        let what = format!("gradient {label}");
+        slot.gradient.take().map(|incoming| self.take_incoming(incoming, &what, timeline, traffic)).transpose()
+    }
+
     /// Pipeline stage `stage`'s forward in the trial's precision; what it sends on, in the
     /// messages' type.
     pub(super) fn forward_local(&self, stage: usize, input: &Tensor, train: bool) -> Result<Tensor, TrainError> {

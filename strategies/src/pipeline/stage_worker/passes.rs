@@ -113,10 +113,7 @@ impl StageWorker<'_> {
                 output = Some(recomputed);
             }
         }
-        let gradient = match slot.gradient.take() {
-            Some(incoming) => Some(self.take_incoming(incoming, &format!("gradient {label}"), timeline, traffic)?),
-            None => None,
-        };
+        let gradient = self.take_gradient(&mut slot, &label, timeline, traffic)?;
         let start = timeline.now();
         let pass = crate::memory::in_pass(EventKind::Backward, Some(stage));
         match (loss, output, gradient) {

@@ -27,10 +27,7 @@ impl StageWorker<'_> {
         let (stage, id) = (action.stage, action.micro_batch);
         let label = self.pass_label(Action { micro_batch: id % m, ..action });
         let mut slot = self.in_flight.remove(&(stage, id)).expect("a micro-batch's forward runs before its backward");
-        let gradient = match slot.gradient.take() {
-            Some(incoming) => Some(self.take_incoming(incoming, &format!("gradient {label}"), timeline, traffic)?),
-            None => None,
-        };
+        let gradient = self.take_gradient(&mut slot, &label, timeline, traffic)?;
         if stage == 0 {
             // Recorded as the (empty) pass it is, so the timeline lists every action.
             let now = timeline.now();
