@@ -35,7 +35,7 @@ use plan::{check_world_size, ProbePlan, BACKEND};
 /// launcher of `--workers` local ranks.
 pub fn probe(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let plan = ProbePlan::from_args(args)?;
-    if std::env::var_os("RANK").is_some() || std::env::var_os("WORLD_SIZE").is_some() {
+    if Launch::is_launched(|name| std::env::var(name).ok()) {
         let launch = Launch::from_env().context("reading the launch variables (RANK, WORLD_SIZE, …)")?;
         check_world_size(launch.world_size, "WORLD_SIZE")?;
         if let Some(workers) = args.workers.filter(|&workers| workers != launch.world_size) {
