@@ -352,9 +352,11 @@ fn in_bfloat16_and_float16_gpipe_and_1f1b_land_as_near_single_as_it_lands_from_e
     // land about 1.0 of it (the exact weights are where float64 pipelines land), and a
     // micro-batch's loss scaled or unscaled wrongly farther. float16 runs one schedule: its
     // loss scale is the same code after either, and each float16 run costs seconds here.
+    // Zero-bubble's split backward starts from the (scaled) loss itself: float16 checks its
+    // scaling, bfloat16 that autocast's cast weights land in their W.
     for (precision, kinds) in [
-        (Precision::Bfloat16, &[StrategyKind::Gpipe, StrategyKind::OneFOneB][..]),
-        (Precision::Float16, &[StrategyKind::OneFOneB][..]),
+        (Precision::Bfloat16, &[StrategyKind::Gpipe, StrategyKind::OneFOneB, StrategyKind::ZeroBubble][..]),
+        (Precision::Float16, &[StrategyKind::OneFOneB, StrategyKind::ZeroBubble][..]),
     ] {
         let single = single_weights_with(config_in(precision, BATCH));
         let exact = single_weights_with(TrainConfig { precision: Precision::Float64, ..config_in(precision, BATCH) });
