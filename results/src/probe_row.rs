@@ -147,6 +147,17 @@ pub struct ProbeRow {
     pub src: Option<u32>,
     /// Receiving rank of a p2p pair.
     pub dst: Option<u32>,
+    /// The sending rank's host (a p2p pair across nodes names two); `None` for collectives
+    /// and in runs made before it was stored.
+    #[serde(default)]
+    pub src_host: Option<String>,
+    /// The receiving rank's host.
+    #[serde(default)]
+    pub dst_host: Option<String>,
+    /// Distinct hosts the group's ranks ran on (2 for a probe across two nodes); `None` in
+    /// runs made before it was stored.
+    #[serde(default)]
+    pub hosts: Option<u32>,
     /// Bytes per transfer.
     pub bytes: u64,
     /// Timed repeats (after any warm-up the prober discarded).
@@ -199,6 +210,9 @@ impl ProbeRow {
             world_size: spec.world_size,
             src: spec.src,
             dst: spec.dst,
+            src_host: None,
+            dst_host: None,
+            hosts: None,
             bytes,
             repeats: u32::try_from(times_s.len()).unwrap_or(u32::MAX),
             median_s,

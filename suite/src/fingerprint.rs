@@ -60,6 +60,11 @@ pub fn collect(suite_path: Option<&Path>) -> Fingerprint {
     }
 }
 
+/// This machine's host name (`uname -n`), where it can be read.
+pub(crate) fn host_name() -> Option<String> {
+    Uname::read().map(|uname| uname.node_name)
+}
+
 /// The two `uname` fields we keep.
 struct Uname {
     node_name: String,

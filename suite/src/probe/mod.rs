@@ -71,6 +71,7 @@ fn run_rank(args: &ProbeArgs, plan: &ProbePlan, launch: &Launch) -> anyhow::Resu
         let via = options.interface.as_deref().map(|name| format!(" via {name}")).unwrap_or_default();
         format!("joining the group at {}:{}{via}", launch.master_addr, launch.master_port)
     })?;
+    let hosts = rank_hosts(&group).context("gathering every rank's host name")?;
     let measurements = measure(&group, plan, is_reporter)?;
     if !is_reporter {
         return Ok(ExitCode::SUCCESS);
@@ -78,11 +79,32 @@ fn run_rank(args: &ProbeArgs, plan: &ProbePlan, launch: &Launch) -> anyhow::Resu
     let fingerprint = crate::fingerprint::collect(None);
     let store = RunStore::create_probe(&args.store, &fingerprint)?;
     let link = args.link.and_then(|link| link.emulated().copied());
-    let rows = probe_rows(store.run_id(), launch.world_size, &measurements, link)?;
+    let rows = probe_rows(store.run_id(), &hosts, &measurements, link)?;
     store.write_probes(&rows)?;
     print_tables(&rows, launch.world_size, plan);
     println!("probe run: {}", store.run_dir().display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes a host name takes in the gather (longer names are cut; DNS allows 253).
+const HOST_NAME_BYTES: usize = 256;
+
+/// Every rank's host name, by rank: which pairs cross between nodes.
+fn rank_hosts(group: &ProcessGroup) -> anyhow::Result<Vec<String>> {
+    let name = crate::fingerprint::host_name().unwrap_or_else(|| "unknown".to_owned());
+    let mut bytes = [0u8; HOST_NAME_BYTES];
+    let cut = name.len().min(HOST_NAME_BYTES);
+    bytes[..cut].copy_from_slice(&name.as_bytes()[..cut]);
+    let mine = tch::Tensor::from_slice(&bytes);
+    let mut all: Vec<tch::Tensor> = (0..group.world_size()).map(|_| mine.zeros_like()).collect();
+    group.all_gather(&mut all, &mine)?;
+    all.iter().map(|gathered| Ok(host_of(&Vec::<u8>::try_from(gathered)?))).collect()
+}
+
+/// A gathered host name: its bytes up to the first NUL.
+fn host_of(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&byte| byte == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
 #[cfg(test)]
@@ -166,6 +188,12 @@ mod tests {
     }
 
     #[test]
+    fn gathered_host_names_end_at_their_first_nul() {
+        assert_eq!(host_of(b"node1\0\0\0"), "node1");
+        assert_eq!(host_of(b"full"), "full");
+    }
+
+    #[test]
     fn rows_carry_pairs_and_bus_bandwidth() {
         let measurements = vec![
             Measurement {
@@ -177,8 +205,20 @@ mod tests {
             },
             Measurement { kind: ProbeKind::AllReduce, src: None, dst: None, bytes: 1_000_000, times_s: vec![1e-3] },
         ];
-        let rows = probe_rows("r", 4, &measurements, None).unwrap();
+        // Ranks 0 and 1 on node1, 2 and 3 on node2.
+        let hosts: Vec<String> = ["node1", "node1", "node2", "node2"].map(String::from).to_vec();
+        let rows = probe_rows("r", &hosts, &measurements, None).unwrap();
         assert_eq!((rows[0].src, rows[0].dst, rows[0].kind.name()), (Some(1), Some(0), "p2p"));
+        assert_eq!(
+            (rows[0].src_host.as_deref(), rows[0].dst_host.as_deref(), rows[0].hosts),
+            (Some("node1"), Some("node1"), Some(2))
+        );
+        assert_eq!((rows[1].src_host.as_deref(), rows[1].hosts), (None, Some(2)), "a collective spans every host");
+        let across = Measurement { src: Some(1), dst: Some(2), ..measurements[0].clone() };
+        let table = output::kind_table(&probe_rows("r", &hosts, &[across], None).unwrap(), ProbeKind::P2p).to_string();
+        assert!(table.contains("1→2 (node1→node2)"), "{table}");
+        let within = output::kind_table(&rows, ProbeKind::P2p).to_string();
+        assert!(within.contains("1→0 (within node1)"), "{within}");
         // 1e6 bytes in a 2 ms median: 0.5 GB/s, the same on the bus for p2p.
         assert!((rows[0].algorithm_gbps - 0.5).abs() < 1e-12 && rows[0].bus_gbps == rows[0].algorithm_gbps);
         // All-reduce over 4 ranks: 1 GB/s × 2·3/4.

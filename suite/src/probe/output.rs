@@ -8,14 +8,17 @@ use super::plan::{Collective, Measurement, ProbePlan, BACKEND};
 use crate::cli::AllReduceLoad;
 use stratlab_units::ByteSize;
 
-/// The stored rows of `measurements`.
+/// The stored rows of `measurements`, each p2p pair naming its ranks' hosts (`hosts`, by
+/// rank).
 pub(super) fn probe_rows(
     run_id: &str,
-    world_size: usize,
+    hosts: &[String],
     measurements: &[Measurement],
     link: Option<stratlab_perf_model::Link>,
 ) -> anyhow::Result<Vec<ProbeRow>> {
-    let world_size = u32::try_from(world_size).context("world size")?;
+    let world_size = u32::try_from(hosts.len()).context("world size")?;
+    let distinct = hosts.iter().collect::<std::collections::BTreeSet<_>>().len() as u32;
+    let host = |rank: Option<usize>| rank.and_then(|rank| hosts.get(rank).cloned());
     measurements
         .iter()
         .map(|m| {
@@ -29,7 +32,7 @@ pub(super) fn probe_rows(
                 bytes: m.bytes,
             };
             let row = ProbeRow::from_times(spec, &m.times_s)?;
-            Ok(ProbeRow { link, ..row })
+            Ok(ProbeRow { link, src_host: host(m.src), dst_host: host(m.dst), hosts: Some(distinct), ..row })
         })
         .collect()
 }
@@ -37,8 +40,10 @@ pub(super) fn probe_rows(
 /// Prints one table per kind: size, median/min/max time, algorithm and bus bandwidth.
 pub(super) fn print_tables(rows: &[ProbeRow], world_size: usize, plan: &ProbePlan) {
     let repeats = format!("{} repeats after {} warm-up", plan.repeats, plan.warmup);
+    let hosts = rows.first().and_then(|row| row.hosts).filter(|&hosts| hosts > 1);
+    let across = hosts.map(|hosts| format!(" on {hosts} hosts (pairs name theirs)")).unwrap_or_default();
     println!(
-        "point-to-point, {} over {world_size} ranks: ping-pong, one-way time = round trip / 2; {repeats}",
+        "point-to-point, {} over {world_size} ranks{across}: ping-pong, one-way time = round trip / 2; {repeats}",
         BACKEND.name()
     );
     println!("{}", kind_table(rows, ProbeKind::P2p));
@@ -83,7 +88,13 @@ pub(super) fn kind_table(rows: &[ProbeRow], kind: ProbeKind) -> Table {
         ];
         if p2p {
             let rank = |rank: Option<u32>| rank.map_or("?".to_owned(), |rank| rank.to_string());
-            cells.insert(0, format!("{}→{}", rank(row.src), rank(row.dst)));
+            // A pair within one host of several says so; a pair across two names both.
+            let place = match (&row.src_host, &row.dst_host, row.hosts) {
+                (Some(src), Some(dst), Some(hosts)) if hosts > 1 && src != dst => format!(" ({src}→{dst})"),
+                (Some(src), Some(_), Some(hosts)) if hosts > 1 => format!(" (within {src})"),
+                _ => String::new(),
+            };
+            cells.insert(0, format!("{}→{}{place}", rank(row.src), rank(row.dst)));
         }
         table.add_row(cells);
     }
