@@ -27,6 +27,11 @@ setup-chromium:
 setup-test-data:
     @tools/setup-debian.sh dataset-fashion-mnist
 
+# Install Debian's Slurm and munge for the two-node testbed the multi-node tests start
+# (tools/slurm-testbed.sh); idempotent.
+setup-slurm:
+    @tools/setup-debian.sh slurmctld slurmd slurm-client munge
+
 # Run every test of the workspace on the CPU. Tests build in release, like the benchmark
 # binary, so `just test` and `just bench-matrix` share one compiled set of dependencies.
 # The release binary (without the test-only fault-injection feature) is built first and kept
@@ -36,7 +41,7 @@ setup-test-data:
 # wrote into a source folder the build script watches (a fresh clone once paid 44 s for a
 # test that made folders in a fixture), and that fails the recipe. The binary put back must
 # be byte-identical to the one kept aside.
-test: setup setup-chromium setup-test-data
+test: setup setup-chromium setup-test-data setup-slurm
     cargo build --release --bin stratlab
     mkdir -p target/release-checks && cp target/release/stratlab target/release-checks/stratlab
     status=0; \

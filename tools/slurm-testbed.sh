@@ -141,6 +141,10 @@ up() {
         log "already up ($STATE)"
         return
     fi
+    # What a run that died half-way left behind goes first.
+    if ip link show "$BRIDGE" > /dev/null 2>&1 || [ -d "$STATE" ]; then
+        down
+    fi
     mkdir -p "$STATE/state" "$STATE/log" "$STATE/spool"
     install_packages
     write_configuration

@@ -1,0 +1,90 @@
+//! `stratlab probe` as a Slurm job step across the two nodes of the one-machine testbed
+//! (`tools/slurm-testbed.sh`: munge, slurmctld and a slurmd per network namespace): srun
+//! starts one rank per node with nothing exported, the ranks form their group from Slurm's
+//! variables on the step's first host, and the stored pairs name both hosts.
+//!
+//! Needs root (namespaces, a bridge, daemons) and Debian's Slurm, which `just test`
+//! installs (`tools/setup-debian.sh slurmctld slurmd slurm-client munge`). The testbed is
+//! brought down however the test ends.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use stratlab_results::{ProbeKind, ProbeRow, RunStore};
+
+fn testbed_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/slurm-testbed.sh")
+}
+
+fn testbed(arguments: &[&str]) -> Output {
+    Command::new(testbed_script()).args(arguments).output().expect("run tools/slurm-testbed.sh")
+}
+
+/// The testbed, up; down on drop, whatever happened.
+struct Testbed;
+
+impl Testbed {
+    fn up() -> Testbed {
+        let output = testbed(&["up"]);
+        let testbed = Testbed;
+        assert!(
+            output.status.success(),
+            "tools/slurm-testbed.sh up failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        testbed
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let output = testbed(&["down"]);
+        if !output.status.success() {
+            eprintln!("tools/slurm-testbed.sh down: {}", String::from_utf8_lossy(&output.stderr));
+        }
+    }
+}
+
+#[test]
+fn a_probe_step_across_the_testbed_s_two_nodes_names_both_hosts() {
+    let _testbed = Testbed::up();
+    let store = tempfile::tempdir().expect("temp dir");
+    let output = testbed(&[
+        "exec",
+        "timeout",
+        "180",
+        "srun",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        env!("CARGO_BIN_EXE_stratlab"),
+        "probe",
+        "--sizes",
+        "4,1048576",
+        "--repeats",
+        "5",
+        "--warmup",
+        "2",
+        "--all-reduce",
+        "idle",
+        "--threads",
+        "1",
+        "--store",
+        store.path().to_str().expect("a UTF-8 temp path"),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the step failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("over 2 ranks on 2 hosts"), "{stdout}");
+    let runs: Vec<PathBuf> =
+        std::fs::read_dir(store.path()).expect("store").map(|entry| entry.unwrap().path()).collect();
+    assert_eq!(runs.len(), 1, "one probe run, stored by rank 0: {runs:?}");
+    let rows: Vec<ProbeRow> = RunStore::open(&runs[0]).expect("the probe run opens").load_rows().expect("probe rows");
+    let pairs: Vec<&ProbeRow> = rows.iter().filter(|row| row.kind == ProbeKind::P2p).collect();
+    assert_eq!(pairs.len(), 2, "one pair at two sizes: {rows:#?}");
+    for row in pairs {
+        assert_eq!((row.src, row.dst, row.world_size, row.hosts), (Some(0), Some(1), 2, Some(2)), "{row:?}");
+        assert_eq!((row.src_host.as_deref(), row.dst_host.as_deref()), (Some("node1"), Some("node2")), "{row:?}");
+        assert!(row.algorithm_gbps > 0.0, "{row:?}");
+    }
+    assert!(rows.iter().any(|row| row.kind == ProbeKind::AllReduce && row.hosts == Some(2)), "{rows:#?}");
+}
