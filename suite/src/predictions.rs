@@ -44,6 +44,17 @@ impl LocalLinks {
     /// name (rows without one are loopback's).
     pub fn from_probe_run(run: &Path) -> anyhow::Result<LocalLinks> {
         let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
+        // A probe across nodes mixes pairs within a node and between nodes: neither is this
+        // machine's link on its own, so it is not taken for one.
+        if let Some(hosts) = rows.iter().filter_map(|row| row.hosts).max().filter(|&hosts| hosts > 1) {
+            let message = format!(
+                "{}: the probe spans {hosts} hosts, so its pairs and collectives are not this machine's links; \
+                 give a probe of this machine alone (`stratlab probe --workers N`) or describe the nodes in a \
+                 cluster file (`--cluster`)",
+                run.display()
+            );
+            return Err(InputError(message).into());
+        }
         let links = LocalLinks::from_probes(&rows, &run.display().to_string());
         if links.by_link.is_empty() {
             let message = format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display());

@@ -87,4 +87,15 @@ fn a_probe_step_across_the_testbed_s_two_nodes_names_both_hosts() {
         assert!(row.algorithm_gbps > 0.0, "{row:?}");
     }
     assert!(rows.iter().any(|row| row.kind == ProbeKind::AllReduce && row.hosts == Some(2)), "{rows:#?}");
+
+    // Its pairs cross nodes: it is refused as this machine's link, with the way out.
+    let refused = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .args(["recommend", "--network", "small-cnn", "--dataset", "mnist:synthetic", "--workers", "2", "--probe"])
+        .arg(&runs[0])
+        .args(["--store", store.path().join("profiles").to_str().unwrap()])
+        .output()
+        .expect("run stratlab recommend");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the probe spans 2 hosts") && stderr.contains("--cluster"), "{stderr}");
 }
