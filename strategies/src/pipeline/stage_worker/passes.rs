@@ -6,7 +6,7 @@ use stratlab_comm::ReduceOp;
 use stratlab_strategy_spec::Action;
 use tch::Tensor;
 
-use super::{Carried, StageWorker, StepBatch, StepSums};
+use super::{Carried, MicroBatch, StageWorker, StepBatch, StepSums};
 use crate::autograd::backward_with_grad;
 use crate::evaluate::correct_on_device;
 use crate::loss_scale;
@@ -28,6 +28,17 @@ impl StageWorker<'_> {
             1 => format!("{pass}{}", action.micro_batch),
             _ => format!("{pass}{} of stage {}", action.micro_batch, action.stage),
         }
+    }
+
+    /// `action`'s micro-batch, taken out of flight for its backward (or its `I`), and the
+    /// pass's label (`m` micro-batches per batch).
+    pub(super) fn slot_for_backward(&mut self, action: Action, m: usize) -> (String, MicroBatch) {
+        let label = self.pass_label(Action { micro_batch: action.micro_batch % m, ..action });
+        let slot = self
+            .in_flight
+            .remove(&(action.stage, action.micro_batch))
+            .expect("a micro-batch's forward runs before its backward");
+        (label, slot)
     }
 
     pub(super) fn forward(
@@ -94,8 +105,7 @@ impl StageWorker<'_> {
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
         let (stage, id) = (action.stage, action.micro_batch);
-        let label = self.pass_label(Action { micro_batch: id % m, ..action });
-        let mut slot = self.in_flight.remove(&(stage, id)).expect("a micro-batch's forward runs before its backward");
+        let (label, mut slot) = self.slot_for_backward(action, m);
         let input = slot.input.take().expect("a micro-batch's forward runs before its backward");
         let latest = slot.stash.take().map(|stashed| swap_weights(&self.params, &stashed));
         let (mut output, mut loss) = (slot.output.take(), slot.loss.take());

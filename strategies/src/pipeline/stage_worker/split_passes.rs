@@ -25,8 +25,7 @@ impl StageWorker<'_> {
         traffic: &mut Traffic,
     ) -> Result<(), TrainError> {
         let (stage, id) = (action.stage, action.micro_batch);
-        let label = self.pass_label(Action { micro_batch: id % m, ..action });
-        let mut slot = self.in_flight.remove(&(stage, id)).expect("a micro-batch's forward runs before its backward");
+        let (label, mut slot) = self.slot_for_backward(action, m);
         let gradient = self.take_gradient(&mut slot, &label, timeline, traffic)?;
         if stage == 0 {
             // Recorded as the (empty) pass it is, so the timeline lists every action.
