@@ -30,8 +30,8 @@ pub struct SplitBackwardStage {
     pub weight_s: Option<f64>,
     /// Median seconds of the same layers' whole backward in the twin trial.
     pub whole_s: Option<f64>,
-    /// The twin trial's id, where one was found.
-    pub twin: Option<String>,
+    /// The trial B was measured in, where one was found.
+    pub twin: Option<TrialInfo>,
     /// The model's `I`, `W` (from the profile's halves) and the twin cell's `B`, before training.
     pub predicted: [Option<f64>; 3],
 }
@@ -64,7 +64,7 @@ pub fn split_backward_stages(
                 let timed = events.iter().filter(|e| e.step >= other.warmup_steps);
                 let whole = median_by_stage(timed, EventKind::Backward).get(&twin_stage).copied()?;
                 let whole_predicted = predicted(&other.predicted, EventKind::Backward).get(&twin_stage).copied();
-                Some((other.trial.trial_id.clone(), whole, whole_predicted))
+                Some((other.trial.clone(), whole, whole_predicted))
             });
             rows.push(SplitBackwardStage {
                 trial: trial.trial.clone(),
@@ -78,7 +78,7 @@ pub fn split_backward_stages(
                     predicted(&trial.predicted, EventKind::BackwardWeight).get(&stage).copied(),
                     twin.as_ref().and_then(|(_, _, whole)| *whole),
                 ],
-                twin: twin.map(|(id, _, _)| id),
+                twin: twin.map(|(other, _, _)| other),
             });
         }
     }

@@ -301,7 +301,10 @@ pub fn split_backward_table(labels: &Labels, stages: &[SplitBackwardStage]) -> R
         .float("I predicted (ms)", ms(|s| s.predicted[0]))
         .float("W predicted (ms)", ms(|s| s.predicted[1]))
         .float("B predicted (ms)", ms(|s| s.predicted[2]))
-        .maybe_text("B measured in", stages.iter().map(|s| s.twin.clone()).collect());
+        .maybe_text(
+            "B measured in",
+            stages.iter().map(|s| s.twin.as_ref().map(|twin| labels.strategy(&twin.key))).collect(),
+        );
     columns.0.extend(tail.0);
     columns.1 = tail.1;
     columns.finish(
