@@ -11,7 +11,7 @@ use stratlab_strategy_spec::{Infeasible, PartitionError, ShardUnit, Straggler, S
 use crate::closed_forms::{thesis_data_parallel_s, thesis_gpipe_comm_s, thesis_gpipe_compute_s};
 use crate::data_parallel::{data_parallel_step, StageWork};
 use crate::memory::WorkerMemory;
-use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, SplitBackward, StageCost};
+use crate::pipeline::{simulate, Pipeline, PipelineStep, SimulationError, StageCost};
 use crate::profile::{curve, value_at, NetworkProfile};
 use crate::sharded_data_parallel::{sharded_step, ShardCollectives};
 use crate::{AllReduce, CollectiveCurve, Link, MeasuredCollectives, StepBreakdown};
@@ -446,41 +446,6 @@ impl<'a> StepQuestion<'a> {
         slowed
     }
 
-    /// What each part of `partition` costs per micro-batch of `samples`, from the profile.
-    fn stage_costs(&self, partition: &[Range<usize>], samples: usize) -> Vec<StageCost> {
-        let total_parameters = self.gradient_bytes(0..self.profile.stages.len());
-        partition
-            .iter()
-            .map(|range| {
-                let (forward_s, backward_s) = range
-                    .clone()
-                    .map(|stage| self.stage_s(stage, samples))
-                    .fold((0.0, 0.0), |(forward, backward), (f, b)| (forward + f, backward + b));
-                let gradient_bytes = self.gradient_bytes(range.clone());
-                // The split where every network stage of the range had its halves timed.
-                let halves = |stage: usize| {
-                    let stage = &self.profile.stages[stage];
-                    let measured = !stage.input_backward_s.is_empty() && !stage.weight_backward_s.is_empty();
-                    measured.then(|| {
-                        (curve(&stage.input_backward_s).at(samples), curve(&stage.weight_backward_s).at(samples))
-                    })
-                };
-                let split_backward = range
-                    .clone()
-                    .map(halves)
-                    .try_fold((0.0, 0.0), |(input, weight), halves| halves.map(|(i, w)| (input + i, weight + w)));
-                StageCost {
-                    forward_s,
-                    backward_s,
-                    split_backward: split_backward.map(|(input_s, weight_s)| SplitBackward { input_s, weight_s }),
-                    output_bytes: (self.profile.stages[range.end - 1].output_bytes_per_sample * samples as u64) as f64,
-                    gradient_bytes: gradient_bytes as f64,
-                    optimizer_s: self.profile.optimizer_s * gradient_bytes as f64 / total_parameters.max(1) as f64,
-                }
-            })
-            .collect()
-    }
-
     /// Eq. 6.1 + 6.2: the sequential time of the micro-batches, and the largest activation
     /// crossing the strategy's own cuts.
     fn thesis_pipeline_s(&self, partition: &[Range<usize>]) -> Result<f64, Unpredictable> {
@@ -505,5 +470,6 @@ const CONTENTION_ROUNDS: usize = 2;
 
 mod memory;
 mod server;
+mod stage_costs;
 #[cfg(test)]
 mod tests;
