@@ -39,6 +39,8 @@ pub struct CellKey {
     /// The emulated link the workers talked over (`None`: loopback).
     #[serde(with = "stratlab_units::stored_link")]
     pub link: Option<Link>,
+    /// Nodes its ranks spanned (runs stored before the axis: 1).
+    pub nodes: u32,
     /// The ranks slowed as stragglers (`None`: every rank at full speed).
     pub straggler: Option<Straggler>,
     /// What it computed in (runs stored before the axis: fp32).
@@ -67,6 +69,7 @@ impl CellKey {
             batch_size: count(trial.batch_size, "batch_size")?,
             swept_threads: trial.swept_threads.map(|threads| count(threads, "swept_threads")).transpose()?,
             link: trial.link,
+            nodes: count(trial.nodes(), "nodes")?,
             straggler: trial.straggler.straggler(&trial.trial_id)?,
             precision: trial.precision(),
             memory_format: trial.memory_format(),
@@ -82,9 +85,9 @@ impl CellKey {
     /// The key of the `single` (W = 1) cell this cell's speedup is measured against: the
     /// same network, data set and batch per worker, in the same precision, memory format
     /// and optimizer, with the same threads where the run swept them; single has no link
-    /// and no straggler.
+    /// and no straggler, and runs on one node.
     pub fn baseline(&self) -> CellKey {
-        CellKey { strategy: Strategy::Single, workers: 1, link: None, straggler: None, ..self.clone() }
+        CellKey { strategy: Strategy::Single, workers: 1, link: None, nodes: 1, straggler: None, ..self.clone() }
     }
 
     /// The same cell with every rank at full speed: what a straggler's slowdown is measured
@@ -111,12 +114,21 @@ impl CellKey {
     }
 
     /// The threads where the run swept them (` · 2 threads`), the link where there was one
-    /// (` over 1 Gbit/s`) and the straggler (` · straggler rank 1 ×2`), as a label joins them.
+    /// (` over 1 Gbit/s`), the nodes where several (` on 2 nodes`) and the straggler (` · straggler rank 1 ×2`), as a label joins them.
     pub fn setting_label(&self) -> String {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads.into()))).unwrap_or_default();
         let link = self.link.map(|link| format!(" over {}", link.name())).unwrap_or_default();
-        threads + &link + &self.straggler_label()
+        threads + &link + &self.nodes_label() + &self.straggler_label()
+    }
+
+    /// ` on 2 nodes` where its ranks spanned several, or nothing.
+    pub fn nodes_label(&self) -> String {
+        if self.nodes > 1 {
+            format!(" on {} nodes", self.nodes)
+        } else {
+            String::new()
+        }
     }
 
     /// ` · straggler rank 1 ×2`, or nothing without one.
@@ -131,8 +143,9 @@ impl CellKey {
             self.swept_threads.map(|threads| format!(" {}", threads_label(threads.into()))).unwrap_or_default();
         let link = self.link.map(|link| format!(" over {}", link.name())).unwrap_or_default();
         format!(
-            "{}{threads}{link}{}{}",
+            "{}{threads}{link}{}{}{}",
             self.strategy.label_with_workers(self.workers as usize),
+            self.nodes_label(),
             self.straggler_label(),
             self.compute_label()
         )
@@ -143,7 +156,7 @@ impl CellKey {
     fn order(&self) -> impl Ord + '_ {
         (
             (&self.network, &self.dataset, self.data_source),
-            (self.strategy.name(), self.workers, self.batch_size),
+            (self.strategy.name(), self.workers, self.nodes, self.batch_size),
             ParameterColumns::from(&self.strategy),
             self.swept_threads,
             self.link,

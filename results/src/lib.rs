@@ -2,7 +2,7 @@
 //!
 //! Layout (see `results/README.md`): `runs/<run_id>/` holds `fingerprint.json`,
 //! `suite.yaml` and one folder per table (`trials/`, `epochs/`, `steps/`, `telemetry/`,
-//! `events/`, `rank_breakdown/`, `pipeline_stages/`, `gradient_updates/`) with one `<trial_id>.parquet` per finished trial, plus
+//! `events/`, `rank_breakdown/`, `pipeline_stages/`, `gradient_updates/`, `trial_nodes/`) with one `<trial_id>.parquet` per finished trial, plus
 //! `traces/<trial_id>.json` for trials with events. A trial is finished exactly when its
 //! `trials/` part exists, so an interrupted run can resume by skipping those trials.
 //! Probe runs (`<UTC>-probe`) hold link bandwidths in `probes/` instead. Run-level tables
@@ -40,6 +40,7 @@ mod store_error;
 mod table;
 mod table_names;
 mod trial_device;
+mod trial_node_row;
 mod trial_tables;
 mod utc_time;
 mod validation_row;
@@ -79,6 +80,7 @@ pub use stratlab_strategy_spec::UnknownName;
 pub use table::{decode_rows, from_frame, to_frame, write_csv, Table};
 pub use table_names::TABLE_NAMES;
 pub use trial_device::{TrialDevice, UnknownDevice};
+pub use trial_node_row::TrialNodeRow;
 pub use trial_tables::TrialTables;
 pub use utc_time::UtcTime;
 pub use validation_row::ValidationRow;

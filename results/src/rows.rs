@@ -83,6 +83,11 @@ pub struct TrialRow {
     /// the column existed.
     #[serde(default, with = "stratlab_units::stored_link")]
     pub link: Option<Link>,
+    /// Nodes the trial's ranks were spread over, rank-major (ranks 0..k−1 on the first), part
+    /// of the cell; null on one node and for runs stored before the column existed
+    /// ([`TrialRow::nodes`]).
+    #[serde(default)]
+    pub nodes: Option<i64>,
     /// The ranks slowed as stragglers and by how much: columns `straggler_ranks`,
     /// `straggler_slowdown`, `straggler_jitter`, null without a straggler (and in runs stored
     /// before the axis).
@@ -185,6 +190,12 @@ impl TrialRow {
         self.stored_precision.unwrap_or_default()
     }
 
+    /// Nodes its ranks spanned: 1 where the column is null (one node, or a run stored before
+    /// the column existed).
+    pub fn nodes(&self) -> i64 {
+        self.nodes.unwrap_or(1)
+    }
+
     /// How its tensors were laid out: contiguous for runs stored before the column existed.
     pub fn memory_format(&self) -> MemoryFormat {
         self.stored_memory_format.unwrap_or_default()
@@ -276,6 +287,10 @@ pub struct TelemetryRow {
     pub run_id: String,
     /// The trial this sample belongs to.
     pub trial_id: String,
+    /// The node a rank of a trial across nodes sampled itself on; null where the runner
+    /// sampled the trial on its own machine (and in runs stored before the column).
+    #[serde(default)]
+    pub host_name: Option<String>,
     /// The reading (its `t_s` counts from the trial's recorder start).
     #[serde(flatten)]
     pub sample: Sample,

@@ -17,7 +17,7 @@ use crate::table_names::TABLE_NAMES;
 use crate::{
     chrome_trace, to_frame, BatchProbeRow, EpochRow, EvaluationRow, EventRow, ExportFormat, Fingerprint,
     GradientUpdateRow, PipelineStageRow, PredictedPassRow, PredictionRow, ProbeRow, RankBreakdownRow, StepRow,
-    StoreError, Table, TelemetryRow, TrialRow, TrialTables, UtcTime,
+    StoreError, Table, TelemetryRow, TrialNodeRow, TrialRow, TrialTables, UtcTime,
 };
 
 /// Name of the environment fingerprint in a run folder; its presence marks a run.
@@ -183,6 +183,7 @@ impl RunStore {
             pipeline_stages,
             evaluations,
             gradient_updates,
+            nodes,
         } = tables;
         let id = trial.trial_id.as_str();
         check_trial_id(id)?;
@@ -194,6 +195,7 @@ impl RunStore {
         check_rows(id, pipeline_stages)?;
         check_rows(id, evaluations)?;
         check_rows(id, gradient_updates)?;
+        check_rows(id, nodes)?;
         remove_if_present(&self.part_path(TrialRow::NAME, id))?;
         self.write_part(id, epochs)?;
         self.write_part(id, steps)?;
@@ -203,6 +205,7 @@ impl RunStore {
         self.write_part(id, pipeline_stages)?;
         self.write_part(id, evaluations)?;
         self.write_part(id, gradient_updates)?;
+        self.write_part(id, nodes)?;
         self.write_trace(id, events)?;
         self.write_part(id, std::slice::from_ref(trial))
     }
@@ -247,6 +250,7 @@ impl RunStore {
             PipelineStageRow::NAME => self.load_table::<PipelineStageRow>(),
             EvaluationRow::NAME => self.load_table::<EvaluationRow>(),
             GradientUpdateRow::NAME => self.load_table::<GradientUpdateRow>(),
+            TrialNodeRow::NAME => self.load_table::<TrialNodeRow>(),
             ProbeRow::NAME => self.load_table::<ProbeRow>(),
             PredictionRow::NAME => self.load_table::<PredictionRow>(),
             PredictedPassRow::NAME => self.load_table::<PredictedPassRow>(),

@@ -19,6 +19,8 @@ pub const PIPELINE_STAGES: &str = "pipeline_stages";
 pub const EVALUATIONS: &str = "evaluations";
 /// One row per gradient a parameter server was pushed (asynchronous modes, backup workers).
 pub const GRADIENT_UPDATES: &str = "gradient_updates";
+/// One row per rank of a trial across nodes: the node it ran on.
+pub const TRIAL_NODES: &str = "trial_nodes";
 /// One row per link-probe measurement.
 pub const PROBES: &str = "probes";
 
@@ -42,7 +44,7 @@ pub const BATCH_PROBES: &str = "batch_probes";
 
 /// The run's tables, in the order they are exported: the per-trial ones, then the
 /// run-level `probes`, `predictions`, `predicted_passes` and `batch_probes`.
-pub const TABLE_NAMES: [&str; 13] = [
+pub const TABLE_NAMES: [&str; 14] = [
     TRIALS,
     EPOCHS,
     STEPS,
@@ -52,6 +54,7 @@ pub const TABLE_NAMES: [&str; 13] = [
     PIPELINE_STAGES,
     EVALUATIONS,
     GRADIENT_UPDATES,
+    TRIAL_NODES,
     PROBES,
     PREDICTIONS,
     PREDICTED_PASSES,

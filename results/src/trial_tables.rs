@@ -2,7 +2,7 @@
 
 use crate::{
     EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow,
-    TrialRow,
+    TrialNodeRow, TrialRow,
 };
 
 /// The rows of one trial for every per-trial table: grouped so adding a table adds a field
@@ -32,6 +32,9 @@ pub struct TrialTables<'a> {
     /// One row per gradient a parameter server was pushed, where its mode records them
     /// (asynchronous modes and backup workers); empty otherwise.
     pub gradient_updates: &'a [GradientUpdateRow],
+    /// One row per rank of a trial across nodes (the node it ran on); empty for a trial on
+    /// the runner's own machine.
+    pub nodes: &'a [TrialNodeRow],
 }
 
 impl<'a> TrialTables<'a> {
@@ -47,6 +50,7 @@ impl<'a> TrialTables<'a> {
             pipeline_stages: &[],
             evaluations: &[],
             gradient_updates: &[],
+            nodes: &[],
         }
     }
 }

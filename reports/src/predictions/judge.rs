@@ -36,10 +36,10 @@ pub(crate) struct JudgedCell {
 }
 
 /// The question a cell answers with the others of its group: its network, data set, batch,
-/// threads, numerics, link and straggler, whatever the strategy and workers (a single cell's
-/// key with the group's link and straggler).
+/// threads, numerics, link, nodes and straggler, whatever the strategy and workers (a single
+/// cell's key with the group's link, nodes and straggler).
 pub(crate) fn group_of(key: &CellKey) -> CellKey {
-    CellKey { link: key.link, straggler: key.straggler.clone(), ..key.baseline() }
+    CellKey { link: key.link, nodes: key.nodes, straggler: key.straggler.clone(), ..key.baseline() }
 }
 
 /// How tables name a group: `small-cnn · mnist · b128 · 2 threads · bf16 · 1 Gbit/s`.
@@ -192,20 +192,19 @@ pub(crate) struct Recommendation {
 
 /// Per group with at least two cells the predictor predicts: its pick, judged.
 pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recommendation> {
-    let mut links: BTreeMap<CellKey, BTreeSet<Link>> = BTreeMap::new();
-    for cell in cells {
-        if let Some(link) = cell.key.link {
-            links.entry(cell.key.baseline()).or_default().insert(link);
-        }
+    // Where its group's ranks talked: an emulated link, or several nodes.
+    let mut placements: BTreeMap<CellKey, BTreeSet<(Option<Link>, u32)>> = BTreeMap::new();
+    for cell in cells.iter().filter(|cell| cell.key.link.is_some() || cell.key.nodes > 1) {
+        placements.entry(cell.key.baseline()).or_default().insert((cell.key.link, cell.key.nodes));
     }
     let mut groups: BTreeMap<CellKey, Vec<&JudgedCell>> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
         groups.entry(group_of(&cell.key)).or_default().push(cell);
-        // A single worker talks to no one: it runs once, on loopback, and joins the group
-        // of every link its group ran over.
-        if cell.key.workers == 1 && cell.key.link.is_none() {
-            for &link in links.get(&cell.key.baseline()).into_iter().flatten() {
-                groups.entry(CellKey { link: Some(link), ..cell.key.baseline() }).or_default().push(cell);
+        // A single worker talks to no one: it runs once, on loopback and one node, and
+        // joins the group of every link and node count its group ran over.
+        if cell.key.workers == 1 && cell.key.link.is_none() && cell.key.nodes == 1 {
+            for &(link, nodes) in placements.get(&cell.key.baseline()).into_iter().flatten() {
+                groups.entry(CellKey { link, nodes, ..cell.key.baseline() }).or_default().push(cell);
             }
         }
     }
@@ -267,6 +266,7 @@ mod tests {
                 batch_size: 16,
                 swept_threads: None,
                 link: None,
+                nodes: 1,
                 straggler: None,
                 precision: Default::default(),
                 memory_format: Default::default(),

@@ -113,6 +113,7 @@ mod tests {
                     batch_size: 64,
                     swept_threads: None,
                     link: None,
+                    nodes: 1,
                     straggler: None,
                     precision,
                     memory_format: MemoryFormat::Contiguous,

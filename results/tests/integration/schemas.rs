@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use polars::prelude::Schema;
 use stratlab_results::{
     AutoChoiceRow, BatchProbeRow, EpochRow, EvaluationRow, EventRow, GradientUpdateRow, PipelineStageRow,
-    PredictedPassRow, PredictionRow, ProbeRow, ProfileRow, RankBreakdownRow, StepRow, Table, TelemetryRow, TrialRow,
-    ValidationRow,
+    PredictedPassRow, PredictionRow, ProbeRow, ProfileRow, RankBreakdownRow, StepRow, Table, TelemetryRow,
+    TrialNodeRow, TrialRow, ValidationRow,
 };
 
 /// `[RowType]` then one `column: Dtype` line per column, in order.
@@ -58,6 +58,7 @@ fn every_derived_schema_is_the_one_the_previous_release_wrote() {
         ("RankBreakdownRow", lines(&RankBreakdownRow::schema())),
         ("StepRow", lines(&StepRow::schema())),
         ("TelemetryRow", lines(&TelemetryRow::schema())),
+        ("TrialNodeRow", lines(&TrialNodeRow::schema())),
         ("TrialRow", lines(&TrialRow::schema())),
         ("ValidationRow", lines(&ValidationRow::schema())),
     ]

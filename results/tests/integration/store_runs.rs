@@ -62,6 +62,7 @@ fn steps(run_id: &str, trial_id: &str, n: i64) -> Vec<StepRow> {
 fn telemetry(run_id: &str, trial_id: &str, n: usize, with_power: bool) -> Vec<TelemetryRow> {
     (0..n)
         .map(|i| TelemetryRow {
+            host_name: None,
             run_id: run_id.into(),
             trial_id: trial_id.into(),
             sample: Sample {
@@ -299,6 +300,7 @@ fn export_writes_readable_csv_and_json_with_all_rows() {
         ("pipeline_stages", 0),
         ("evaluations", 0),
         ("gradient_updates", 0),
+        ("trial_nodes", 0),
         ("probes", 0),
         ("predictions", 0),
         ("predicted_passes", 0),

@@ -54,6 +54,7 @@ pub fn trial(run_id: &str, trial_id: &str, index: i64) -> TrialRow {
         memory_format_auto: None,
         stored_optimizer: None,
         link: None,
+        nodes: None,
         straggler: Default::default(),
         link_emulation_cpu_s: None,
         speed_reference_s: None,
