@@ -154,6 +154,12 @@ up() {
     SLURM_CONF=$CONF slurmctld -f "$CONF"
     for index in "${!NODES[@]}"; do
         local node=${NODES[$index]}
+        # The host's name server is out of a node's reach: a lookup /etc/hosts cannot
+        # answer (c10d asks the name of a peer's IPv4-mapped address) would wait out its
+        # timeouts, about 10 s a rendezvous. `ip netns exec` mounts this file over
+        # /etc/resolv.conf, and nothing listens there, so such a lookup fails at once.
+        mkdir -p "/etc/netns/$(namespace "$node")"
+        printf 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n' > "/etc/netns/$(namespace "$node")/resolv.conf"
         ip netns exec "$(namespace "$node")" unshare --uts \
             sh -c "hostname $node && SLURM_CONF=$CONF exec slurmd -N $node -f $CONF"
     done
@@ -180,6 +186,7 @@ down() {
             [ -n "$pids" ] && kill -9 $pids 2> /dev/null
             ip netns del "$ns"
         fi
+        rm -rf "/etc/netns/$ns"
     done
     if [ -s "$STATE/slurmctld.pid" ]; then
         kill "$(cat "$STATE/slurmctld.pid")" 2> /dev/null

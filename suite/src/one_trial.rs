@@ -46,7 +46,7 @@ pub(crate) fn run_trial(
             Err(error) => return Ok(not_started(Outcome::Crashed, format!("the {} link: {error}", trial.link))),
         },
     };
-    let workers = TrialWorkers::start(trial, emulated.as_ref())?;
+    let workers = TrialWorkers::start(trial, run_id, emulated.as_ref())?;
 
     // `auto` was resolved before the run started, so these are the devices the workers use:
     // one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK = cuda:i.
@@ -61,10 +61,18 @@ pub(crate) fn run_trial(
     let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
     let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
     let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
-    let ends = workers.watch(trial, started + Duration::from_secs_f64(trial.timeout_s), progress)?;
+    let job_step = workers.is_job_step();
+    let (ends, ranks) = workers.watch(trial, started + Duration::from_secs_f64(trial.timeout_s), progress)?;
+    let runner_samples = recorder.stop();
     let facts = TrialFacts {
         ends,
-        samples: recorder.stop(),
+        // A job step's ranks sampled themselves on their nodes; the runner saw only srun.
+        samples: if job_step {
+            ranks.samples
+        } else {
+            runner_samples.into_iter().map(|sample| (None, sample)).collect()
+        },
+        nodes: ranks.nodes,
         board_names,
         started_at,
         started,

@@ -26,6 +26,8 @@ struct Cell<'a> {
     swept_threads: Option<usize>,
     /// Where the workers talk (loopback for a single worker).
     link: TrialLink,
+    /// Nodes its workers span (one for a single worker).
+    nodes: usize,
     /// Its slowed ranks (none for a single worker).
     straggler: Option<Straggler>,
     /// What it computes in, as the suite asks.
@@ -58,7 +60,7 @@ impl Cell<'_> {
 
 /// Expands `suite` (read from `path`, named in errors) into trials, in matrix order:
 /// networks, data sets, strategies (each entry's workers, then micro-batches), batch
-/// sizes, precisions, memory formats, optimizers, threads, links; then included cells. Repeats run in rounds, every cell's first
+/// sizes, precisions, memory formats, optimizers, threads, links, nodes; then included cells. Repeats run in rounds, every cell's first
 /// trial before any cell's second: a machine whose speed drifts over the run (a shared VM's
 /// does, by a fifth over minutes for work on every core) then spreads each cell's repeats
 /// rather than shifting some cells against others.
@@ -88,8 +90,13 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                             for &swept_threads in per_worker {
                                 // One worker talks to no one: it runs once, not once per link.
                                 let links = if workers > 1 { suite.link.as_slice() } else { &[TrialLink::Loopback] };
-                                for (&link, straggler) in links.iter().flat_map(|link| {
-                                    stragglers_of(suite, workers).into_iter().map(move |straggler| (link, straggler))
+                                let nodes = if workers > 1 { suite.nodes.as_slice() } else { &[1] };
+                                let placements =
+                                    links.iter().flat_map(|link| nodes.iter().map(move |nodes| (link, nodes)));
+                                for ((&link, &nodes), straggler) in placements.flat_map(|placement| {
+                                    stragglers_of(suite, workers)
+                                        .into_iter()
+                                        .map(move |straggler| (placement, straggler))
                                 }) {
                                     let cell = Cell {
                                         network: &network.0,
@@ -99,6 +106,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                                         batch_size,
                                         swept_threads,
                                         link,
+                                        nodes,
                                         straggler,
                                         precision,
                                         memory_format,
@@ -139,6 +147,7 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
                 batch_size,
                 swept_threads: swept_threads[0],
                 link: if workers > 1 { suite.link[0] } else { TrialLink::Loopback },
+                nodes: if workers > 1 { suite.nodes[0] } else { 1 },
                 straggler: None,
                 precision,
                 memory_format,
@@ -147,6 +156,18 @@ pub fn plan(suite: &SuiteFile, path: &Path) -> Result<Vec<TrialSpec>, SuiteError
         }
     }
 
+    if let Some(cell) = cells.iter().find(|cell| cell.nodes > 1 && cell.link.emulated().is_some()) {
+        return Err(field_error(
+            path,
+            "nodes",
+            format!(
+                "{} nodes with the emulated link {}: an emulated link joins ranks on this one machine, and the \
+                 ranks of a cell across nodes talk over the cluster's own network; drop those cells with \
+                 `exclude: [{{nodes: {}, link: {{bandwidth: …}}}}]` or give such cells `link: loopback`",
+                cell.nodes, cell.link, cell.nodes
+            ),
+        ));
+    }
     let mut trials = Vec::new();
     let mut seen = BTreeSet::new();
     let repeats: Vec<usize> = cells.iter().map(|cell| cell.repeats(suite)).collect();
@@ -181,6 +202,7 @@ fn matches(rule: &CellRule, cell: &Cell<'_>, suite: &SuiteFile) -> bool {
         && rule.workers.is_none_or(|w| w == cell.workers)
         && rule.batch_size.is_none_or(|b| BatchSize::Samples(b) == cell.batch_size)
         && rule.link.is_none_or(|l| l == cell.link)
+        && rule.nodes.is_none_or(|n| n == cell.nodes)
         && rule.threads.is_none_or(|t| t == cell.threads(suite))
         && rule.precision.is_none_or(|p| p == cell.precision)
         && rule.memory_format.is_none_or(|f| f == cell.memory_format)
@@ -220,8 +242,10 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         // One step until the runner's search finds the largest (`largest_batch`).
         BatchSize::Largest => (cell.strategy.micro_batches(), BatchRequest::Largest, "max".to_owned()),
     };
+    // One node, what every trial ran on before the axis, adds nothing: their ids stay.
+    let nodes_id = if cell.nodes > 1 { format!("__n{}", cell.nodes) } else { String::new() };
     let mut trial_id = format!(
-        "{}__{}__{}__w{}__b{batch_id}{}",
+        "{}__{}__{}__w{}{nodes_id}__b{batch_id}{}",
         cell.network,
         cell.dataset.to_string().replace(':', "-"),
         cell.strategy.name(),
@@ -251,8 +275,8 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         target_accuracy: suite.targets.get(info.name).copied().unwrap_or(info.target_accuracy),
         seed: suite.seed + repeat as u64,
         device: suite.device,
-        // The trial's threads are shared among its worker processes.
-        threads: (trial_threads / cell.workers).max(1),
+        // The trial's threads are shared among its worker processes on each node.
+        threads: (trial_threads / (cell.workers / cell.nodes)).max(1),
         prefetch: 4,
         metrics_every_steps: suite.metrics_every_steps,
         // `auto` trains in what the runner resolves before the trials (`auto_compute`).
@@ -276,6 +300,7 @@ fn resolve(suite: &SuiteFile, cell: &Cell<'_>, repeat: usize, index: usize) -> T
         workers: cell.workers,
         swept_threads: cell.swept_threads,
         link: cell.link,
+        nodes: cell.nodes,
         precision: cell.precision,
         memory_format: cell.memory_format,
         batch_request,

@@ -39,6 +39,14 @@ pub enum WorkerEvent {
     /// Training ended with a report (completed or diverged); boxed, it is far larger than
     /// the other events.
     Finished(Box<TrainReport>),
+    /// The node a rank of a Slurm job step runs on, before it trains.
+    Node(Box<stratlab_results::Fingerprint>),
+    /// What a rank of a Slurm job step sampled of its own process and devices, before its
+    /// last word (a local trial's telemetry is sampled by the runner).
+    Telemetry {
+        /// The samples, oldest first.
+        samples: Vec<stratlab_results::Sample>,
+    },
     /// Training could not be carried out.
     Failed {
         /// `Oom` or `Crashed`.

@@ -96,6 +96,7 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
                 workers,
                 swept_threads: None,
                 link: crate::link_axis::TrialLink::Loopback,
+                nodes: 1,
                 precision: stratlab_strategy_spec::AutoOr::Given(Default::default()),
                 memory_format: stratlab_strategy_spec::AutoOr::Given(Default::default()),
                 batch_request: Default::default(),

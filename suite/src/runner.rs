@@ -92,6 +92,9 @@ pub fn run_suite(options: &RunOptions) -> anyhow::Result<RunSummary> {
         None => RunStore::create(&options.store_dir, &suite.name, &options.suite_path, &fingerprint)?,
     };
 
+    if trials.iter().any(|trial| trial.nodes > 1) {
+        cancel_leftover_steps(store.run_id());
+    }
     crate::largest_batch::resolve_largest_batches(&mut trials, &store, &fingerprint, options.profiles, &mut |line| {
         eprintln!("{line}")
     })?;
@@ -127,6 +130,22 @@ fn sweep_emulated_links() {
         }
         Ok(_) => {}
         Err(error) => eprintln!("warning: could not remove an earlier run's emulated links: {error}"),
+    }
+}
+
+/// Cancels the job steps of this run that a killed runner left in the allocation (srun
+/// dies with the runner, but its step's ranks may not), saying which; outside an
+/// allocation there are none.
+fn cancel_leftover_steps(run_id: &str) {
+    let Some(allocation) = crate::slurm_step::Allocation::from_env() else {
+        return;
+    };
+    match crate::slurm_step::cancel_steps(&allocation, &crate::slurm_step::run_prefix(run_id)) {
+        Ok(cancelled) if !cancelled.is_empty() => {
+            eprintln!("cancelled the job steps an earlier, killed runner left: {}", cancelled.join(", "))
+        }
+        Ok(_) => {}
+        Err(error) => eprintln!("warning: could not look for job steps an earlier runner left: {error}"),
     }
 }
 

@@ -67,8 +67,8 @@ pub struct SuiteFile {
     /// Device of every trial.
     #[serde(default = "auto_device")]
     pub device: DeviceChoice,
-    /// libtorch threads per trial (shared among its workers): a count, or a list of counts
-    /// (an axis); default: all cores.
+    /// libtorch threads per trial (shared among its workers; for a cell across nodes, among
+    /// the workers of each node): a count, or a list of counts (an axis); default: all cores.
     #[serde(default)]
     pub threads: Option<Threads>,
     /// Where multi-worker trials' workers talk (an axis): `loopback`, or emulated links
@@ -77,6 +77,12 @@ pub struct SuiteFile {
     /// trials run once, on loopback. Default: loopback.
     #[serde(default = "loopback_only")]
     pub link: Vec<TrialLink>,
+    /// Nodes a multi-worker cell's ranks span (an axis): `workers` is the total, spread
+    /// evenly and rank-major (ranks 0..k−1 on the first node). Cells of more than one node
+    /// run as Slurm job steps inside an allocation (`salloc`, `sbatch`), elsewhere they are
+    /// recorded infeasible; single-worker trials run on one. Default: `[1]`.
+    #[serde(default = "one_node")]
+    pub nodes: Vec<usize>,
     /// Slow workers (an axis): `none`, or `{ranks: [1], slowdown: 2.0, jitter: 0.2}`: the
     /// named ranks wait (slowdown − 1) × each forward's and backward's own time after it
     /// (`jitter` draws each step's factor from slowdown × (1 ± jitter)). Trials with fewer
@@ -138,6 +144,10 @@ pub struct SuiteFile {
 
 fn no_straggler() -> Vec<StragglerEntry> {
     vec![StragglerEntry(None)]
+}
+
+fn one_node() -> Vec<usize> {
+    vec![1]
 }
 
 fn loopback_only() -> Vec<TrialLink> {
@@ -371,6 +381,9 @@ pub struct CellRule {
     /// Link to match (`loopback` or a link map, as in `link:`).
     #[serde(default)]
     pub link: Option<TrialLink>,
+    /// Node count to match.
+    #[serde(default)]
+    pub nodes: Option<usize>,
     /// The trial's thread count to match (all its workers' together, as in `threads:`).
     #[serde(default)]
     pub threads: Option<usize>,

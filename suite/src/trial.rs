@@ -34,6 +34,9 @@ pub struct TrialSpec {
     /// Where the workers talk.
     #[serde(default)]
     pub link: TrialLink,
+    /// Nodes its workers span, `workers / nodes` ranks on each, rank-major.
+    #[serde(default = "one")]
+    pub nodes: usize,
     /// The precision the suite asked for; `train.precision` holds what it trains in (`auto`
     /// resolved by the runner before the trials).
     #[serde(default = "float32")]
@@ -75,6 +78,12 @@ pub struct WorkerTrial {
     pub train: TrainConfig,
     /// Address-space limit per worker process.
     pub memory_limit_bytes: Option<u64>,
+    /// Started by srun as one rank of a Slurm job step, on a node the runner cannot watch:
+    /// the worker then enforces its memory limit itself, samples its own telemetry every
+    /// this many milliseconds, and reports its node's fingerprint. `None` for a worker the
+    /// runner started on its own machine.
+    #[serde(default)]
+    pub job_step_telemetry_ms: Option<u64>,
 }
 
 /// A trial that is not ready for its workers.
@@ -104,6 +113,10 @@ pub enum BatchRequest {
     NoneFits(String),
 }
 
+fn one() -> usize {
+    1
+}
+
 fn float32() -> AutoOr<Precision> {
     AutoOr::Given(Precision::Float32)
 }
@@ -128,6 +141,7 @@ impl TrialSpec {
             strategy: self.strategy.clone(),
             train: self.train.clone(),
             memory_limit_bytes: self.memory_limit_bytes,
+            job_step_telemetry_ms: (self.nodes > 1).then_some(self.telemetry_interval_ms),
         })
     }
 
@@ -171,6 +185,7 @@ impl TrialSpec {
             batch_size: self.train.batch_size as u32,
             swept_threads: self.swept_threads.map(|threads| threads as u32),
             link: self.link.emulated().map(Link::as_stored),
+            nodes: self.nodes as u32,
             straggler: self.train.straggler.clone(),
             precision: self.train.precision,
             memory_format: self.train.memory_format,
@@ -183,6 +198,7 @@ impl TrialSpec {
         let threads =
             self.swept_threads.map(|threads| format!(" · {}", threads_label(threads as i64))).unwrap_or_default();
         let link = self.link.emulated().map(|_| format!(" · {}", self.link)).unwrap_or_default();
+        let nodes = if self.nodes > 1 { format!(" · {} nodes", self.nodes) } else { String::new() };
         let straggler =
             self.train.straggler.as_ref().map(|straggler| format!(" · straggler {straggler}")).unwrap_or_default();
         let batch = match self.batch_request {
@@ -195,7 +211,7 @@ impl TrialSpec {
         let parameters: String =
             self.strategy.labelled_parameters().into_iter().map(|(_, text)| format!(" {text}")).collect();
         format!(
-            "{} · {} · {}×{}{parameters} · {batch}{}{threads}{link}{straggler}",
+            "{} · {} · {}×{}{parameters} · {batch}{}{threads}{link}{nodes}{straggler}",
             self.network,
             self.dataset,
             self.strategy.name(),
@@ -223,6 +239,11 @@ impl TrialSpec {
         }
         if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
             return Some(reason.to_string());
+        }
+        if let Some(reason) =
+            crate::slurm_step::infeasibility(self.nodes, crate::slurm_step::Allocation::from_env().as_ref())
+        {
+            return Some(reason);
         }
         // The runner has resolved the device by now: a suite's `auto` that found no GPU
         // cannot train in tf32.

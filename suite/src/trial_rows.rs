@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use stratlab_results::{
     pipeline_stage_rows, rank_breakdown, EpochRow, EvaluationRow, EventRow, Fingerprint, GradientUpdateRow, Outcome,
-    PipelineStageInfo, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialRow,
-    TrialTables, UtcTime,
+    PipelineStageInfo, PipelineStageRow, RankBreakdownRow, StepRow, TelemetryRow, TrainingSummary, TrialNodeRow,
+    TrialRow, TrialTables, UtcTime,
 };
 use stratlab_strategies::TrainReport;
 use stratlab_strategy_spec::{AutoOr, ParameterColumns, StragglerColumns, StrategyKind};
@@ -35,6 +35,7 @@ pub(crate) struct RecordedTrial {
     pub(crate) pipeline_stages: Vec<PipelineStageRow>,
     pub(crate) evaluations: Vec<EvaluationRow>,
     pub(crate) gradient_updates: Vec<GradientUpdateRow>,
+    pub(crate) nodes: Vec<TrialNodeRow>,
 }
 
 impl RecordedTrial {
@@ -50,6 +51,7 @@ impl RecordedTrial {
             pipeline_stages: &self.pipeline_stages,
             evaluations: &self.evaluations,
             gradient_updates: &self.gradient_updates,
+            nodes: &self.nodes,
         }
     }
 }
@@ -58,8 +60,11 @@ impl RecordedTrial {
 pub(crate) struct TrialFacts {
     /// Every worker's last word, by rank.
     pub(crate) ends: Vec<WorkerEnd>,
-    /// Telemetry sampled beside the workers.
-    pub(crate) samples: Vec<Sample>,
+    /// Telemetry sampled beside the workers, each sample with the node a job step's rank
+    /// sampled it on (none where the runner sampled).
+    pub(crate) samples: Vec<(Option<String>, Sample)>,
+    /// Each rank's node, where a job step's rank reported it.
+    pub(crate) nodes: Vec<Option<Fingerprint>>,
     /// The GPU boards telemetry sampled (empty without NVML).
     pub(crate) board_names: Vec<String>,
     /// When the trial started, by the calendar and by the monotonic clock.
@@ -77,6 +82,7 @@ impl TrialFacts {
         TrialFacts {
             ends: vec![WorkerEnd::Failed(outcome, reason, None)],
             samples: Vec::new(),
+            nodes: Vec::new(),
             board_names: Vec::new(),
             started_at,
             started,
@@ -88,8 +94,9 @@ impl TrialFacts {
 
 /// Builds the trial's rows from what the runner knows of it.
 pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint, facts: TrialFacts) -> RecordedTrial {
-    let TrialFacts { ends, samples, board_names, started_at, started, speed_reference_s, link_emulation_cpu_s } = facts;
-    let summary = TelemetrySummary::from_samples(&samples);
+    let TrialFacts { ends, samples, nodes, board_names, started_at, started, speed_reference_s, link_emulation_cpu_s } =
+        facts;
+    let summary = TelemetrySummary::from_samples(&samples.iter().map(|(_, sample)| sample.clone()).collect::<Vec<_>>());
     let identity = Identity::of(trial, fingerprint, &summary, &board_names);
     let (outcome, reason, reason_detail) = outcome_of(&ends);
     let reports: Vec<(usize, &TrainReport)> = ends
@@ -147,6 +154,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         threads: trial.train.threads as i64,
         swept_threads: trial.swept_threads.map(|threads| threads as i64),
         link: trial.link.emulated().copied(),
+        nodes: (trial.nodes > 1).then_some(trial.nodes as i64),
         straggler: StragglerColumns::from(trial.train.straggler.as_ref()),
         stored_precision: Some(trial.train.precision),
         stored_memory_format: Some(trial.train.memory_format),
@@ -189,7 +197,17 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         pipeline_stage_rows(run_id, &trial.trial_id, &stage_infos, &events, trial.train.warmup_steps as u64);
     let telemetry = samples
         .into_iter()
-        .map(|sample| TelemetryRow { run_id: run_id.to_owned(), trial_id: trial.trial_id.clone(), sample })
+        .map(|(host_name, sample)| TelemetryRow {
+            run_id: run_id.to_owned(),
+            trial_id: trial.trial_id.clone(),
+            host_name,
+            sample,
+        })
+        .collect();
+    let nodes = nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(rank, node)| Some(TrialNodeRow::new(run_id, &trial.trial_id, rank as u32, node.as_ref()?)))
         .collect();
     let gradient_updates = server
         .map(|server| {
@@ -209,5 +227,6 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         pipeline_stages,
         evaluations,
         gradient_updates,
+        nodes,
     }
 }

@@ -1,6 +1,7 @@
 //! A trial's worker processes, started and watched: each gets the trial on its standard
 //! input and reports events on its standard output; the watcher ends them all at the
-//! trial's timeout or when they outgrow its memory limit, and says how each ended.
+//! trial's timeout or when they outgrow its memory limit, and says how each ended. A trial
+//! across nodes is one Slurm job step instead (`slurm_step`), watched the same way.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::IpAddr;
@@ -12,13 +13,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use stratlab_link_emulation::{EmulatedLink, WorkerEnd as LinkEnd};
-use stratlab_results::Outcome;
+use stratlab_results::{Fingerprint, Outcome, Sample};
 use stratlab_strategies::{DeviceChoice, TrainReport};
 use stratlab_telemetry::CudaEnv;
 
 use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::progress::MatrixProgress;
 use crate::protocol::{failure_outcome, WorkerEvent};
+use crate::slurm_step::{Allocation, LabelledLines};
 use crate::trial::TrialSpec;
 
 /// A worker's last word: its report, or why it has none.
@@ -28,23 +30,57 @@ pub(crate) enum WorkerEnd {
     Failed(Outcome, String, Option<String>),
 }
 
+/// What the ranks of a job step told of themselves beside their last words: each rank's
+/// node and the telemetry it sampled there (empty for a trial on this machine, which the
+/// runner samples).
+#[derive(Default)]
+pub(crate) struct RankFacts {
+    /// Each rank's node, by rank, where it reported one.
+    pub(crate) nodes: Vec<Option<Fingerprint>>,
+    /// Every rank's samples, each with its node's host name.
+    pub(crate) samples: Vec<(Option<String>, Sample)>,
+}
+
+/// An event and the rank that reported it.
+type RankEvent = (usize, WorkerEvent);
+
+/// How a trial's ranks were started.
+enum Processes {
+    /// One child process per rank on this machine, each in a group of its own.
+    Local(Vec<Child>),
+    /// One `srun` for all ranks: a Slurm job step of this name in `allocation`.
+    Step { srun: Child, name: String, allocation: Allocation },
+}
+
 /// The running worker processes of one trial, rank by rank.
 pub(crate) struct TrialWorkers {
-    children: Vec<Child>,
-    events: mpsc::Receiver<(usize, WorkerEvent)>,
+    processes: Processes,
+    ranks: usize,
+    events: mpsc::Receiver<RankEvent>,
+    /// Each rank's standard error (a job step's srun: one, all ranks' labelled together
+    /// with srun's own lines).
     stderr_tails: Vec<JoinHandle<String>>,
     memory_limit: MemoryLimit,
 }
 
 impl TrialWorkers {
-    /// Starts every worker of `trial`, on `emulated`'s ends where the trial runs over an
-    /// emulated link, and hands each the trial.
-    pub(crate) fn start(trial: &TrialSpec, emulated: Option<&EmulatedLink>) -> anyhow::Result<TrialWorkers> {
+    /// Starts every worker of `trial` (of run `run_id`): across nodes as a Slurm job step,
+    /// else on this machine, on `emulated`'s ends where the trial runs over an emulated
+    /// link; and hands each the trial.
+    pub(crate) fn start(
+        trial: &TrialSpec,
+        run_id: &str,
+        emulated: Option<&EmulatedLink>,
+    ) -> anyhow::Result<TrialWorkers> {
         let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
         let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
-        let (master, port) = crate::link_axis::rendezvous(emulated)?;
-        let (sender, events) = mpsc::channel::<(usize, WorkerEvent)>();
+        let (sender, events) = mpsc::channel::<RankEvent>();
         let request = serde_json::to_string(&trial.for_worker()?)?;
+        if trial.nodes > 1 {
+            let allocation = Allocation::from_env().context("a trial across nodes outside a Slurm allocation")?;
+            return Self::start_step(trial, run_id, allocation, &request, (sender, events), memory_limit);
+        }
+        let (master, port) = crate::link_axis::rendezvous(emulated)?;
         let mut children = Vec::new();
         let mut stderr_tails = Vec::new();
         for rank in 0..trial.workers {
@@ -65,41 +101,109 @@ impl TrialWorkers {
                     }
                 }
             });
-            let mut stderr = child.stderr.take().context("worker stderr")?;
-            stderr_tails.push(std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = stderr.read_to_string(&mut text);
-                text
-            }));
+            stderr_tails.push(read_all(child.stderr.take().context("worker stderr")?));
             children.push(child);
         }
-        Ok(TrialWorkers { children, events, stderr_tails, memory_limit })
+        Ok(TrialWorkers {
+            processes: Processes::Local(children),
+            ranks: trial.workers,
+            events,
+            stderr_tails,
+            memory_limit,
+        })
     }
 
-    /// The workers' process ids, by rank.
+    /// Starts the trial's ranks as one job step (`slurm_step::srun`) named after the run
+    /// and trial, the trial on the step's standard input, its labelled output taken apart
+    /// into each rank's events.
+    fn start_step(
+        trial: &TrialSpec,
+        run_id: &str,
+        allocation: Allocation,
+        request: &str,
+        (sender, events): (mpsc::Sender<RankEvent>, mpsc::Receiver<RankEvent>),
+        memory_limit: MemoryLimit,
+    ) -> anyhow::Result<TrialWorkers> {
+        let exe = std::env::current_exe().context("locating the stratlab executable")?;
+        let name = crate::slurm_step::step_name(run_id, &trial.trial_id);
+        let mut command = crate::slurm_step::srun(&name, trial.nodes, trial.workers, &exe, &["worker"]);
+        command
+            .env("CUDA_DEVICE_ORDER", CudaEnv::PCI_BUS_ID)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // The ranks hold themselves to the memory limit on their nodes (`job_step_worker`);
+        // srun itself is only kept from outliving the runner.
+        crate::child_process::own_group_dying_with_parent(&mut command, None);
+        let mut srun = command.spawn().context("starting srun (is Slurm's client installed on this host?)")?;
+        let mut stdin = srun.stdin.take().context("srun stdin")?;
+        writeln!(stdin, "{request}").context("sending the trial to its job step")?;
+        drop(stdin);
+        let stdout = srun.stdout.take().context("srun stdout")?;
+        std::thread::spawn(move || {
+            let mut lines = LabelledLines::default();
+            let mut whole = Vec::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                whole.extend(lines.push(&line).and_then(|(rank, line)| Some((rank?, line))));
+                for (rank, line) in whole.drain(..) {
+                    if let Some(event) = WorkerEvent::from_line(&line) {
+                        let _ = sender.send((rank, event));
+                    }
+                }
+            }
+            // A rank's last piece with no line after it.
+            for (rank, line) in lines.rest() {
+                if let Some(event) = WorkerEvent::from_line(&line) {
+                    let _ = sender.send((rank, event));
+                }
+            }
+        });
+        let stderr_tails = vec![read_all(srun.stderr.take().context("srun stderr")?)];
+        Ok(TrialWorkers {
+            processes: Processes::Step { srun, name, allocation },
+            ranks: trial.workers,
+            events,
+            stderr_tails,
+            memory_limit,
+        })
+    }
+
+    /// The local workers' process ids, by rank; srun's alone for a job step (its ranks run
+    /// on other nodes).
     pub(crate) fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
+        match &self.processes {
+            Processes::Local(children) => children.iter().map(Child::id).collect(),
+            Processes::Step { srun, .. } => vec![srun.id()],
+        }
+    }
+
+    /// Whether the ranks run on other nodes, each sampling and guarding itself.
+    pub(crate) fn is_job_step(&self) -> bool {
+        matches!(self.processes, Processes::Step { .. })
     }
 
     /// Follows the workers' events until every worker has closed its output, killing them
     /// all at `deadline` or when they outgrow the trial's resident-memory limit; rank 0's
-    /// events move `progress`. Returns each worker's end: its last word, or what its exit
-    /// status, the kill and its standard error tell.
+    /// events move `progress`. Returns each worker's end (its last word, or what its exit
+    /// status, the kill and its standard error tell) and what job-step ranks told of
+    /// their nodes.
     pub(crate) fn watch(
         mut self,
         trial: &TrialSpec,
         deadline: Instant,
         progress: &MatrixProgress,
-    ) -> anyhow::Result<Vec<WorkerEnd>> {
-        let mut last_words: Vec<Option<WorkerEnd>> = (0..trial.workers).map(|_| None).collect();
+    ) -> anyhow::Result<(Vec<WorkerEnd>, RankFacts)> {
+        let mut last_words: Vec<Option<WorkerEnd>> = (0..self.ranks).map(|_| None).collect();
+        let mut facts = RankFacts { nodes: vec![None; self.ranks], samples: Vec::new() };
         let mut timed_out = false;
-        let mut guard = match self.memory_limit {
-            MemoryLimit::Resident(bytes) => Some(ResidentGuard::new(bytes, &self.pids())),
+        let mut guard = match (&self.processes, self.memory_limit) {
+            (Processes::Local(_), MemoryLimit::Resident(bytes)) => Some(ResidentGuard::new(bytes, &self.pids())),
             _ => None,
         };
         let mut over_memory: Option<String> = None;
         loop {
             match self.events.recv_timeout(Duration::from_millis(100)) {
+                Ok((rank, _)) if rank >= self.ranks => {}
                 Ok((rank, event)) => {
                     if rank == 0 {
                         progress.worker_event(&event);
@@ -108,6 +212,11 @@ impl TrialWorkers {
                         WorkerEvent::Finished(report) => last_words[rank] = Some(WorkerEnd::Report(report)),
                         WorkerEvent::Failed { outcome, reason, detail } => {
                             last_words[rank] = Some(WorkerEnd::Failed(outcome, reason, detail))
+                        }
+                        WorkerEvent::Node(node) => facts.nodes[rank] = Some(*node),
+                        WorkerEvent::Telemetry { samples } => {
+                            let host = facts.nodes[rank].as_ref().and_then(|node| node.host_name.clone());
+                            facts.samples.extend(samples.into_iter().map(|sample| (host.clone(), sample)));
                         }
                         _ => {}
                     }
@@ -126,12 +235,24 @@ impl TrialWorkers {
                 }
             }
         }
-        let statuses: Vec<ExitStatus> = self.children.iter_mut().map(|child| child.wait()).collect::<Result<_, _>>()?;
-        let stderr: Vec<String> = self.stderr_tails.into_iter().map(|tail| tail.join().unwrap_or_default()).collect();
-        Ok(last_words
+        let silent = match &mut self.processes {
+            Processes::Local(children) => {
+                let statuses: Vec<ExitStatus> = children.iter_mut().map(Child::wait).collect::<Result<_, _>>()?;
+                let stderr: Vec<String> =
+                    self.stderr_tails.drain(..).map(|tail| tail.join().unwrap_or_default()).collect();
+                statuses.into_iter().zip(stderr).map(|(status, stderr)| classify_silent_exit(status, &stderr)).collect()
+            }
+            Processes::Step { srun, .. } => {
+                let status = srun.wait()?;
+                let stderr =
+                    self.stderr_tails.drain(..).map(|tail| tail.join().unwrap_or_default()).collect::<String>();
+                silent_step_ends(&stderr, status, self.ranks)
+            }
+        };
+        let ends = last_words
             .into_iter()
-            .zip(statuses.iter().zip(&stderr))
-            .map(|(word, (status, stderr))| match word {
+            .zip(silent)
+            .map(|(word, silent)| match word {
                 Some(end) => end,
                 None if over_memory.is_some() => {
                     WorkerEnd::Failed(Outcome::Oom, over_memory.clone().unwrap_or_default(), None)
@@ -140,16 +261,33 @@ impl TrialWorkers {
                     let reason = format!("killed after the {} s timeout", trial.timeout_s);
                     WorkerEnd::Failed(Outcome::Timeout, reason, None)
                 }
-                None => classify_silent_exit(*status, stderr),
+                None => silent,
             })
-            .collect())
+            .collect();
+        Ok((ends, facts))
     }
 
+    /// Ends every rank now: each local worker's group, or the job step by name (then srun).
     fn kill_all(&self) {
-        for child in &self.children {
-            kill_group(child);
+        match &self.processes {
+            Processes::Local(children) => children.iter().for_each(kill_group),
+            Processes::Step { srun, name, allocation } => {
+                if let Err(error) = crate::slurm_step::cancel_steps(allocation, name) {
+                    eprintln!("warning: could not cancel job step {name}: {error}");
+                }
+                kill_group(srun);
+            }
         }
     }
+}
+
+/// Reads all of a child's stream on a thread of its own, so that a full pipe never blocks it.
+fn read_all(mut stream: impl Read + Send + 'static) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        text
+    })
 }
 
 /// Starts worker `rank` of `trial` in a process group of its own (so a timeout kills all
@@ -200,6 +338,59 @@ fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
         (None, None) => "ended without a result".to_string(),
     };
     WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") }, None)
+}
+
+/// How the reason of a rank of a job step begins where Slurm ended it with its step after
+/// another rank failed: a consequence, which a trial's reason passes over for the cause.
+pub(crate) const STEP_CANCELLED: &str = "cancelled with its job step";
+
+/// The ranks of a job step that ended without their final event: what srun said of each
+/// task (`srun: error: node2: task 1: Killed`) and the rank's labelled standard error tell
+/// what; a rank srun names nothing of ended with the step (`--kill-on-bad-exit`).
+fn silent_step_ends(stderr: &str, srun: ExitStatus, ranks: usize) -> Vec<WorkerEnd> {
+    let mut rank_stderr = vec![String::new(); ranks];
+    let mut ended: Vec<Option<(String, String)>> = vec![None; ranks];
+    let mut lines = LabelledLines::default();
+    for line in stderr.lines() {
+        match lines.push(line) {
+            Some((Some(rank), text)) if rank < ranks => {
+                rank_stderr[rank].push_str(&text);
+                rank_stderr[rank].push('\n');
+            }
+            Some((None, text)) => {
+                for (rank, host, how) in crate::slurm_step::task_ends(&text).into_iter().filter(|end| end.0 < ranks) {
+                    ended[rank] = Some((host, how));
+                }
+            }
+            _ => {}
+        }
+    }
+    let srun_how = match (srun.signal(), srun.code()) {
+        (Some(signal), _) => format!("srun killed by signal {signal} ({})", signal_name(signal)),
+        (None, Some(code)) => format!("srun exited with code {code}"),
+        (None, None) => "srun ended".to_owned(),
+    };
+    rank_stderr
+        .iter()
+        .zip(ended)
+        .enumerate()
+        .map(|(rank, (stderr, ended))| {
+            let tail = crate::child_process::stderr_tail(stderr);
+            // Slurm ends every rank of a step once one fails (`--kill-on-bad-exit`): those
+            // ranks are the failure's consequence, not its cause.
+            let cancelled = stderr.contains("CANCELLED AT");
+            let how = match (ended, cancelled) {
+                (Some((host, how)), false) => format!("rank {rank} on {host}: {how}"),
+                (Some((host, how)), true) => format!("{STEP_CANCELLED} on {host} ({how})"),
+                (None, _) => format!("{STEP_CANCELLED} ({srun_how})"),
+            };
+            WorkerEnd::Failed(
+                failure_outcome(stderr),
+                if tail.is_empty() { how } else { format!("{how}: {tail}") },
+                None,
+            )
+        })
+        .collect()
 }
 
 fn signal_name(signal: i32) -> &'static str {

@@ -14,6 +14,7 @@ use stratlab_strategies::record::{EpochRecord, EvalRecord, StepRecord};
 use stratlab_strategies::{device_memory, TrainError, TrainObserver, TrainReport};
 
 use crate::fault::Fault;
+use crate::job_step_worker::JobStepRank;
 use crate::protocol::{failure_outcome, failure_reason, is_out_of_memory_message, panic_message, WorkerEvent};
 use crate::training::{open_data, train, TrainingData};
 use crate::trial::WorkerTrial;
@@ -24,7 +25,10 @@ pub fn run_worker() -> i32 {
         Ok(spec) => spec,
         Err(code) => return code,
     };
-    let rank = std::env::var("RANK").ok().and_then(|rank| rank.parse().ok()).unwrap_or(0);
+    // torchrun's variables from the runner, or Slurm's in a job step.
+    let launch = stratlab_comm::Launch::from_env().ok();
+    let (rank, local_rank) = launch.map_or((0, 0), |launch| (launch.rank, launch.local_rank));
+    let job_step = spec.job_step_telemetry_ms.map(|interval| JobStepRank::start(&spec, local_rank, interval, emit));
     let fault = Fault::for_trial(&spec.trial_id, rank);
     let mut emitter = Emitter { fault, poisoned: Arc::new(AtomicBool::new(false)) };
     // Panics inside libtorch calls (tch's non-`f_` methods panic on C++ exceptions, an
@@ -53,6 +57,9 @@ pub fn run_worker() -> i32 {
             }
         }
     };
+    if let Some(job_step) = job_step {
+        job_step.finish(emit);
+    }
     emit(&event);
     0
 }
@@ -83,7 +90,7 @@ fn run_trial(spec: &WorkerTrial, emitter: &mut Emitter) -> Result<TrainReport, T
 }
 
 fn emit(event: &WorkerEvent) {
-    let line = event.to_line();
+    let line = crate::slurm_step::unambiguous_line(event.to_line());
     let mut stdout = std::io::stdout().lock();
     // A closed pipe means the runner is gone; nothing useful is left to do with the line.
     let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());

@@ -41,6 +41,7 @@ pub(super) fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError>
     if suite.link.is_empty() {
         return err("link", "empty axis; give `loopback` or links such as {bandwidth: 1 Gbit/s, latency: 1 ms}".into());
     }
+    check_nodes(suite, path)?;
     if suite.straggler.is_empty() {
         return err("straggler", "empty axis; give `none` or stragglers such as {ranks: [1], slowdown: 2.0}".into());
     }
@@ -118,6 +119,29 @@ pub(super) fn validate(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError>
                     "batch_size",
                     format!("{batch} exceeds the {} training samples of {dataset}", info.train_len),
                 );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the `nodes` axis: counts of at least one, each dividing every multi-worker entry's
+/// workers (ranks are spread evenly over the nodes).
+fn check_nodes(suite: &SuiteFile, path: &Path) -> Result<(), SuiteError> {
+    if suite.nodes.is_empty() || suite.nodes.contains(&0) {
+        return Err(field_error(path, "nodes", "give a node count or a list of them, each at least 1"));
+    }
+    for (i, entry) in suite.strategies.iter().enumerate() {
+        for &workers in entry.workers.iter().filter(|&&workers| workers > 1) {
+            if let Some(nodes) = suite.nodes.iter().find(|&&nodes| workers % nodes != 0 || nodes > workers) {
+                return Err(field_error(
+                    path,
+                    "nodes",
+                    format!(
+                        "{nodes} nodes do not divide strategies[{i}].workers {workers}: a cell's ranks are spread \
+                         evenly over its nodes; give worker counts that are multiples of every node count"
+                    ),
+                ));
             }
         }
     }

@@ -74,9 +74,10 @@ pub(super) fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>, Option
     }
 }
 
-/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`).
+/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`), or Slurm
+/// ending it with its job step after another rank failed.
 fn is_peer_loss(reason: &str) -> bool {
-    reason.starts_with("communication:")
+    reason.starts_with("communication:") || reason.starts_with(crate::trial_workers::STEP_CANCELLED)
 }
 
 /// Rank 0's report with each step's times replaced by the slowest training rank's: a

@@ -19,6 +19,7 @@ mod previous_release;
 mod probe_cli;
 mod run_inputs;
 mod runner_faults;
+mod slurm_runs;
 mod slurm_testbed;
 mod suite_errors;
 mod validate_cli;

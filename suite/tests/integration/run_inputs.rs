@@ -6,7 +6,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use stratlab_results::{Fingerprint, RunStore};
+use stratlab_results::{Fingerprint, RunStore, TrialRow};
 
 const TINY: &str = "\
 name: tiny
@@ -297,4 +297,30 @@ fn a_fault_injection_build_records_the_active_fault_in_the_fingerprint() {
     let fingerprint: Fingerprint = serde_json::from_slice(&output.stdout).unwrap();
     assert!(fingerprint.fault_injection_enabled);
     assert_eq!(fingerprint.active_fault.as_deref(), Some("r3=hang"));
+}
+
+#[test]
+fn a_cell_across_nodes_outside_an_allocation_or_beyond_it_is_infeasible_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(
+        dir.path(),
+        "nodes.yaml",
+        "name: nodes\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
+         strategies: [{name: data-parallel, workers: [2]}]\nnodes: [2]\nbudget: {steps: 2}\ndevice: cpu\n",
+    );
+    let reason_with = |environment: &[(&str, &str)]| {
+        let store = tempfile::tempdir().unwrap();
+        let mut command = Command::cargo_bin("stratlab").unwrap();
+        command.args(["run", suite.to_str().unwrap(), "--store", store.path().to_str().unwrap()]);
+        command.args(["--no-predict", "--no-report"]).env_remove("SLURM_JOB_ID").env_remove("SLURM_JOB_NUM_NODES");
+        let output = command.envs(environment.iter().copied()).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let rows: Vec<TrialRow> = RunStore::open(&only_run(store.path())).unwrap().load_rows().unwrap();
+        assert_eq!((rows.len(), rows[0].outcome.name(), rows[0].nodes()), (1, "infeasible", 2));
+        rows[0].reason.clone().unwrap_or_default()
+    };
+    let outside = reason_with(&[]);
+    assert!(outside.contains("outside an allocation") && outside.contains("salloc -N 2"), "{outside}");
+    let beyond = reason_with(&[("SLURM_JOB_ID", "41"), ("SLURM_JOB_NUM_NODES", "1")]);
+    assert_eq!(beyond, "needs 2 nodes; Slurm job 41 has 1 (SLURM_JOB_NUM_NODES)");
 }

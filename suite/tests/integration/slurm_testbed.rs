@@ -1,7 +1,8 @@
-//! `stratlab probe` as a Slurm job step across the two nodes of the one-machine testbed
-//! (`tools/slurm-testbed.sh`: munge, slurmctld and a slurmd per network namespace): srun
-//! starts one rank per node with nothing exported, the ranks form their group from Slurm's
-//! variables on the step's first host, and the stored pairs name both hosts.
+//! Slurm across the two nodes of the one-machine testbed (`tools/slurm-testbed.sh`: munge,
+//! slurmctld and a slurmd per network namespace): `stratlab probe` as a job step, whose
+//! ranks form their group from Slurm's variables and whose pairs name both hosts; and
+//! `stratlab run` inside an allocation, whose cells across nodes run as job steps (see
+//! `slurm_runs.rs`). The tests take the testbed one at a time.
 //!
 //! Needs root (namespaces, a bridge, daemons) and Debian's Slurm, which `just test`
 //! installs (`tools/setup-debian.sh slurmctld slurmd slurm-client munge`). The testbed is
@@ -16,17 +17,23 @@ fn testbed_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/slurm-testbed.sh")
 }
 
-fn testbed(arguments: &[&str]) -> Output {
+pub(crate) fn testbed(arguments: &[&str]) -> Output {
     Command::new(testbed_script()).args(arguments).output().expect("run tools/slurm-testbed.sh")
 }
 
+/// One testbed on the machine: the tests that need it take it in turn.
+static TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The testbed, up; down on drop, whatever happened.
-struct Testbed;
+pub(crate) struct Testbed {
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
 
 impl Testbed {
-    fn up() -> Testbed {
+    pub(crate) fn up() -> Testbed {
+        let turn = TESTBED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let output = testbed(&["up"]);
-        let testbed = Testbed;
+        let testbed = Testbed { _turn: turn };
         assert!(
             output.status.success(),
             "tools/slurm-testbed.sh up failed:\n{}",

@@ -235,3 +235,19 @@ fn every_shipped_suite_with_a_time_limit_waits_for_timed_steps() {
     }
     assert!(time_limited.iter().any(|path| path.ends_with("default.yaml")), "{time_limited:?}");
 }
+
+#[test]
+fn nodes_that_do_not_divide_the_workers_name_both_fields() {
+    let suite =
+        VALID.replace("strategies: [single]", "strategies: [{name: data-parallel, workers: [3]}]\nnodes: [1, 2]");
+    fails(&suite, &["nodes", "strategies[0].workers 3", "spread evenly"]);
+}
+
+#[test]
+fn cells_across_nodes_over_an_emulated_link_are_refused_with_the_way_out() {
+    let suite = VALID.replace(
+        "strategies: [single]",
+        "strategies: [{name: data-parallel, workers: [2]}]\nnodes: [2]\nlink: [{bandwidth: 1 Gbit/s}]",
+    );
+    fails(&suite, &["nodes", "emulated link", "exclude"]);
+}
