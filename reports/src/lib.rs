@@ -18,6 +18,7 @@ mod format;
 mod frontier;
 mod history_section;
 mod html;
+mod nodes_section;
 mod plotted;
 mod png_backend;
 mod predictions;

@@ -101,6 +101,9 @@ pub fn write_run_report(
         tables.extend(prediction_tables);
         sections.push(section);
     }
+    if let Some(section) = crate::nodes_section::nodes_section(store, html_table, &mut tables)? {
+        sections.push(section);
+    }
     let probes: Vec<BatchProbeRow> =
         store.load_rows().map_err(|source| ReportError::Load { table: BatchProbeRow::NAME, source })?;
     if !probes.is_empty() {
@@ -218,8 +221,8 @@ fn notes(aggregates: &RunAggregates, run: &RunView) -> Result<Vec<String>, Repor
 fn cpu_sharing_note(trials: &[TrialRow]) -> Option<String> {
     let on_cpu = |t: &&TrialRow| t.device == TrialDevice::Cpu;
     let mut single: Vec<i64> = trials.iter().filter(on_cpu).filter(|t| t.workers == 1).map(|t| t.threads).collect();
-    let mut shared: Vec<(i64, i64)> =
-        trials.iter().filter(on_cpu).filter(|t| t.workers > 1).map(|t| (t.workers, t.threads)).collect();
+    let mut shared: Vec<(i64, i64, i64)> =
+        trials.iter().filter(on_cpu).filter(|t| t.workers > 1).map(|t| (t.workers, t.nodes(), t.threads)).collect();
     if shared.is_empty() {
         return None;
     }
@@ -236,8 +239,17 @@ fn cpu_sharing_note(trials: &[TrialRow]) -> Option<String> {
             many.iter().map(|n| threads(*n)).collect::<Vec<_>>().join(" or ")
         ),
     };
-    let workers: Vec<String> =
-        shared.iter().map(|(w, t)| format!("W = {w}: {w} processes of {} each", threads(*t))).collect();
+    let workers: Vec<String> = shared
+        .iter()
+        .map(|&(w, nodes, t)| match nodes {
+            1 => format!("W = {w}: {w} processes of {} each", threads(t)),
+            _ => {
+                let (per_node, threads) = (w / nodes, threads(t));
+                let processes = if per_node == 1 { "1 process".to_owned() } else { format!("{per_node} processes") };
+                format!("W = {w} on {nodes} nodes: {processes} of {threads} each on every node")
+            }
+        })
+        .collect();
     Some(format!(
         "Reading a speedup on the CPU: {single_part}, while a W-worker cell splits the same cores \
          between its workers ({}). So W workers do not bring W times the compute here: a speedup \

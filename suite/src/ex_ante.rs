@@ -78,6 +78,18 @@ fn predict_into(
             }
         }
     }
+    if trials.iter().any(|trial| trial.nodes > 1) {
+        match crate::slurm_step::Allocation::from_env().filter(|allocation| allocation.nodes > 1) {
+            None => say("warning: cells across nodes go unpredicted: no allocation of several nodes to probe"),
+            Some(_) => match probe_between_nodes(store, trials) {
+                Ok(Some(measured)) => links.insert_between_nodes(measured),
+                Ok(None) => {}
+                Err(error) => say(&format!(
+                    "warning: the probe between nodes failed, cells across nodes go unpredicted: {error:#}"
+                )),
+            },
+        }
+    }
     // The store's profiles sit beside its runs.
     let mut cache = ProfileCache::open(store.run_dir().parent(), profiles)?;
     let predicted = predict_cells(trials, &Placement::here(&links), &mut cache, store.run_id(), say)?;
@@ -144,6 +156,41 @@ fn probe_link(store: &RunStore, link: &TrialLink, gather_scatter: bool) -> anyho
     result
 }
 
+/// Probes the network between the allocation's nodes as a job step of one rank on each of
+/// two nodes (the ring of a cell across nodes crosses between them at its slowest hop), its
+/// rows stored in the run's `probes` naming both hosts; what the cells across nodes are
+/// predicted over. Rank 0 stores the probe where the run is, which must be a file system
+/// both nodes share (as the binary's).
+fn probe_between_nodes(store: &RunStore, trials: &[TrialSpec]) -> anyhow::Result<Option<MeasuredLink>> {
+    let scratch = store.run_dir().join(".probe-nodes");
+    let gather_scatter =
+        trials.iter().any(|trial| trial.nodes > 1 && trial.strategy.kind() == StrategyKind::ShardedDataParallel);
+    let result = (|| {
+        let exe = std::env::current_exe().context("locating the stratlab executable")?;
+        let name = crate::slurm_step::step_name(store.run_id(), "probe-between-nodes");
+        let sizes = match gather_scatter {
+            true => format!("{PROBE_SIZES},{SHARDED_PROBE_SIZE}"),
+            false => PROBE_SIZES.to_owned(),
+        };
+        let mut arguments = vec!["probe", "--repeats", "20", "--warmup", "3", "--sizes", &sizes];
+        arguments.extend(["--all-reduce", if gather_scatter { "idle,loaded" } else { "loaded" }]);
+        if gather_scatter {
+            arguments.push("--gather-scatter");
+        }
+        // Each rank loads its node's cores with as many threads as a trial's worker there
+        // computes on (libtorch's default would take every core of the node).
+        let threads = trials.iter().filter(|trial| trial.nodes > 1).map(|trial| trial.train.threads).max();
+        let threads = threads.unwrap_or(1).to_string();
+        arguments.extend(["--threads", &threads]);
+        let scratch_text = scratch.to_str().context("the run folder's path is not UTF-8")?;
+        arguments.extend(["--time-limit", "120", "--store", scratch_text]);
+        let mut command = crate::slurm_step::srun(&name, 2, 2, &exe, &arguments);
+        stored_probe(store, &scratch, &mut command, "probe between nodes before the run's trials")
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
 fn probe_into(
     store: &RunStore,
     scratch: &Path,
@@ -187,15 +234,19 @@ fn probe_into(
     if gather_scatter {
         command.arg("--gather-scatter");
     }
-    let output = command
-        .args(["--all-reduce", loads])
-        .arg("--time-limit")
-        .arg("120")
-        .arg("--store")
-        .arg(scratch)
-        .stdin(Stdio::null())
-        .output()
-        .context("starting `stratlab probe`")?;
+    command.args(["--all-reduce", loads]).arg("--time-limit").arg("120").arg("--store").arg(scratch);
+    stored_probe(store, scratch, &mut command, &format!("probe of {link} before the run's trials"))
+}
+
+/// Runs the probe `command` (which stores its run in `scratch`), copies its rows into the
+/// run's `probes`, and reads the link they measured, named `source`.
+fn stored_probe(
+    store: &RunStore,
+    scratch: &Path,
+    command: &mut Command,
+    source: &str,
+) -> anyhow::Result<Option<MeasuredLink>> {
+    let output = command.stdin(Stdio::null()).output().context("starting `stratlab probe`")?;
     if !output.status.success() {
         anyhow::bail!(
             "`stratlab probe` ended with {}: {}",
@@ -214,5 +265,5 @@ fn probe_into(
         row.run_id = store.run_id().to_owned();
     }
     store.write_probes(&rows)?;
-    Ok(MeasuredLink::from_probes(&rows, &format!("probe of {link} before the run's trials")))
+    Ok(MeasuredLink::from_probes(&rows, source))
 }

@@ -37,6 +37,9 @@ pub struct MeasuredLink {
 #[derive(Default)]
 pub struct LocalLinks {
     by_link: BTreeMap<Option<Link>, MeasuredLink>,
+    /// The network between the nodes of the run's Slurm allocation, where a probe step
+    /// measured it: what cells across nodes talk over.
+    between_nodes: Option<MeasuredLink>,
 }
 
 impl LocalLinks {
@@ -77,7 +80,12 @@ impl LocalLinks {
                 Some((link, measured))
             })
             .collect();
-        LocalLinks { by_link }
+        LocalLinks { by_link, between_nodes: None }
+    }
+
+    /// Adds the measurement of the network between the allocation's nodes.
+    pub fn insert_between_nodes(&mut self, measured: MeasuredLink) {
+        self.between_nodes = Some(measured);
     }
 
     /// Adds (or replaces) the measurement of `link`.
@@ -88,6 +96,15 @@ impl LocalLinks {
     /// What `link` measured, if it was probed.
     pub fn of(&self, link: &TrialLink) -> Option<&MeasuredLink> {
         self.by_link.get(&link.emulated().map(Link::as_stored))
+    }
+
+    /// What `trial`'s ranks talk over, if it was probed: the network between nodes for a
+    /// cell across them, else its link here.
+    pub fn of_trial(&self, trial: &TrialSpec) -> Option<&MeasuredLink> {
+        match trial.nodes {
+            1 => self.of(&trial.link),
+            _ => self.between_nodes.as_ref(),
+        }
     }
 }
 
@@ -254,7 +271,7 @@ pub fn predict_cells(
             _ => None,
         };
         let link = match placement {
-            Placement::Local { links, .. } => links.of(&trial.link),
+            Placement::Local { links, .. } => links.of_trial(trial),
             Placement::Cluster(_) => ring_link.as_ref().or(cluster_link.as_ref()),
         };
         let host_copy_bandwidth = loopback_bandwidth.or(link.map(|measured| measured.link.bandwidth.0));
@@ -271,7 +288,8 @@ pub fn predict_cells(
             optimizer: trial.train.update_rule().footprint(),
             prefetch: trial.train.prefetch,
             threads: trial.train.threads,
-            cores,
+            // Each node brings its own cores, taken to be as many as this host's.
+            cores: cores.saturating_mul(trial.nodes),
             host_copy_bandwidth,
             straggler: trial.train.straggler.as_ref(),
         };

@@ -42,16 +42,18 @@ pub(crate) fn group_of(key: &CellKey) -> CellKey {
     CellKey { link: key.link, nodes: key.nodes, straggler: key.straggler.clone(), ..key.baseline() }
 }
 
-/// How tables name a group: `small-cnn · mnist · b128 · 2 threads · bf16 · 1 Gbit/s`.
+/// How tables name a group: `small-cnn · mnist · b128 · 2 threads · bf16 · 1 Gbit/s`
+/// (` on 2 nodes` for a group across nodes).
 pub(crate) fn group_label(group: &CellKey) -> String {
     let threads = group.swept_threads.map(|threads| format!(" · {threads} threads")).unwrap_or_default();
     let link = group.link.map(|link| format!(" · {}", link.name())).unwrap_or_default();
     format!(
-        "{} · {} · b{}{threads}{}{link}{}",
+        "{} · {} · b{}{threads}{}{link}{}{}",
         group.network,
         group.dataset,
         group.batch_size,
         group.compute_label(),
+        group.nodes_label(),
         group.straggler_label()
     )
 }
@@ -113,7 +115,10 @@ pub(crate) fn judge_cells(predictions: &[PredictionRow], run: &RunView) -> Vec<J
             let run_to_run_spread = (p10s.len() > 1 && low > 0.0).then(|| high / low - 1.0);
             Some(JudgedCell {
                 key: key.clone(),
-                label: key.strategy.report_label(|_| true) + &key.straggler_label() + &key.compute_label(),
+                label: key.strategy.report_label(|_| true)
+                    + &key.nodes_label()
+                    + &key.straggler_label()
+                    + &key.compute_label(),
                 global_batch: first.global_batch.max(1) as f64,
                 prediction: prediction.clone(),
                 measured_p10_s: median(&p10s)?,
