@@ -14,7 +14,7 @@ use serde::Serialize;
 use stratlab_results::stats::median;
 /// A cell's key is the results crate's, the one every reader of a run groups by.
 pub use stratlab_results::CellKey;
-use stratlab_results::{Fingerprint, Outcome, PredictionRow, RunView, StepRow, TrialRow};
+use stratlab_results::{Fingerprint, Outcome, PredictionRow, RunView, StepRow, TrialNodeRow, TrialRow};
 
 use crate::bootstrap::{Statistic, StepSamples};
 use crate::RegressionError;
@@ -133,6 +133,28 @@ impl Cell {
     }
 }
 
+/// Each node's environment fields, by host.
+pub type NodeEnvironments = BTreeMap<String, BTreeMap<&'static str, String>>;
+
+/// What changed on the nodes between two runs' cells across nodes: a field of a host both
+/// ran on (`node2 nccl_version`), or the set of hosts itself (`nodes`). Runs on one host
+/// have none.
+pub fn node_changes(before: &NodeEnvironments, after: &NodeEnvironments) -> Vec<(String, String, String)> {
+    let mut changes = Vec::new();
+    if !before.is_empty() && !after.is_empty() && before.keys().ne(after.keys()) {
+        let hosts = |nodes: &NodeEnvironments| nodes.keys().cloned().collect::<Vec<_>>().join(", ");
+        changes.push(("nodes".to_owned(), hosts(before), hosts(after)));
+    }
+    for (host, fields) in before {
+        for (field, value) in fields {
+            if let Some(later) = after.get(host).and_then(|fields| fields.get(field)).filter(|later| *later != value) {
+                changes.push((format!("{host} {field}"), value.clone(), later.clone()));
+            }
+        }
+    }
+    changes
+}
+
 /// A stored run read as cells.
 #[derive(Debug, Clone)]
 pub struct RunCells {
@@ -140,6 +162,9 @@ pub struct RunCells {
     pub run_id: String,
     /// The environment the run was measured in.
     pub fingerprint: Fingerprint,
+    /// Each node its cells across nodes ran on, by host: that node's environment fields as
+    /// its ranks fingerprinted it (`TrialNodeRow::environment`); empty for a run on one host.
+    pub nodes: NodeEnvironments,
     /// Its cells, by key.
     pub cells: BTreeMap<CellKey, Cell>,
 }
@@ -162,6 +187,12 @@ impl RunCells {
             RunCells::from_rows(run.run_id(), run.fingerprint().clone(), run.trials().to_vec(), |trial_id| {
                 step_times.get(trial_id).map(|steps| steps.values().copied().collect()).unwrap_or_default()
             })?;
+        let node_rows: Vec<TrialNodeRow> = run.rows()?;
+        for row in &node_rows {
+            let host = row.host_name.clone().unwrap_or_else(|| "unknown host".to_owned());
+            let fields = row.environment().into_iter().map(|(field, value)| (field, value.unwrap_or_default()));
+            cells.nodes.entry(host).or_insert_with(|| fields.collect());
+        }
         let predictions: Vec<PredictionRow> = run.rows()?;
         let predicted: BTreeMap<&str, f64> =
             predictions.iter().filter_map(|row| Some((row.trial_id.as_str(), row.step_s?))).collect();
@@ -202,7 +233,7 @@ impl RunCells {
             }
             cell.trials.push(trial);
         }
-        Ok(RunCells { run_id: run_id.to_owned(), fingerprint, cells })
+        Ok(RunCells { run_id: run_id.to_owned(), fingerprint, nodes: NodeEnvironments::new(), cells })
     }
 
     /// The suite's short name, from the run id (`20261123T204934Z-noise-study` →
@@ -230,5 +261,26 @@ mod tests {
         assert_eq!(suite_label("20261123T204934Z-noise-study"), "noise-study");
         assert_eq!(suite_label("20261123T204934Z-noise-study-2"), "noise-study");
         assert_eq!(suite_label("20261123T204934Z-default"), "default");
+    }
+
+    #[test]
+    fn a_change_on_one_node_is_named_by_its_host_and_field() {
+        let node = |nccl: &str| BTreeMap::from([("nccl_version", nccl.to_owned()), ("cpu_model", "Xeon".to_owned())]);
+        let before: NodeEnvironments = BTreeMap::from([("node1".into(), node("2.21")), ("node2".into(), node("2.21"))]);
+        let mut after = before.clone();
+        after.get_mut("node2").unwrap().insert("nccl_version", "2.23".into());
+        assert_eq!(
+            node_changes(&before, &after),
+            [("node2 nccl_version".to_owned(), "2.21".to_owned(), "2.23".to_owned())]
+        );
+        after.insert("node3".into(), node("2.21"));
+        assert_eq!(
+            node_changes(&before, &after)[0],
+            ("nodes".into(), "node1, node2".into(), "node1, node2, node3".into())
+        );
+        assert!(
+            node_changes(&before, &NodeEnvironments::new()).is_empty(),
+            "a run on one host has no nodes to compare"
+        );
     }
 }

@@ -34,7 +34,8 @@ pub struct RunSide {
 /// An environment field that differs between the two runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EnvironmentChange {
-    /// Fingerprint field (`nvidia_driver_version`, `git_commit`, …).
+    /// Fingerprint field (`nvidia_driver_version`, `git_commit`, …), or a node's
+    /// (`node2 nccl_version`) where a run's cells across nodes ran.
     pub field: String,
     /// Its value in the baseline.
     pub baseline: String,
@@ -189,7 +190,9 @@ pub fn compare(
         .fingerprint
         .changes_to(&new.fingerprint)
         .into_iter()
-        .map(|(field, before, after)| EnvironmentChange { field: field.to_owned(), baseline: before, new: after })
+        .map(|(field, before, after)| (field.to_owned(), before, after))
+        .chain(crate::cells::node_changes(&baseline.nodes, &new.nodes))
+        .map(|(field, before, after)| EnvironmentChange { field, baseline: before, new: after })
         .collect();
     let cells: Vec<CellChange> = baseline
         .cells

@@ -157,6 +157,9 @@ pub struct HistoryRun {
     /// Its fingerprint.
     #[serde(skip)]
     pub fingerprint: Fingerprint,
+    /// The environments of the nodes its cells across nodes ran on.
+    #[serde(skip)]
+    pub nodes: crate::cells::NodeEnvironments,
 }
 
 /// A lasting change of one cell's metric.
@@ -251,6 +254,7 @@ impl History {
                     environment: environment_key(&run.fingerprint),
                     started_unix_s,
                     fingerprint: run.fingerprint.clone(),
+                    nodes: run.nodes.clone(),
                 }
             })
             .collect();
@@ -290,7 +294,7 @@ impl History {
         self.runs
             .windows(2)
             .enumerate()
-            .map(|(i, pair)| (i + 1, changes_between(&pair[0].fingerprint, &pair[1].fingerprint)))
+            .map(|(i, pair)| (i + 1, changes_between(&pair[0], &pair[1])))
             .filter(|(_, changes)| !changes.is_empty())
             .collect()
     }
@@ -312,7 +316,7 @@ impl History {
                         before: step.before,
                         after: step.after,
                         worse: rose != metric.higher_is_better(),
-                        environment_changes: changes_between(&self.runs[from].fingerprint, &self.runs[to].fingerprint),
+                        environment_changes: changes_between(&self.runs[from], &self.runs[to]),
                     });
                 }
             }
@@ -322,11 +326,16 @@ impl History {
     }
 }
 
-fn changes_between(before: &Fingerprint, after: &Fingerprint) -> Vec<EnvironmentChange> {
+/// What changed from run `before` to run `after`: its fingerprint's fields, and the
+/// nodes' of its cells across nodes.
+fn changes_between(before: &HistoryRun, after: &HistoryRun) -> Vec<EnvironmentChange> {
     before
-        .changes_to(after)
+        .fingerprint
+        .changes_to(&after.fingerprint)
         .into_iter()
-        .map(|(field, before, after)| EnvironmentChange { field: field.to_owned(), baseline: before, new: after })
+        .map(|(field, before, after)| (field.to_owned(), before, after))
+        .chain(crate::cells::node_changes(&before.nodes, &after.nodes))
+        .map(|(field, before, after)| EnvironmentChange { field, baseline: before, new: after })
         .collect()
 }
 
