@@ -7,6 +7,9 @@
 #
 #   tools/slurm-testbed.sh up          install (idempotent), start, wait until both nodes are idle
 #   tools/slurm-testbed.sh exec CMD…   run CMD where salloc/srun/sinfo reach the controller
+#   tools/slurm-testbed.sh shape RATE  shape what each node sends (the network between the
+#                                      nodes) to RATE with tbf (`100mbit`, `1gbit`); `shape off`
+#                                      lifts it (no netem here: a rate, not a latency)
 #   tools/slurm-testbed.sh status      the nodes as Slurm sees them
 #   tools/slurm-testbed.sh down        cancel every job, stop every daemon and step, remove the
 #                                      namespaces, the bridge and the spool: nothing is left
@@ -209,13 +212,26 @@ case "${1:-}" in
     up) up ;;
     down) down ;;
     status) SLURM_CONF=$CONF sinfo -N ;;
+    shape)
+        [ -e "$STATE/up" ] || { log "not up: run tools/slurm-testbed.sh up first"; exit 2; }
+        rate=${2:?usage: tools/slurm-testbed.sh shape RATE|off}
+        for node in "${NODES[@]}"; do
+            if [ "$rate" = off ]; then
+                ip netns exec "$(namespace "$node")" tc qdisc del dev eth0 root 2> /dev/null || true
+            else
+                # A burst of 64 KiB and 50 ms of queue: large transfers pace at the rate.
+                ip netns exec "$(namespace "$node")" tc qdisc replace dev eth0 root tbf rate "$rate" burst 64kb latency 50ms
+            fi
+        done
+        log "between the nodes: ${rate}"
+        ;;
     exec)
         shift
         [ -e "$STATE/up" ] || { log "not up: run tools/slurm-testbed.sh up first"; exit 2; }
         SLURM_CONF=$CONF exec "$@"
         ;;
     *)
-        echo "usage: tools/slurm-testbed.sh up | exec CMD… | status | down" >&2
+        echo "usage: tools/slurm-testbed.sh up | exec CMD… | shape RATE|off | status | down" >&2
         exit 2
         ;;
 esac

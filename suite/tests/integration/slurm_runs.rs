@@ -236,3 +236,43 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
     }
     assert_eq!(workers_on_nodes(), Vec::<String>::new(), "no worker outlives its step");
 }
+
+#[test]
+fn a_shaped_link_between_the_nodes_is_probed_and_the_cells_across_them_are_predicted_over_it() {
+    let _testbed = Testbed::up();
+    let shaped = testbed(&["shape", "200mbit"]);
+    assert!(shaped.status.success(), "{}", text(&shaped));
+    let dir = tempfile::tempdir().unwrap();
+    let suite = SUITE
+        .replace("nodes: [1, 2]", "nodes: [2]")
+        .replace("  - name: gpipe\n    workers: [2]\n    micro_batches: [4]\n", "")
+        .replace("exclude:\n  - {strategy: gpipe, nodes: 1}\n", "");
+    let suite = write_suite(dir.path(), &suite);
+    let store = dir.path().join("runs");
+    let output = testbed(&[
+        "exec",
+        "timeout",
+        "300",
+        "salloc",
+        "--nodes=2",
+        stratlab(),
+        "run",
+        suite.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", text(&output));
+    let run = RunStore::open(&crate::run_folders(&store)[0]).unwrap();
+    let trials: Vec<TrialRow> = run.load_rows().unwrap();
+    assert!(trials.iter().all(|trial| trial.outcome.name() == "ok"), "{trials:?}");
+    let across = trials.iter().find(|trial| trial.nodes() == 2).expect("the cell across nodes");
+    let predictions: Vec<stratlab_results::PredictionRow> = run.load_rows().unwrap();
+    let predicted = predictions.iter().find(|row| row.trial_id == across.trial_id).expect("its prediction");
+    let bandwidth = predicted.link_bandwidth_bytes_per_s.expect("predicted over a link");
+    // tbf at 200 Mbit/s is 25 MB/s; the probe's 16 MiB message reads it within a few percent.
+    assert!((bandwidth / 25e6 - 1.0).abs() < 0.25, "{bandwidth} B/s over the shaped link");
+    assert!(predicted.link_source.as_deref().is_some_and(|source| source.contains("between nodes")), "{predicted:?}");
+    assert!(predicted.step_s.is_some(), "{predicted:?}");
+    let report = std::fs::read_to_string(run.run_dir().join("report/tables/node_links.md")).expect("the links table");
+    assert!(report.contains("node1 → node2"), "{report}");
+}
