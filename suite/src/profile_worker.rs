@@ -102,8 +102,18 @@ fn answer_apart(
 ) -> anyhow::Result<(NetworkProfile, f64)> {
     let started = Instant::now();
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
-    let mut command = Command::new(exe);
-    command.arg("profile-worker").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Inside a Slurm allocation the machine measured is a compute node's, as the trials'
+    // are: a one-task job step (its output labelled, as a trial's step's is).
+    let in_step = crate::slurm_step::Allocation::from_env().is_some();
+    let mut command = match in_step {
+        true => crate::slurm_step::srun("stratlab.profile", 1, 1, &exe, &["profile-worker"]),
+        false => {
+            let mut command = Command::new(exe);
+            command.arg("profile-worker");
+            command
+        }
+    };
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     crate::child_process::own_group_dying_with_parent(&mut command, None);
     let mut child = command.spawn().with_context(|| format!("{what}: starting a profile worker"))?;
     let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -117,8 +127,16 @@ fn answer_apart(
         text
     });
     let mut outcome = None;
+    let mut labelled = crate::slurm_step::LabelledLines::default();
     for line in BufReader::new(child.stdout.take().expect("stdout is piped")).lines() {
         let line = line.with_context(|| format!("{what}: reading the profile worker"))?;
+        let line = match in_step {
+            true => match labelled.push(&line) {
+                Some((Some(_), whole)) => whole,
+                _ => continue,
+            },
+            false => line,
+        };
         match serde_json::from_str::<ProfileEvent>(line.trim()) {
             Ok(ProfileEvent::Note { message }) => report(&message),
             Ok(event) => outcome = Some(event),
@@ -159,7 +177,7 @@ pub fn run_profile_worker() -> i32 {
 }
 
 fn emit(event: &ProfileEvent) {
-    let line = serde_json::to_string(event).expect("profile events serialise");
+    let line = crate::slurm_step::unambiguous_line(serde_json::to_string(event).expect("profile events serialise"));
     let mut stdout = std::io::stdout().lock();
     // A closed pipe means the runner is gone; nothing useful is left to do with the line.
     let _ = writeln!(stdout, "{line}").and_then(|_| stdout.flush());

@@ -18,6 +18,10 @@ pub(crate) struct Allocation {
     pub(crate) job_id: String,
     /// `SLURM_JOB_NUM_NODES` (or the older `SLURM_NNODES`).
     pub(crate) nodes: usize,
+    /// The fewest CPUs it gives a node (`SLURM_JOB_CPUS_PER_NODE`, `2(x3),1`), where said.
+    pub(crate) cpus_per_node: Option<usize>,
+    /// That variable as Slurm wrote it, for messages.
+    cpus_text: String,
 }
 
 impl Allocation {
@@ -33,13 +37,25 @@ impl Allocation {
             .or_else(|| lookup("SLURM_NNODES"))
             .and_then(|nodes| nodes.trim().parse().ok())
             .unwrap_or(1);
-        Some(Allocation { job_id, nodes })
+        let cpus_text = lookup("SLURM_JOB_CPUS_PER_NODE").unwrap_or_default();
+        // `2(x3),1`: three nodes of 2 CPUs, one of 1.
+        let cpus_per_node =
+            cpus_text.split(',').filter_map(|group| group.split('(').next()?.trim().parse::<usize>().ok()).min();
+        Some(Allocation { job_id, nodes, cpus_per_node, cpus_text })
     }
 }
 
-/// Why a trial of `nodes` nodes cannot run in `allocation`, if it cannot.
-pub(crate) fn infeasibility(nodes: usize, allocation: Option<&Allocation>) -> Option<String> {
+/// Why a trial of `ranks_per_node` ranks on each of `nodes` nodes cannot run in
+/// `allocation` (where the runner starts it as a job step), if it cannot.
+pub(crate) fn infeasibility(nodes: usize, ranks_per_node: usize, allocation: Option<&Allocation>) -> Option<String> {
     match allocation {
+        Some(allocation) if allocation.cpus_per_node.is_some_and(|cpus| cpus < ranks_per_node) => Some(format!(
+            "needs {ranks_per_node} CPUs on a node for its ranks; Slurm job {} gives {} \
+             (SLURM_JOB_CPUS_PER_NODE={}): ask for them (`salloc --exclusive`, `--ntasks-per-node={ranks_per_node}`)",
+            allocation.job_id,
+            allocation.cpus_per_node.unwrap_or_default(),
+            allocation.cpus_text
+        )),
         _ if nodes <= 1 => None,
         None => Some(format!(
             "a cell of {nodes} nodes runs as a Slurm job step, and this run is outside an allocation \
@@ -165,7 +181,7 @@ pub(crate) fn task_ends(line: &str) -> Vec<(usize, String, String)> {
 /// cancels a step by id, so the ids are looked up by name first; the job itself is left.
 pub(crate) fn cancel_steps(allocation: &Allocation, prefix: &str) -> std::io::Result<Vec<String>> {
     let listed = Command::new("squeue")
-        .args(["--steps", "--noheader", "--format=%i %j", "--jobs", &allocation.job_id])
+        .args(["--steps", "--noheader", "--format=%i %.200j", "--jobs", &allocation.job_id])
         .output()?;
     let mut cancelled = Vec::new();
     for line in String::from_utf8_lossy(&listed.stdout).lines() {
@@ -187,13 +203,23 @@ mod tests {
         let lookup = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string())
         };
-        assert_eq!(infeasibility(1, None), None);
-        let outside = infeasibility(2, None).unwrap();
+        assert_eq!(infeasibility(1, 2, None), None);
+        let outside = infeasibility(2, 1, None).unwrap();
         assert!(outside.contains("outside an allocation") && outside.contains("salloc -N 2"), "{outside}");
         let one = Allocation::from_lookup(lookup(&[("SLURM_JOB_ID", "7"), ("SLURM_JOB_NUM_NODES", "1")])).unwrap();
-        assert_eq!(infeasibility(2, Some(&one)).unwrap(), "needs 2 nodes; Slurm job 7 has 1 (SLURM_JOB_NUM_NODES)");
+        assert_eq!(infeasibility(2, 1, Some(&one)).unwrap(), "needs 2 nodes; Slurm job 7 has 1 (SLURM_JOB_NUM_NODES)");
         let two = Allocation::from_lookup(lookup(&[("SLURM_JOB_ID", "8"), ("SLURM_NNODES", "2")])).unwrap();
-        assert_eq!((two.nodes, infeasibility(2, Some(&two))), (2, None));
+        assert_eq!((two.nodes, infeasibility(2, 4, Some(&two))), (2, None), "CPUs unknown: srun decides");
+        const NARROW: [(&str, &str); 3] =
+            [("SLURM_JOB_ID", "9"), ("SLURM_JOB_NUM_NODES", "3"), ("SLURM_JOB_CPUS_PER_NODE", "2(x2),1")];
+        let narrow = Allocation::from_lookup(lookup(&NARROW)).unwrap();
+        assert_eq!(narrow.cpus_per_node, Some(1));
+        assert_eq!(infeasibility(1, 1, Some(&narrow)), None);
+        let why = infeasibility(1, 2, Some(&narrow)).unwrap();
+        assert!(
+            why.starts_with("needs 2 CPUs on a node") && why.contains("2(x2),1") && why.contains("--exclusive"),
+            "{why}"
+        );
         assert_eq!(Allocation::from_lookup(lookup(&[("SLURM_NNODES", "2")])), None);
     }
 

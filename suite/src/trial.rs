@@ -141,7 +141,8 @@ impl TrialSpec {
             strategy: self.strategy.clone(),
             train: self.train.clone(),
             memory_limit_bytes: self.memory_limit_bytes,
-            job_step_telemetry_ms: (self.nodes > 1).then_some(self.telemetry_interval_ms),
+            // Set by the runner where it starts the workers as a job step.
+            job_step_telemetry_ms: None,
         })
     }
 
@@ -240,9 +241,10 @@ impl TrialSpec {
         if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
             return Some(reason.to_string());
         }
-        if let Some(reason) =
-            crate::slurm_step::infeasibility(self.nodes, crate::slurm_step::Allocation::from_env().as_ref())
-        {
+        // Inside an allocation every trial but one over an emulated link runs as a job step.
+        let allocation = crate::slurm_step::Allocation::from_env().filter(|_| self.link.emulated().is_none());
+        let ranks_per_node = self.workers / self.nodes.max(1);
+        if let Some(reason) = crate::slurm_step::infeasibility(self.nodes, ranks_per_node, allocation.as_ref()) {
             return Some(reason);
         }
         // The runner has resolved the device by now: a suite's `auto` that found no GPU

@@ -64,9 +64,10 @@ pub(crate) struct TrialWorkers {
 }
 
 impl TrialWorkers {
-    /// Starts every worker of `trial` (of run `run_id`): across nodes as a Slurm job step,
-    /// else on this machine, on `emulated`'s ends where the trial runs over an emulated
-    /// link; and hands each the trial.
+    /// Starts every worker of `trial` (of run `run_id`) and hands each the trial: inside a
+    /// Slurm allocation as a job step on its nodes (the runner's host may be a login node
+    /// that computes nothing), else on this machine, on `emulated`'s ends where the trial
+    /// runs over an emulated link (which joins ranks on this machine only).
     pub(crate) fn start(
         trial: &TrialSpec,
         run_id: &str,
@@ -75,11 +76,17 @@ impl TrialWorkers {
         let cuda = matches!(trial.train.device, DeviceChoice::Cuda(_));
         let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
         let (sender, events) = mpsc::channel::<RankEvent>();
-        let request = serde_json::to_string(&trial.for_worker()?)?;
-        if trial.nodes > 1 {
-            let allocation = Allocation::from_env().context("a trial across nodes outside a Slurm allocation")?;
-            return Self::start_step(trial, run_id, allocation, &request, (sender, events), memory_limit);
+        let mut worker_trial = trial.for_worker()?;
+        match Allocation::from_env().filter(|_| emulated.is_none()) {
+            Some(allocation) => {
+                worker_trial.job_step_telemetry_ms = Some(trial.telemetry_interval_ms);
+                let request = serde_json::to_string(&worker_trial)?;
+                return Self::start_step(trial, run_id, allocation, &request, (sender, events), memory_limit);
+            }
+            None if trial.nodes > 1 => anyhow::bail!("a trial across nodes outside a Slurm allocation"),
+            None => {}
         }
+        let request = serde_json::to_string(&worker_trial)?;
         let (master, port) = crate::link_axis::rendezvous(emulated)?;
         let mut children = Vec::new();
         let mut stderr_tails = Vec::new();
@@ -350,6 +357,8 @@ pub(crate) const STEP_CANCELLED: &str = "cancelled with its job step";
 fn silent_step_ends(stderr: &str, srun: ExitStatus, ranks: usize) -> Vec<WorkerEnd> {
     let mut rank_stderr = vec![String::new(); ranks];
     let mut ended: Vec<Option<(String, String)>> = vec![None; ranks];
+    // What srun said of the step itself (it could not be created, a node failed).
+    let mut srun_errors = Vec::new();
     let mut lines = LabelledLines::default();
     for line in stderr.lines() {
         match lines.push(line) {
@@ -358,7 +367,11 @@ fn silent_step_ends(stderr: &str, srun: ExitStatus, ranks: usize) -> Vec<WorkerE
                 rank_stderr[rank].push('\n');
             }
             Some((None, text)) => {
-                for (rank, host, how) in crate::slurm_step::task_ends(&text).into_iter().filter(|end| end.0 < ranks) {
+                let ends = crate::slurm_step::task_ends(&text);
+                if ends.is_empty() && text.starts_with("srun: error: ") {
+                    srun_errors.push(text.trim_start_matches("srun: error: ").to_owned());
+                }
+                for (rank, host, how) in ends.into_iter().filter(|end| end.0 < ranks) {
                     ended[rank] = Some((host, how));
                 }
             }
@@ -382,6 +395,9 @@ fn silent_step_ends(stderr: &str, srun: ExitStatus, ranks: usize) -> Vec<WorkerE
             let how = match (ended, cancelled) {
                 (Some((host, how)), false) => format!("rank {rank} on {host}: {how}"),
                 (Some((host, how)), true) => format!("{STEP_CANCELLED} on {host} ({how})"),
+                (None, _) if !srun_errors.is_empty() && stderr.is_empty() => {
+                    format!("the job step did not run ({srun_how}): {}", srun_errors.join(" | "))
+                }
                 (None, _) => format!("{STEP_CANCELLED} ({srun_how})"),
             };
             WorkerEnd::Failed(

@@ -65,6 +65,7 @@ fn a_two_node_suite_runs_as_job_steps_to_ok_names_both_hosts_and_trains_as_one_n
         "300",
         "salloc",
         "--nodes=2",
+        "--exclusive",
         stratlab(),
         "run",
         suite.to_str().unwrap(),
@@ -129,6 +130,7 @@ fn a_rank_killed_on_its_node_fails_its_trial_with_the_reason_and_not_the_next() 
         "300",
         "salloc",
         "--nodes=2",
+        "--exclusive",
         stratlab(),
         "run",
         suite.to_str().unwrap(),
@@ -186,7 +188,7 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
     let suite = write_suite(dir.path(), &suite);
     let store = dir.path().join("runs");
     // An allocation that outlives its runner, as an sbatch script's or an interactive one does.
-    let granted = testbed(&["exec", "salloc", "--nodes=2", "--no-shell"]);
+    let granted = testbed(&["exec", "salloc", "--nodes=2", "--exclusive", "--no-shell"]);
     let job = text(&granted)
         .split_whitespace()
         .skip_while(|word| *word != "allocation")
@@ -206,8 +208,9 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
         .spawn()
         .unwrap();
     let started = Instant::now();
-    while !steps_running().contains("stratlab.") {
-        assert!(started.elapsed() < Duration::from_secs(120), "no job step started");
+    // Every trial in an allocation is a step: wait for the one across the nodes.
+    while !steps_running().contains("data-parallel__w2__n2") {
+        assert!(started.elapsed() < Duration::from_secs(120), "no job step across the nodes started");
         std::thread::sleep(Duration::from_millis(200));
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -255,6 +258,7 @@ fn a_shaped_link_between_the_nodes_is_probed_and_the_cells_across_them_are_predi
         "300",
         "salloc",
         "--nodes=2",
+        "--exclusive",
         stratlab(),
         "run",
         suite.to_str().unwrap(),
