@@ -1,4 +1,4 @@
-//! Where a run's cells across nodes ran and what joined the nodes: each node as its ranks
+//! Where a run's trials ran as Slurm job steps and what joined the nodes: each node as its ranks
 //! fingerprinted themselves there (`trial_nodes`), and every pair of hosts the run's probes
 //! measured between (`probes` rows naming two hosts), beside the pairs within one host.
 
@@ -10,7 +10,7 @@ use crate::html::ReportSection;
 use crate::tables::{Columns, SummaryTable};
 use crate::ReportError;
 
-/// The section, where the run has cells across nodes (none otherwise).
+/// The section, where the run's trials ran as job steps (none otherwise).
 pub(crate) fn nodes_section(
     store: &RunStore,
     html_table: impl Fn(&SummaryTable) -> crate::html::HtmlTable,
@@ -28,7 +28,7 @@ pub(crate) fn nodes_section(
     let section = ReportSection {
         id: "nodes".into(),
         title: "Nodes and the links between them".into(),
-        caption: "Cells across nodes ran as Slurm job steps. Each node is listed as its ranks fingerprinted \
+        caption: "The trials ran as Slurm job steps. Each node is listed as its ranks fingerprinted \
                   themselves there (a node that differs from the others in driver, libraries or binary shows \
                   it here); the runner's own host is under Environment. The links are the run's probes before \
                   its trials: latency is the median one-way time of the smallest point-to-point message, \
@@ -56,7 +56,15 @@ fn node_table(nodes: &[TrialNodeRow]) -> Result<SummaryTable, ReportError> {
     let hosts = by_host.values();
     Columns::default()
         .text("host", by_host.keys().map(|host| host.unwrap_or("unknown").to_owned()).collect())
-        .int("trials", hosts.clone().map(|rows| Some(rows.len() as i64)).collect())
+        .int(
+            "trials",
+            hosts
+                .clone()
+                .map(|rows| {
+                    Some(rows.iter().map(|row| &row.trial_id).collect::<std::collections::BTreeSet<_>>().len() as i64)
+                })
+                .collect(),
+        )
         .maybe_text("ranks", hosts.clone().map(|rows| first(rows, &|row| Some(row.rank.to_string()))).collect())
         .maybe_text("CPU", hosts.clone().map(|rows| first(rows, &|row| row.cpu_model.clone())).collect())
         .int("cores", hosts.clone().map(|rows| rows.first().map(|row| row.logical_cores as i64)).collect())
@@ -76,7 +84,7 @@ fn node_table(nodes: &[TrialNodeRow]) -> Result<SummaryTable, ReportError> {
                 .map(|rows| first(rows, &|row| row.binary_sha256.as_ref().map(|sha| sha.chars().take(12).collect())))
                 .collect(),
         )
-        .finish("nodes", "The nodes the run's cells across nodes ran on")
+        .finish("nodes", "The nodes the run's trials ran on, as job steps")
 }
 
 /// One row per pair of hosts the probes measured between (and one for the pairs within a
@@ -86,7 +94,7 @@ fn link_table(probes: &[ProbeRow]) -> Result<Option<SummaryTable>, ReportError> 
     if !probes.iter().any(|row| spans(&row)) {
         return Ok(None);
     }
-    // Pairs between hosts by their hosts, and the runner's own loopback beside them
+    // Pairs between hosts by their hosts, and loopback within one beside them
     // (emulated links stand for no network between nodes).
     let mut pairs: BTreeMap<String, Vec<&ProbeRow>> = BTreeMap::new();
     for row in probes.iter().filter(|row| row.kind == ProbeKind::P2p) {
@@ -94,7 +102,10 @@ fn link_table(probes: &[ProbeRow]) -> Result<Option<SummaryTable>, ReportError> 
         let name = match (spans(&row), row.link) {
             (true, _) if row.src_host == row.dst_host => format!("within {}", host(&row.src_host)),
             (true, _) => format!("{} → {}", host(&row.src_host), host(&row.dst_host)),
-            (false, None) => "loopback on the runner's host".to_owned(),
+            (false, None) => match &row.src_host {
+                Some(host) => format!("loopback on {host}"),
+                None => "loopback on the runner's host".to_owned(),
+            },
             (false, Some(_)) => continue,
         };
         pairs.entry(name).or_default().push(row);
