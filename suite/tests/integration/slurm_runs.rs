@@ -49,6 +49,19 @@ fn text(output: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
+/// `stratlab run suite --store store extra…` inside a fresh allocation of both nodes (with
+/// `environment`'s `NAME=value`s set), which must succeed; the run it stored.
+fn run_in_allocation(suite: &Path, store: &Path, environment: &[&str], extra: &[&str]) -> RunStore {
+    let mut arguments = vec!["exec", "env"];
+    arguments.extend(environment);
+    arguments.extend(["timeout", "300", "salloc", "--nodes=2", "--exclusive", stratlab(), "run"]);
+    arguments.extend([suite.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    arguments.extend(extra);
+    let output = testbed(&arguments);
+    assert!(output.status.success(), "{}", text(&output));
+    RunStore::open(&crate::run_folders(store)[0]).unwrap()
+}
+
 fn rank0_losses(steps: &[StepRow], trial_id: &str) -> Vec<Option<f64>> {
     steps.iter().filter(|row| row.trial_id == trial_id && row.worker == 0).map(|row| row.record.loss).collect()
 }
@@ -59,22 +72,7 @@ fn a_two_node_suite_runs_as_job_steps_to_ok_names_both_hosts_and_trains_as_one_n
     let dir = tempfile::tempdir().unwrap();
     let suite = write_suite(dir.path(), SUITE);
     let store = dir.path().join("runs");
-    let output = testbed(&[
-        "exec",
-        "timeout",
-        "300",
-        "salloc",
-        "--nodes=2",
-        "--exclusive",
-        stratlab(),
-        "run",
-        suite.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-        "--no-predict",
-    ]);
-    assert!(output.status.success(), "{}", text(&output));
-    let run = RunStore::open(&crate::run_folders(&store)[0]).unwrap();
+    let run = run_in_allocation(&suite, &store, &[], &["--no-predict"]);
     let trials: Vec<TrialRow> = run.load_rows().unwrap();
     let ids: Vec<&str> = trials.iter().map(|trial| trial.trial_id.as_str()).collect();
     assert_eq!(trials.len(), 4, "{ids:?}");
@@ -122,25 +120,8 @@ fn a_rank_killed_on_its_node_fails_its_trial_with_the_reason_and_not_the_next() 
     let suite = write_suite(dir.path(), &SUITE.replace("nodes: [1, 2]", "nodes: [2]").replace("  - single\n", ""));
     let store = dir.path().join("runs");
     // Rank 1, on node2, SIGKILLs itself after its second step.
-    let output = testbed(&[
-        "exec",
-        "env",
-        "STRATLAB_TEST_FAULT=data-parallel=sigkill@1",
-        "timeout",
-        "300",
-        "salloc",
-        "--nodes=2",
-        "--exclusive",
-        stratlab(),
-        "run",
-        suite.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-        "--no-predict",
-        "--no-report",
-    ]);
-    assert!(output.status.success(), "{}", text(&output));
-    let run = RunStore::open(&crate::run_folders(&store)[0]).unwrap();
+    let fault = ["STRATLAB_TEST_FAULT=data-parallel=sigkill@1"];
+    let run = run_in_allocation(&suite, &store, &fault, &["--no-predict", "--no-report"]);
     let trials: Vec<TrialRow> = run.load_rows().unwrap();
     let outcome = |pattern: &str| {
         let trial = trials.iter().find(|trial| trial.trial_id.contains(pattern)).expect(pattern);
@@ -183,7 +164,7 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
     let suite = SUITE
         .replace("nodes: [1, 2]", "nodes: [2]")
         .replace("  - name: gpipe\n    workers: [2]\n    micro_batches: [4]\n", "")
-        .replace("budget: {steps: 12}", "budget: {steps: 400}")
+        .replace("budget: {steps: 12}", "budget: {steps: 200}")
         .replace("exclude:\n  - {strategy: gpipe, nodes: 1}\n", "");
     let suite = write_suite(dir.path(), &suite);
     let store = dir.path().join("runs");
@@ -252,21 +233,7 @@ fn a_shaped_link_between_the_nodes_is_probed_and_the_cells_across_them_are_predi
         .replace("exclude:\n  - {strategy: gpipe, nodes: 1}\n", "");
     let suite = write_suite(dir.path(), &suite);
     let store = dir.path().join("runs");
-    let output = testbed(&[
-        "exec",
-        "timeout",
-        "300",
-        "salloc",
-        "--nodes=2",
-        "--exclusive",
-        stratlab(),
-        "run",
-        suite.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-    ]);
-    assert!(output.status.success(), "{}", text(&output));
-    let run = RunStore::open(&crate::run_folders(&store)[0]).unwrap();
+    let run = run_in_allocation(&suite, &store, &[], &[]);
     let trials: Vec<TrialRow> = run.load_rows().unwrap();
     assert!(trials.iter().all(|trial| trial.outcome.name() == "ok"), "{trials:?}");
     let across = trials.iter().find(|trial| trial.nodes() == 2).expect("the cell across nodes");
