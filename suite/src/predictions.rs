@@ -40,30 +40,45 @@ pub struct LocalLinks {
     /// The network between the nodes of the run's Slurm allocation, where a probe step
     /// measured it: what cells across nodes talk over.
     between_nodes: Option<MeasuredLink>,
+    /// The most hosts a probe these links were read from spanned, where more than one.
+    spanned_hosts: Option<u32>,
 }
 
 impl LocalLinks {
     /// The links a probe run, or a suite run's probes, measured: one per link its rows
-    /// name (rows without one are loopback's).
+    /// name (rows without one are loopback's), from the pairs within one host; and, where
+    /// its ranks spanned hosts (`srun -N 2 stratlab probe`), the network between nodes from
+    /// the pairs and collectives across them, what cells across nodes are predicted over.
     pub fn from_probe_run(run: &Path) -> anyhow::Result<LocalLinks> {
         let rows: Vec<ProbeRow> = RunStore::open(run)?.load_rows()?;
-        // A probe across nodes mixes pairs within a node and between nodes: neither is this
-        // machine's link on its own, so it is not taken for one.
-        if let Some(hosts) = rows.iter().filter_map(|row| row.hosts).max().filter(|&hosts| hosts > 1) {
-            let message = format!(
-                "{}: the probe spans {hosts} hosts, so its pairs and collectives are not this machine's links; \
-                 give a probe of this machine alone (`stratlab probe --workers N`) or describe the nodes in a \
-                 cluster file (`--cluster`)",
-                run.display()
-            );
-            return Err(InputError(message).into());
-        }
-        let links = LocalLinks::from_probes(&rows, &run.display().to_string());
-        if links.by_link.is_empty() {
+        let across = |row: &&ProbeRow| {
+            row.hosts.is_some_and(|hosts| hosts > 1) && (row.kind != ProbeKind::P2p || row.src_host != row.dst_host)
+        };
+        let (between, within): (Vec<ProbeRow>, Vec<ProbeRow>) = rows.iter().cloned().partition(|row| across(&row));
+        let source = run.display().to_string();
+        let mut links = LocalLinks::from_probes(&within, &source);
+        links.between_nodes = MeasuredLink::from_probes(&between, &format!("{source} (between nodes)"));
+        links.spanned_hosts = rows.iter().filter_map(|row| row.hosts).max().filter(|&hosts| hosts > 1);
+        if links.by_link.is_empty() && links.between_nodes.is_none() {
             let message = format!("{}: no point-to-point rows; give a run of `stratlab probe`", run.display());
             return Err(InputError(message).into());
         }
         Ok(links)
+    }
+
+    /// This machine's links alone, as a command that knows nothing of nodes needs them: a
+    /// probe of ranks on several hosts without a pair on one is refused, with the way out.
+    pub fn of_one_machine(self, run: &Path) -> anyhow::Result<LocalLinks> {
+        match self.spanned_hosts {
+            Some(hosts) if self.by_link.is_empty() => Err(InputError(format!(
+                "{}: the probe spans {hosts} hosts, with no pair within one, so its pairs and collectives are \
+                 not this machine's links; give a probe of this machine alone (`stratlab probe --workers N`) or \
+                 describe the nodes in a cluster file (`--cluster`)",
+                run.display()
+            ))
+            .into()),
+            _ => Ok(self),
+        }
     }
 
     /// The links `rows` measured, each from its own rows (see [`MeasuredLink::from_probes`]).
@@ -80,7 +95,7 @@ impl LocalLinks {
                 Some((link, measured))
             })
             .collect();
-        LocalLinks { by_link, between_nodes: None }
+        LocalLinks { by_link, between_nodes: None, spanned_hosts: None }
     }
 
     /// Adds the measurement of the network between the allocation's nodes.

@@ -68,7 +68,10 @@ pub fn recommend(cache: &mut ProfileCache, question: &Question<'_>) -> anyhow::R
         }
         _ => None,
     };
-    let links = question.probe.map(LocalLinks::from_probe_run).transpose()?.unwrap_or_default();
+    let links = match question.probe {
+        Some(run) => LocalLinks::from_probe_run(run)?.of_one_machine(run)?,
+        None => LocalLinks::default(),
+    };
     // Threads matter only where the speed is profiled here: a cluster's device per worker
     // is one core of this machine when profiled, and a roofline ignores them.
     let (placement, device_memory, cores) = match &cluster {

@@ -105,4 +105,26 @@ fn a_probe_step_across_the_testbed_s_two_nodes_names_both_hosts() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the probe spans 2 hosts") && stderr.contains("--cluster"), "{stderr}");
+
+    // `predict` reads it as the network between nodes: a cell across two is predicted over it.
+    let suite = store.path().join("across.yaml");
+    std::fs::write(
+        &suite,
+        "name: across\nnetworks: [small-cnn]\ndatasets: [mnist:synthetic]\n\
+         strategies: [{name: data-parallel, workers: [2]}]\nnodes: [2]\nbatch_size: 32\nbudget: {steps: 4}\n\
+         device: cpu\nthreads: 1\n",
+    )
+    .unwrap();
+    let predicted = Command::new(env!("CARGO_BIN_EXE_stratlab"))
+        .arg("predict")
+        .arg(&suite)
+        .arg("--probe")
+        .arg(&runs[0])
+        .args(["--store", store.path().join("profiles").to_str().unwrap()])
+        .output()
+        .expect("run stratlab predict");
+    let stdout = String::from_utf8_lossy(&predicted.stdout);
+    assert!(predicted.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&predicted.stderr));
+    let row = stdout.lines().find(|line| line.contains("2 nodes")).expect("the cell across nodes");
+    assert!(row.contains(" ms") && !row.contains("needs a link"), "{row}");
 }
