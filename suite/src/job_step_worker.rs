@@ -1,7 +1,8 @@
 //! What a worker does for itself when srun started it as one rank of a Slurm job step, on a
 //! node where the runner watches nothing: it reports its node, holds itself to the trial's
 //! memory limit (the address-space guard the runner would set before exec, the resident
-//! guard the runner would poll) and samples its own telemetry.
+//! guard the runner would poll), times the speed reference on its node and samples its
+//! own telemetry.
 
 use std::time::Duration;
 
@@ -28,6 +29,14 @@ impl JobStepRank {
         emit: fn(&WorkerEvent),
     ) -> JobStepRank {
         emit(&WorkerEvent::Node(Box::new(crate::fingerprint::collect(None))));
+        // The runner times the machine before a trial; here the node is the machine. Slurm
+        // starts the node's ranks together, so their shares of its cores load it at once.
+        let ranks_on_node = std::env::var("SLURM_STEP_TASKS_PER_NODE")
+            .ok()
+            .and_then(|tasks| tasks.split(['(', ',']).next()?.trim().parse::<usize>().ok())
+            .unwrap_or(1);
+        let copies = crate::fingerprint::cores_here() / ranks_on_node.max(1);
+        emit(&WorkerEvent::SpeedReference { seconds: crate::speed_reference::reference_seconds_on(copies) });
         let cuda = matches!(spec.train.device, DeviceChoice::Cuda(_));
         let limit = MemoryLimit::for_trial(spec.memory_limit_bytes, cuda);
         if let Some(bytes) = limit.address_space_guard() {

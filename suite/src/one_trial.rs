@@ -24,8 +24,10 @@ pub(crate) fn run_trial(
     progress: &MatrixProgress,
 ) -> anyhow::Result<RecordedTrial> {
     let infeasibility = trial.infeasibility();
-    // Timed before the trial's clock starts, on the machine as its workers will find it.
-    let speed_reference_s = infeasibility.is_none().then(reference_seconds);
+    // Timed before the trial's clock starts, on the machine as its workers will find it; a
+    // job step's ranks time it on their nodes instead (the runner's host may be a login node).
+    let runs_as_step = crate::slurm_step::Allocation::from_env().is_some() && trial.link.emulated().is_none();
+    let speed_reference_s = (infeasibility.is_none() && !runs_as_step).then(reference_seconds);
     let started_at = UtcTime::now();
     let started = Instant::now();
     let not_started = |outcome: Outcome, reason: String| {
@@ -76,7 +78,7 @@ pub(crate) fn run_trial(
         board_names,
         started_at,
         started,
-        speed_reference_s,
+        speed_reference_s: speed_reference_s.or(ranks.speed_reference_s),
         link_emulation_cpu_s: emulated.as_ref().map(EmulatedLink::delay_line_cpu_s).filter(|&seconds| seconds > 0.0),
     };
     Ok(record(trial, run_id, fingerprint, facts))

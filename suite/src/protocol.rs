@@ -41,6 +41,12 @@ pub enum WorkerEvent {
     Finished(Box<TrainReport>),
     /// The node a rank of a Slurm job step runs on, before it trains.
     Node(Box<stratlab_results::Fingerprint>),
+    /// The speed reference a rank of a Slurm job step timed on its node before training
+    /// (its share of the node's cores, beside the node's other ranks).
+    SpeedReference {
+        /// Seconds of the reference work (`speed_reference.rs`).
+        seconds: f64,
+    },
     /// What a rank of a Slurm job step sampled of its own process and devices, before its
     /// last word (a local trial's telemetry is sampled by the runner).
     Telemetry {

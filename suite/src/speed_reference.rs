@@ -31,10 +31,16 @@ const WARMUP: usize = 2;
 /// median, and the slowest core's kept (a synchronous step waits for its slowest
 /// worker). The thread count in force before is restored.
 pub fn reference_seconds() -> f64 {
-    let cores = crate::fingerprint::cores_here();
+    reference_seconds_on(crate::fingerprint::cores_here())
+}
+
+/// The reference work's seconds with `copies` copies at once (the slowest copy's median): a
+/// rank of a job step takes its share of its node's cores, its neighbours on the node the
+/// rest, all at once.
+pub fn reference_seconds_on(copies: usize) -> f64 {
     let threads_before = tch::get_num_threads();
     let seconds = std::thread::scope(|scope| {
-        let copies: Vec<_> = (0..cores).map(|_| scope.spawn(one_core_seconds)).collect();
+        let copies: Vec<_> = (0..copies.max(1)).map(|_| scope.spawn(one_core_seconds)).collect();
         copies.into_iter().filter_map(|copy| copy.join().ok()).fold(f64::NAN, f64::max)
     });
     tch::set_num_threads(threads_before);

@@ -39,6 +39,8 @@ pub(crate) struct RankFacts {
     pub(crate) nodes: Vec<Option<Fingerprint>>,
     /// Every rank's samples, each with its node's host name.
     pub(crate) samples: Vec<(Option<String>, Sample)>,
+    /// The slowest speed reference the ranks timed on their nodes, where they timed one.
+    pub(crate) speed_reference_s: Option<f64>,
 }
 
 /// An event and the rank that reported it.
@@ -201,7 +203,7 @@ impl TrialWorkers {
         progress: &MatrixProgress,
     ) -> anyhow::Result<(Vec<WorkerEnd>, RankFacts)> {
         let mut last_words: Vec<Option<WorkerEnd>> = (0..self.ranks).map(|_| None).collect();
-        let mut facts = RankFacts { nodes: vec![None; self.ranks], samples: Vec::new() };
+        let mut facts = RankFacts { nodes: vec![None; self.ranks], ..RankFacts::default() };
         let mut timed_out = false;
         let mut guard = match (&self.processes, self.memory_limit) {
             (Processes::Local(_), MemoryLimit::Resident(bytes)) => Some(ResidentGuard::new(bytes, &self.pids())),
@@ -221,6 +223,9 @@ impl TrialWorkers {
                             last_words[rank] = Some(WorkerEnd::Failed(outcome, reason, detail))
                         }
                         WorkerEvent::Node(node) => facts.nodes[rank] = Some(*node),
+                        WorkerEvent::SpeedReference { seconds } => {
+                            facts.speed_reference_s = Some(facts.speed_reference_s.map_or(seconds, |s| s.max(seconds)))
+                        }
                         WorkerEvent::Telemetry { samples } => {
                             let host = facts.nodes[rank].as_ref().and_then(|node| node.host_name.clone());
                             facts.samples.extend(samples.into_iter().map(|sample| (host.clone(), sample)));

@@ -78,6 +78,8 @@ fn a_two_node_suite_runs_as_job_steps_to_ok_names_both_hosts_and_trains_as_one_n
     assert_eq!(trials.len(), 4, "{ids:?}");
     for trial in &trials {
         assert_eq!(trial.outcome.name(), "ok", "{}: {:?}", trial.trial_id, trial.reason);
+        // Timed by the step's ranks on their nodes.
+        assert!(trial.speed_reference_s.is_some_and(|seconds| seconds > 0.0), "{}", trial.trial_id);
     }
     let across: Vec<&TrialRow> = trials.iter().filter(|trial| trial.nodes() == 2).collect();
     assert_eq!(across.len(), 2, "data-parallel and gpipe across the nodes: {ids:?}");
