@@ -166,7 +166,7 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
     let suite = SUITE
         .replace("nodes: [1, 2]", "nodes: [2]")
         .replace("  - name: gpipe\n    workers: [2]\n    micro_batches: [4]\n", "")
-        .replace("budget: {steps: 12}", "budget: {steps: 200}")
+        .replace("budget: {steps: 12}", "budget: {steps: 120}")
         .replace("exclude:\n  - {strategy: gpipe, nodes: 1}\n", "");
     let suite = write_suite(dir.path(), &suite);
     let store = dir.path().join("runs");
