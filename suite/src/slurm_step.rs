@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The Slurm allocation this process runs in, read from the variables `salloc` and
 /// `sbatch` set.
@@ -192,6 +193,64 @@ pub(crate) fn cancel_steps(allocation: &Allocation, prefix: &str) -> std::io::Re
         }
     }
     Ok(cancelled)
+}
+
+/// Whether a job step of this runner is running now: a signal that would end the runner
+/// then waits for the step to be cancelled first.
+static STEP_RUNNING: AtomicBool = AtomicBool::new(false);
+/// Set by the handler when SIGINT, SIGTERM or SIGHUP arrived while a step ran.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+/// While it lives, a SIGINT, SIGTERM or SIGHUP to the runner does not end it at once: the
+/// trial's watcher sees [`StepGuard::interrupted`], cancels the step by name, and the
+/// runner then ends by the same signal, so that no step outlives the runner (srun, killed
+/// with it, would leave its step's ranks running). Outside a guard the signals end the
+/// runner as always.
+pub(crate) struct StepGuard;
+
+impl StepGuard {
+    /// Marks a step as running, the handlers installed.
+    pub(crate) fn hold() -> StepGuard {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: installs a handler that only touches atomics and calls the
+            // async-signal-safe `signal` and `raise`.
+            unsafe { libc::signal(signal, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+        }
+        STEP_RUNNING.store(true, Ordering::SeqCst);
+        StepGuard
+    }
+
+    /// The signal that asked the runner to end while the step ran, if one did.
+    pub(crate) fn interrupted(&self) -> Option<i32> {
+        Some(INTERRUPTED.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
+    }
+}
+
+impl Drop for StepGuard {
+    /// The step is over: a signal that came meanwhile now ends the runner, as it would have.
+    fn drop(&mut self) {
+        STEP_RUNNING.store(false, Ordering::SeqCst);
+        let signal = INTERRUPTED.swap(0, Ordering::SeqCst);
+        if signal != 0 {
+            // SAFETY: restores the default disposition and delivers the signal to this process.
+            unsafe {
+                libc::signal(signal, libc::SIG_DFL);
+                libc::raise(signal);
+            }
+        }
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    if STEP_RUNNING.load(Ordering::SeqCst) {
+        INTERRUPTED.store(signal, Ordering::SeqCst);
+    } else {
+        // SAFETY: both are async-signal-safe; the runner ends as if no handler were there.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use stratlab_telemetry::CudaEnv;
 use crate::memory_guard::{MemoryLimit, ResidentGuard};
 use crate::progress::MatrixProgress;
 use crate::protocol::{failure_outcome, WorkerEvent};
-use crate::slurm_step::{Allocation, LabelledLines};
+use crate::slurm_step::{Allocation, LabelledLines, StepGuard};
 use crate::trial::TrialSpec;
 
 /// A worker's last word: its report, or why it has none.
@@ -43,6 +43,9 @@ pub(crate) struct RankFacts {
     pub(crate) speed_reference_s: Option<f64>,
 }
 
+/// How long a cancelled step's srun is given to see its tasks ended before it is killed.
+const STEP_CANCEL_WAIT: Duration = Duration::from_secs(10);
+
 /// An event and the rank that reported it.
 type RankEvent = (usize, WorkerEvent);
 
@@ -50,8 +53,9 @@ type RankEvent = (usize, WorkerEvent);
 enum Processes {
     /// One child process per rank on this machine, each in a group of its own.
     Local(Vec<Child>),
-    /// One `srun` for all ranks: a Slurm job step of this name in `allocation`.
-    Step { srun: Child, name: String, allocation: Allocation },
+    /// One `srun` for all ranks: a Slurm job step of this name in `allocation`, the runner's
+    /// signals held off while it runs.
+    Step { srun: Child, name: String, allocation: Allocation, guard: StepGuard },
 }
 
 /// The running worker processes of one trial, rank by rank.
@@ -144,6 +148,7 @@ impl TrialWorkers {
         // The ranks hold themselves to the memory limit on their nodes (`job_step_worker`);
         // srun itself is only kept from outliving the runner.
         crate::child_process::own_group_dying_with_parent(&mut command, None);
+        let guard = StepGuard::hold();
         let mut srun = command.spawn().context("starting srun (is Slurm's client installed on this host?)")?;
         let mut stdin = srun.stdin.take().context("srun stdin")?;
         writeln!(stdin, "{request}").context("sending the trial to its job step")?;
@@ -169,7 +174,7 @@ impl TrialWorkers {
         });
         let stderr_tails = vec![read_all(srun.stderr.take().context("srun stderr")?)];
         Ok(TrialWorkers {
-            processes: Processes::Step { srun, name, allocation },
+            processes: Processes::Step { srun, name, allocation, guard },
             ranks: trial.workers,
             events,
             stderr_tails,
@@ -205,6 +210,7 @@ impl TrialWorkers {
         let mut last_words: Vec<Option<WorkerEnd>> = (0..self.ranks).map(|_| None).collect();
         let mut facts = RankFacts { nodes: vec![None; self.ranks], ..RankFacts::default() };
         let mut timed_out = false;
+        let mut interrupted = false;
         let mut guard = match (&self.processes, self.memory_limit) {
             (Processes::Local(_), MemoryLimit::Resident(bytes)) => Some(ResidentGuard::new(bytes, &self.pids())),
             _ => None,
@@ -239,6 +245,13 @@ impl TrialWorkers {
             if !timed_out && over_memory.is_none() && Instant::now() >= deadline {
                 timed_out = true;
                 self.kill_all();
+            }
+            if let Processes::Step { guard, .. } = &self.processes {
+                if let Some(signal) = guard.interrupted().filter(|_| !interrupted) {
+                    interrupted = true;
+                    eprintln!("signal {signal}: cancelling the trial's job step before the runner ends");
+                    self.kill_all();
+                }
             }
             if over_memory.is_none() {
                 over_memory = guard.as_mut().and_then(ResidentGuard::check);
@@ -279,13 +292,19 @@ impl TrialWorkers {
         Ok((ends, facts))
     }
 
-    /// Ends every rank now: each local worker's group, or the job step by name (then srun).
-    fn kill_all(&self) {
-        match &self.processes {
+    /// Ends every rank now: each local worker's group, or the job step by name; srun ends
+    /// once Slurm has ended the step's tasks, which is waited for (a few seconds at most,
+    /// then srun is killed), so the step is gone when this returns.
+    fn kill_all(&mut self) {
+        match &mut self.processes {
             Processes::Local(children) => children.iter().for_each(kill_group),
-            Processes::Step { srun, name, allocation } => {
+            Processes::Step { srun, name, allocation, .. } => {
                 if let Err(error) = crate::slurm_step::cancel_steps(allocation, name) {
                     eprintln!("warning: could not cancel job step {name}: {error}");
+                }
+                let cancelled = Instant::now();
+                while srun.try_wait().ok().flatten().is_none() && cancelled.elapsed() < STEP_CANCEL_WAIT {
+                    std::thread::sleep(Duration::from_millis(50));
                 }
                 kill_group(srun);
             }

@@ -1,8 +1,9 @@
 //! `stratlab run` inside a Slurm allocation of the testbed's two nodes: cells across nodes
 //! run as job steps to `ok` beside one-node cells, train to the same weights, and name both
 //! hosts; a rank killed on its node fails that trial alone; a killed runner's step is
-//! cancelled by `--resume`, which loses nothing and leaves nothing on either node; and a
-//! cell across nodes outside an allocation is infeasible with its reason.
+//! cancelled by `--resume`, which loses nothing and leaves nothing on either node, and a
+//! runner sent SIGTERM cancels its step before it ends; a shaped link between the nodes is
+//! probed and predicted over.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -159,7 +160,7 @@ fn workers_on_nodes() -> Vec<String> {
 }
 
 #[test]
-fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_nothing() {
+fn a_killed_runner_s_step_is_cancelled_by_resume_and_a_signalled_runner_cancels_its_own() {
     let _testbed = Testbed::up();
     let dir = tempfile::tempdir().unwrap();
     // A first trial that finishes, then a long one across the nodes to kill the runner in.
@@ -184,20 +185,26 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
         command.args(arguments);
         command
     };
-    let mut runner = in_allocation(&["run", suite.to_str().unwrap(), "--store", store.to_str().unwrap()])
-        .args(["--no-predict", "--no-report"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    // Every trial in an allocation is a step: wait for the one across the nodes.
-    while !steps_running().contains("data-parallel__w2__n2") {
-        assert!(started.elapsed() < Duration::from_secs(120), "no job step across the nodes started");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    // The runner (under `tools/slurm-testbed.sh exec`, which execs it) dies at once.
+    // A runner in the allocation, once its step across the nodes runs (every trial in an
+    // allocation is a step; the runner is the child itself: `tools/slurm-testbed.sh exec`
+    // and `env` exec it).
+    let runner_in_its_step = |store: &Path| {
+        let runner = in_allocation(&["run", suite.to_str().unwrap(), "--store", store.to_str().unwrap()])
+            .args(["--no-predict", "--no-report"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !steps_running().contains("data-parallel__w2__n2") {
+            assert!(started.elapsed() < Duration::from_secs(120), "no job step across the nodes started");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        runner
+    };
+    let mut runner = runner_in_its_step(&store);
+    // SIGKILL: the runner dies at once, srun with it, and the step's ranks live on.
     runner.kill().unwrap();
     runner.wait().unwrap();
     let run_dir = crate::run_folders(&store)[0].clone();
@@ -209,7 +216,6 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
         .output()
         .unwrap();
     let said = text(&resumed);
-    let _ = testbed(&["exec", "scancel", &job]);
     assert!(resumed.status.success(), "{said}");
     assert!(said.contains("cancelled the job steps an earlier, killed runner left"), "{said}");
     let trials: Vec<TrialRow> = RunStore::open(&run_dir).unwrap().load_rows().unwrap();
@@ -221,6 +227,17 @@ fn a_killed_runner_s_step_is_cancelled_by_resume_which_loses_nothing_and_leaves_
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(workers_on_nodes(), Vec::<String>::new(), "no worker outlives its step");
+
+    // SIGTERM (Ctrl-C is SIGINT, a batch job's end SIGTERM): the runner cancels its step
+    // first, then ends by the signal.
+    let mut runner = runner_in_its_step(&dir.path().join("signalled"));
+    // SAFETY: sends a signal to the runner, a child of this test.
+    assert_eq!(unsafe { libc::kill(runner.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let status = runner.wait().unwrap();
+    let left = steps_running();
+    let _ = testbed(&["exec", "scancel", &job]);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGTERM), "{status:?}");
+    assert!(!left.contains("stratlab."), "the step outlived its runner: {left}");
 }
 
 #[test]
