@@ -117,13 +117,17 @@ fn a_two_node_suite_runs_as_job_steps_to_ok_names_both_hosts_and_trains_as_one_n
 }
 
 #[test]
-fn a_rank_killed_on_its_node_fails_its_trial_with_the_reason_and_not_the_next() {
+fn a_rank_killed_on_its_node_fails_its_trial_with_the_reason_and_not_the_next_and_a_hung_step_times_out() {
     let _testbed = Testbed::up();
     let dir = tempfile::tempdir().unwrap();
-    let suite = write_suite(dir.path(), &SUITE.replace("nodes: [1, 2]", "nodes: [2]").replace("  - single\n", ""));
+    let suite = SUITE
+        .replace("nodes: [1, 2]", "nodes: [2]")
+        .replace("  - single\n", "  - name: 1f1b\n    workers: [2]\n    micro_batches: [4]\n")
+        .replace("timeout_s: 120", "timeout_s: 20");
+    let suite = write_suite(dir.path(), &suite);
     let store = dir.path().join("runs");
-    // Rank 1, on node2, SIGKILLs itself after its second step.
-    let fault = ["STRATLAB_TEST_FAULT=data-parallel=sigkill@1"];
+    // Rank 1, on node2, SIGKILLs itself after its second step; 1f1b's rank 1 hangs there.
+    let fault = ["STRATLAB_TEST_FAULT=data-parallel=sigkill@1,1f1b=hang@1"];
     let run = run_in_allocation(&suite, &store, &fault, &["--no-predict", "--no-report"]);
     let trials: Vec<TrialRow> = run.load_rows().unwrap();
     let outcome = |pattern: &str| {
@@ -133,9 +137,14 @@ fn a_rank_killed_on_its_node_fails_its_trial_with_the_reason_and_not_the_next() 
     let (dp, reason, wall) = outcome("data-parallel");
     assert_eq!(dp, "crashed", "{reason}");
     assert!(reason.contains("rank 1 on node2") && reason.contains("Killed"), "{reason}");
-    assert!(wall < 60.0, "its peer did not wait for the 120 s timeout: {wall} s");
+    assert!(wall < 20.0, "its peer did not wait for the 20 s timeout: {wall} s");
     let (gpipe, reason, _) = outcome("gpipe");
     assert_eq!(gpipe, "ok", "{reason}");
+    // The hung step is cancelled by name at the timeout, and gone when the run ends.
+    let (hung, reason, _) = outcome("1f1b");
+    assert_eq!(hung, "timeout", "{reason}");
+    assert!(reason.contains("20 s timeout"), "{reason}");
+    assert!(!steps_running().contains("stratlab."), "{}", steps_running());
 }
 
 /// The job steps of the testbed now, by name.
