@@ -145,7 +145,7 @@ up() {
         return
     fi
     # What a run that died half-way left behind goes first.
-    if ip link show "$BRIDGE" > /dev/null 2>&1 || [ -d "$STATE" ]; then
+    if ip link show "$BRIDGE" > /dev/null 2>&1 || ip link show vstl0 > /dev/null 2>&1 || [ -d "$STATE" ]; then
         down
     fi
     mkdir -p "$STATE/state" "$STATE/log" "$STATE/spool"
@@ -190,6 +190,9 @@ down() {
             ip netns del "$ns"
         fi
         rm -rf "/etc/netns/$ns"
+        # A process that outlived its kill (exiting, or in the kernel) keeps its namespace,
+        # and with it the veth pair, after `ip netns del`: the host's end goes here.
+        ip link del "vstl${index}" 2> /dev/null
     done
     if [ -s "$STATE/slurmctld.pid" ]; then
         kill "$(cat "$STATE/slurmctld.pid")" 2> /dev/null
