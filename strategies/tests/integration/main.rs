@@ -9,5 +9,7 @@ mod common;
 mod device_double;
 mod distributed_equivalence;
 mod pipeline_equivalence;
+mod pipeline_ranks;
+mod pipeline_timelines;
 mod single_training;
 mod straggler;
