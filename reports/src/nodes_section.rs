@@ -112,21 +112,12 @@ fn link_table(probes: &[ProbeRow]) -> Result<Option<SummaryTable>, ReportError> 
     }
     let (mut names, mut latency_us, mut bandwidth) = (Vec::new(), Vec::new(), Vec::new());
     for (name, rows) in &pairs {
+        let link = stratlab_results::point_to_point_link(rows.iter().copied());
+        let sizes: std::collections::BTreeSet<u64> = rows.iter().map(|row| row.bytes).collect();
         names.push(name.clone());
-        let median_at = |bytes: u64| {
-            let times: Vec<f64> = rows.iter().filter(|row| row.bytes == bytes).map(|row| row.median_s).collect();
-            stratlab_results::stats::median(&times)
-        };
-        let smallest = rows.iter().map(|row| row.bytes).min();
-        let largest = rows.iter().map(|row| row.bytes).max();
-        let latency = smallest.and_then(median_at);
-        latency_us.push(latency.map(|seconds| seconds * 1e6));
-        bandwidth.push(
-            largest
-                .zip(largest.and_then(median_at))
-                .filter(|(bytes, _)| Some(*bytes) != smallest)
-                .map(|(bytes, seconds)| bytes as f64 * 8.0 / (seconds - latency.unwrap_or(0.0)).max(1e-12) / 1e9),
-        );
+        latency_us.push(link.map(|link| link.latency.0 * 1e6));
+        // One size gives a latency and no bandwidth.
+        bandwidth.push(link.filter(|_| sizes.len() > 1).map(|link| link.bandwidth.0 * 8.0 / 1e9));
     }
     Columns::default()
         .text("hosts", names)

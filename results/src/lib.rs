@@ -62,7 +62,7 @@ pub use pipeline_stage::{
 };
 pub use predicted_pass_row::PredictedPassRow;
 pub use prediction_row::PredictionRow;
-pub use probe_row::{algorithm_gbps, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
+pub use probe_row::{algorithm_gbps, point_to_point_link, ProbeError, ProbeKind, ProbeRow, ProbeSpec};
 pub use profile_row::ProfileRow;
 pub use profile_store::{PartStore, ProfileStore};
 pub use rank_breakdown::{rank_breakdown, RankBreakdownRow};

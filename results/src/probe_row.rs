@@ -7,6 +7,7 @@ use polars::prelude::{ChunkAgg, ChunkQuantile, Float64Chunked, NewChunkedArray};
 use serde::{Deserialize, Serialize};
 use stratlab_columns::Columns;
 use stratlab_strategy_spec::UnknownName;
+use stratlab_units::Link;
 use strum::VariantArray;
 
 use crate::Table;
@@ -82,6 +83,22 @@ impl FromStr for ProbeKind {
 /// Algorithm bandwidth in GB/s (1e9 bytes per second): `bytes ÷ seconds`.
 pub fn algorithm_gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
+}
+
+/// The link point-to-point rows measured: the one-way latency of the smallest message and
+/// the bandwidth of the largest (its size over its time less that latency), each time the
+/// median over the rows of that size; `None` without point-to-point rows. What the model
+/// predicts over and the report lists a pair of hosts by.
+pub fn point_to_point_link<'a>(rows: impl IntoIterator<Item = &'a ProbeRow>) -> Option<Link> {
+    let mut by_size: std::collections::BTreeMap<u64, Vec<f64>> = std::collections::BTreeMap::new();
+    for row in rows.into_iter().filter(|row| row.kind == ProbeKind::P2p) {
+        by_size.entry(row.bytes).or_default().push(row.median_s);
+    }
+    let (_, smallest_times) = by_size.first_key_value()?;
+    let (&largest, largest_times) = by_size.last_key_value()?;
+    let latency_s = crate::stats::median(smallest_times).unwrap_or(0.0);
+    let largest_s = crate::stats::median(largest_times).unwrap_or(0.0);
+    Some(Link::new(largest as f64 / (largest_s - latency_s).max(1e-9), latency_s))
 }
 
 /// What was probed, before timing: everything of a [`ProbeRow`] but the times.

@@ -131,24 +131,19 @@ impl MeasuredLink {
     /// existed give their idle all-reduce, and their median); `None` without
     /// point-to-point rows.
     pub fn from_probes(rows: &[ProbeRow], source: &str) -> Option<MeasuredLink> {
+        // A collective's mean time at a size, the median over its rows.
         let time_of = |kind: ProbeKind, bytes: u64| {
             let times: Vec<f64> = rows
                 .iter()
                 .filter(|row| row.kind == kind && row.bytes == bytes)
-                .map(|row| match kind {
-                    ProbeKind::P2p => row.median_s,
-                    _ => row.mean_s.unwrap_or(row.median_s),
-                })
+                .map(|row| row.mean_s.unwrap_or(row.median_s))
                 .collect();
             stratlab_results::stats::median(&times)
         };
         let sizes_of = |kind: ProbeKind| -> BTreeSet<u64> {
             rows.iter().filter(|row| row.kind == kind).map(|row| row.bytes).collect()
         };
-        let p2p = sizes_of(ProbeKind::P2p);
-        let (smallest, largest) = (*p2p.first()?, *p2p.last()?);
-        let latency_s = time_of(ProbeKind::P2p, smallest).unwrap_or(0.0);
-        let bandwidth = largest as f64 / (time_of(ProbeKind::P2p, largest).unwrap_or(0.0) - latency_s).max(1e-9);
+        let link = stratlab_results::point_to_point_link(rows)?;
         let curve = |preferred: ProbeKind, otherwise: ProbeKind| {
             [preferred, otherwise].into_iter().find_map(|kind| {
                 let ranks = rows.iter().find(|row| row.kind == kind)?.world_size as usize;
@@ -166,7 +161,7 @@ impl MeasuredLink {
             all_gather: curve(ProbeKind::AllGather, ProbeKind::AllGatherLoaded),
             reduce_scatter: curve(ProbeKind::ReduceScatterLoaded, ProbeKind::ReduceScatter),
         };
-        Some(MeasuredLink { link: Link::new(bandwidth, latency_s), collectives, source: source.to_owned() })
+        Some(MeasuredLink { link, collectives, source: source.to_owned() })
     }
 }
 
