@@ -201,12 +201,9 @@ fn probe_into(
     // Inside a Slurm allocation loopback is a compute node's, where the trials run: a
     // one-task job step (its ranks its own children there). An emulated link is built on
     // this machine, as its trials are.
-    let in_allocation = crate::slurm_step::Allocation::from_env().is_some();
-    let mut command = match (in_allocation, link.emulated()) {
-        (true, None) => {
-            crate::slurm_step::srun(&crate::slurm_step::step_name(store.run_id(), "probe"), 1, 1, &exe, &[])
-        }
-        _ => Command::new(exe),
+    let mut command = match link.emulated() {
+        None => crate::slurm_step::on_a_compute_node(&crate::slurm_step::step_name(store.run_id(), "probe"), &exe).0,
+        Some(_) => Command::new(exe),
     };
     // 20 repeats on loopback: an all-reduce with the cores busy either finds a core at once
     // or waits for the scheduler's tick, and its mean needs the repeats to settle. An

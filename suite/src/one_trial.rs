@@ -26,7 +26,7 @@ pub(crate) fn run_trial(
     let infeasibility = trial.infeasibility();
     // Timed before the trial's clock starts, on the machine as its workers will find it; a
     // job step's ranks time it on their nodes instead (the runner's host may be a login node).
-    let runs_as_step = crate::slurm_step::Allocation::from_env().is_some() && trial.link.emulated().is_none();
+    let runs_as_step = trial.job_step_allocation().is_some();
     let speed_reference_s = (infeasibility.is_none() && !runs_as_step).then(reference_seconds);
     let started_at = UtcTime::now();
     let started = Instant::now();
@@ -50,30 +50,32 @@ pub(crate) fn run_trial(
     };
     let workers = TrialWorkers::start(trial, run_id, emulated.as_ref())?;
 
-    // `auto` was resolved before the run started, so these are the devices the workers use:
-    // one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK = cuda:i.
-    let cuda_ordinals: Vec<usize> = match trial.train.device {
-        DeviceChoice::Cuda(index) if trial.workers == 1 => vec![index],
-        DeviceChoice::Cuda(_) => (0..trial.workers).collect(),
-        _ => Vec::new(),
-    };
-    // Every worker is sampled: one worker's process tree, or for a group the runner's own
-    // tree, which holds all its workers (and the runner's few threads beside them).
-    let sampled_root = if trial.workers == 1 { workers.pids()[0] } else { std::process::id() };
-    let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
-    let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
-    let recorder = TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms));
-    let job_step = workers.is_job_step();
+    // A job step's ranks sample themselves on their nodes; the runner samples its own
+    // workers. `auto` was resolved before the run started, so these are the devices the
+    // workers use: one worker on the chosen device; rank i of a group on cuda:LOCAL_RANK.
+    let runner_telemetry = (!runs_as_step).then(|| {
+        let cuda_ordinals: Vec<usize> = match trial.train.device {
+            DeviceChoice::Cuda(index) if trial.workers == 1 => vec![index],
+            DeviceChoice::Cuda(_) => (0..trial.workers).collect(),
+            _ => Vec::new(),
+        };
+        // Every worker is sampled: one worker's process tree, or for a group the runner's
+        // own tree, which holds all its workers (and the runner's few threads beside them).
+        let sampled_root = if trial.workers == 1 { workers.pids()[0] } else { std::process::id() };
+        let sampler = choose_sampler(sampled_root, &cuda_ordinals, &CudaEnv::for_workers());
+        let board_names: Vec<String> = sampler.boards().iter().map(|board| board.name.clone()).collect();
+        (board_names, TelemetryRecorder::start(sampler, Duration::from_millis(trial.telemetry_interval_ms)))
+    });
     let (ends, ranks) = workers.watch(trial, started + Duration::from_secs_f64(trial.timeout_s), progress)?;
-    let runner_samples = recorder.stop();
+    let (board_names, samples) = match runner_telemetry {
+        Some((board_names, recorder)) => {
+            (board_names, recorder.stop().into_iter().map(|sample| (None, sample)).collect())
+        }
+        None => (Vec::new(), ranks.samples),
+    };
     let facts = TrialFacts {
         ends,
-        // A job step's ranks sampled themselves on their nodes; the runner saw only srun.
-        samples: if job_step {
-            ranks.samples
-        } else {
-            runner_samples.into_iter().map(|sample| (None, sample)).collect()
-        },
+        samples,
         nodes: ranks.nodes,
         board_names,
         started_at,

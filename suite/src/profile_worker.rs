@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -104,16 +104,8 @@ fn answer_apart(
     let exe = std::env::current_exe().context("locating the stratlab executable")?;
     // Inside a Slurm allocation the machine measured is a compute node's, as the trials'
     // are: a one-task job step (its output labelled, as a trial's step's is).
-    let in_step = crate::slurm_step::Allocation::from_env().is_some();
-    let mut command = match in_step {
-        true => crate::slurm_step::srun("stratlab.profile", 1, 1, &exe, &["profile-worker"]),
-        false => {
-            let mut command = Command::new(exe);
-            command.arg("profile-worker");
-            command
-        }
-    };
-    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (mut command, in_step) = crate::slurm_step::on_a_compute_node("stratlab.profile", &exe);
+    command.arg("profile-worker").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     crate::child_process::own_group_dying_with_parent(&mut command, None);
     let mut child = command.spawn().with_context(|| format!("{what}: starting a profile worker"))?;
     let mut stdin = child.stdin.take().expect("stdin is piped");

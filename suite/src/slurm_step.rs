@@ -97,6 +97,16 @@ pub(crate) fn srun(name: &str, nodes: usize, workers: usize, program: &std::path
     command
 }
 
+/// `program` to measure the machine with: inside an allocation a one-task job step named
+/// `name` on one of its nodes (where the trials run; its output labelled, as every step's
+/// is), else this machine's own process; and whether it is a step.
+pub(crate) fn on_a_compute_node(name: &str, program: &std::path::Path) -> (Command, bool) {
+    match Allocation::from_env() {
+        Some(_) => (srun(name, 1, 1, program, &[]), true),
+        None => (Command::new(program), false),
+    }
+}
+
 /// srun's I/O cuts a long line into pieces of this many bytes, each with its label.
 const SRUN_CHUNK_BYTES: usize = 1024;
 

@@ -126,6 +126,13 @@ fn contiguous() -> AutoOr<MemoryFormat> {
 }
 
 impl TrialSpec {
+    /// The Slurm allocation its workers run in as a job step: inside one, every trial but
+    /// one over an emulated link (which joins ranks on the runner's machine only); `None`
+    /// where the runner starts them on its own machine.
+    pub(crate) fn job_step_allocation(&self) -> Option<crate::slurm_step::Allocation> {
+        crate::slurm_step::Allocation::from_env().filter(|_| self.link.emulated().is_none())
+    }
+
     /// What its workers train, once the runner has resolved its batch (`auto` precision and
     /// memory format are resolved into `train` before any trial: `auto_compute`).
     pub fn for_worker(&self) -> Result<WorkerTrial, Unresolved> {
@@ -241,9 +248,8 @@ impl TrialSpec {
         if let Err(reason) = self.strategy.kind().check_workers(self.workers) {
             return Some(reason.to_string());
         }
-        // Inside an allocation every trial but one over an emulated link runs as a job step.
-        let allocation = crate::slurm_step::Allocation::from_env().filter(|_| self.link.emulated().is_none());
         let ranks_per_node = self.workers / self.nodes.max(1);
+        let allocation = self.job_step_allocation();
         if let Some(reason) = crate::slurm_step::infeasibility(self.nodes, ranks_per_node, allocation.as_ref()) {
             return Some(reason);
         }

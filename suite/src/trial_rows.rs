@@ -104,7 +104,7 @@ pub(crate) fn record(trial: &TrialSpec, run_id: &str, fingerprint: &Fingerprint,
         .enumerate()
         .filter_map(|(rank, end)| match end {
             WorkerEnd::Report(report) => Some((rank, report.as_ref())),
-            WorkerEnd::Failed(..) => None,
+            WorkerEnd::Failed(..) | WorkerEnd::EndedWithStep(_) => None,
         })
         .collect();
     // Ranks that trained on data (a dedicated parameter server reports no steps).

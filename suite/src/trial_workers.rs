@@ -28,6 +28,10 @@ pub(crate) enum WorkerEnd {
     Report(Box<TrainReport>),
     /// The outcome, the reason in one line, and the whole error where it said more.
     Failed(Outcome, String, Option<String>),
+    /// Slurm ended this rank with its job step after another rank failed
+    /// (`--kill-on-bad-exit`): a consequence, which a trial's reason passes over for the
+    /// cause; how, in one line.
+    EndedWithStep(String),
 }
 
 /// What the ranks of a job step told of themselves beside their last words: each rank's
@@ -83,7 +87,7 @@ impl TrialWorkers {
         let memory_limit = MemoryLimit::for_trial(trial.memory_limit_bytes, cuda);
         let (sender, events) = mpsc::channel::<RankEvent>();
         let mut worker_trial = trial.for_worker()?;
-        match Allocation::from_env().filter(|_| emulated.is_none()) {
+        match trial.job_step_allocation() {
             Some(allocation) => {
                 worker_trial.job_step_telemetry_ms = Some(trial.telemetry_interval_ms);
                 let request = serde_json::to_string(&worker_trial)?;
@@ -155,22 +159,20 @@ impl TrialWorkers {
         drop(stdin);
         let stdout = srun.stdout.take().context("srun stdout")?;
         std::thread::spawn(move || {
+            let send = |rank: usize, line: &str| {
+                // Lines that are not events (a library printing to stdout) are ignored.
+                if let Some(event) = WorkerEvent::from_line(line) {
+                    let _ = sender.send((rank, event));
+                }
+            };
             let mut lines = LabelledLines::default();
-            let mut whole = Vec::new();
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                whole.extend(lines.push(&line).and_then(|(rank, line)| Some((rank?, line))));
-                for (rank, line) in whole.drain(..) {
-                    if let Some(event) = WorkerEvent::from_line(&line) {
-                        let _ = sender.send((rank, event));
-                    }
+                if let Some((Some(rank), whole)) = lines.push(&line) {
+                    send(rank, &whole);
                 }
             }
             // A rank's last piece with no line after it.
-            for (rank, line) in lines.rest() {
-                if let Some(event) = WorkerEvent::from_line(&line) {
-                    let _ = sender.send((rank, event));
-                }
-            }
+            lines.rest().for_each(|(rank, line)| send(rank, &line));
         });
         let stderr_tails = vec![read_all(srun.stderr.take().context("srun stderr")?)];
         Ok(TrialWorkers {
@@ -189,11 +191,6 @@ impl TrialWorkers {
             Processes::Local(children) => children.iter().map(Child::id).collect(),
             Processes::Step { srun, .. } => vec![srun.id()],
         }
-    }
-
-    /// Whether the ranks run on other nodes, each sampling and guarding itself.
-    pub(crate) fn is_job_step(&self) -> bool {
-        matches!(self.processes, Processes::Step { .. })
     }
 
     /// Follows the workers' events until every worker has closed its output, killing them
@@ -371,10 +368,6 @@ fn classify_silent_exit(status: ExitStatus, stderr: &str) -> WorkerEnd {
     WorkerEnd::Failed(outcome, if tail.is_empty() { how } else { format!("{how}: {tail}") }, None)
 }
 
-/// How the reason of a rank of a job step begins where Slurm ended it with its step after
-/// another rank failed: a consequence, which a trial's reason passes over for the cause.
-pub(crate) const STEP_CANCELLED: &str = "cancelled with its job step";
-
 /// The ranks of a job step that ended without their final event: what srun said of each
 /// task (`srun: error: node2: task 1: Killed`) and the rank's labelled standard error tell
 /// what; a rank srun names nothing of ended with the step (`--kill-on-bad-exit`).
@@ -413,22 +406,25 @@ fn silent_step_ends(stderr: &str, srun: ExitStatus, ranks: usize) -> Vec<WorkerE
         .enumerate()
         .map(|(rank, (stderr, ended))| {
             let tail = crate::child_process::stderr_tail(stderr);
+            let with_tail = |how: String| if tail.is_empty() { how } else { format!("{how}: {tail}") };
             // Slurm ends every rank of a step once one fails (`--kill-on-bad-exit`): those
             // ranks are the failure's consequence, not its cause.
             let cancelled = stderr.contains("CANCELLED AT");
             let how = match (ended, cancelled) {
                 (Some((host, how)), false) => format!("rank {rank} on {host}: {how}"),
-                (Some((host, how)), true) => format!("{STEP_CANCELLED} on {host} ({how})"),
+                (Some((host, how)), true) => {
+                    return WorkerEnd::EndedWithStep(with_tail(format!(
+                        "cancelled with its job step on {host} ({how})"
+                    )))
+                }
                 (None, _) if !srun_errors.is_empty() && stderr.is_empty() => {
                     format!("the job step did not run ({srun_how}): {}", srun_errors.join(" | "))
                 }
-                (None, _) => format!("{STEP_CANCELLED} ({srun_how})"),
+                (None, _) => {
+                    return WorkerEnd::EndedWithStep(with_tail(format!("cancelled with its job step ({srun_how})")))
+                }
             };
-            WorkerEnd::Failed(
-                failure_outcome(stderr),
-                if tail.is_empty() { how } else { format!("{how}: {tail}") },
-                None,
-            )
+            WorkerEnd::Failed(failure_outcome(stderr), with_tail(how), None)
         })
         .collect()
 }

@@ -45,39 +45,43 @@ pub(super) struct PerRankRows {
     pub(super) evaluations: Vec<EvaluationRow>,
 }
 
+/// A failing rank: its rank, outcome, reason and detail, and whether it only followed
+/// another rank's failure.
+type RankFailure = (usize, Outcome, Option<String>, Option<String>, bool);
+
 /// How a trial ended, from its workers' ends: the first failing worker decides, except that
 /// a rank that only lost its peer yields to the peer's own failure, which caused it.
 pub(super) fn outcome_of(ends: &[WorkerEnd]) -> (Outcome, Option<String>, Option<String>) {
-    let failures: Vec<(usize, Outcome, Option<String>, Option<String>)> = ends
+    let failures: Vec<RankFailure> = ends
         .iter()
         .enumerate()
         .filter_map(|(rank, end)| match end {
-            WorkerEnd::Failed(outcome, reason, detail) => Some((rank, *outcome, Some(reason.clone()), detail.clone())),
+            WorkerEnd::Failed(outcome, reason, detail) => {
+                Some((rank, *outcome, Some(reason.clone()), detail.clone(), is_peer_loss(reason)))
+            }
+            WorkerEnd::EndedWithStep(reason) => Some((rank, Outcome::Crashed, Some(reason.clone()), None, true)),
             WorkerEnd::Report(report) if report.outcome == TrainOutcome::Diverged => {
-                Some((rank, Outcome::Diverged, report.reason.clone(), None))
+                Some((rank, Outcome::Diverged, report.reason.clone(), None, false))
             }
             WorkerEnd::Report(_) => None,
         })
         .collect();
-    // A rank that lost its peer fails with a communication error; the peer's own failure
-    // (a crash, a kill) is the cause, so it names the outcome when there is one.
-    let cause = failures
-        .iter()
-        .find(|(_, _, reason, _)| !reason.as_deref().is_some_and(is_peer_loss))
-        .or_else(|| failures.first());
+    // A rank that lost its peer fails with a communication error, and Slurm ends a job
+    // step's other ranks once one fails; the rank's own failure (a crash, a kill) is the
+    // cause, so it names the outcome when there is one.
+    let cause = failures.iter().find(|failure| !failure.4).or_else(|| failures.first());
     match cause {
         None => (Outcome::Ok, None, None),
-        Some((rank, outcome, reason, detail)) if ends.len() > 1 => {
+        Some((rank, outcome, reason, detail, _)) if ends.len() > 1 => {
             (*outcome, reason.as_ref().map(|reason| format!("rank {rank}: {reason}")), detail.clone())
         }
-        Some((_, outcome, reason, detail)) => (*outcome, reason.clone(), detail.clone()),
+        Some((_, outcome, reason, detail, _)) => (*outcome, reason.clone(), detail.clone()),
     }
 }
 
-/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`), or Slurm
-/// ending it with its job step after another rank failed.
+/// Whether a failure reason is a rank losing its peer (see `TrainError::Comm`).
 fn is_peer_loss(reason: &str) -> bool {
-    reason.starts_with("communication:") || reason.starts_with(crate::trial_workers::STEP_CANCELLED)
+    reason.starts_with("communication:")
 }
 
 /// Rank 0's report with each step's times replaced by the slowest training rank's: a
