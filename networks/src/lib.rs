@@ -59,6 +59,7 @@ const NETWORK_NAMES: &[&str] = &[
     "vgg13_bn",
     "vgg16_bn",
     "vgg19_bn",
+    "vgg19_torchvision",
     "mobilenet_v2",
     "mobilenet_v2_torchvision",
 ];
@@ -75,7 +76,8 @@ pub fn network_names() -> &'static [&'static str] {
 /// `mobilenet_v2`) give the networks it ran on each data set: torchvision's on
 /// ImageNet-sized inputs, kuangliu/pytorch-cifar's on MNIST and CIFAR. So on small images
 /// `vggN` has batch norm (and equals `vggN_bn`), and `mobilenet_v2` is pytorch-cifar's
-/// design; `mobilenet_v2_torchvision` keeps torchvision's block rules there.
+/// design; `mobilenet_v2_torchvision` keeps torchvision's block rules there, and
+/// `vgg19_torchvision` torchvision's VGG-19 (no batch norm, the 4096-wide classifier).
 ///
 /// Fails on an unknown name (listing the valid ones) and on an input the network cannot
 /// take, checked by running shape inference through every stage.
@@ -98,6 +100,12 @@ pub fn spec(name: &str, input: &InputShape) -> Result<NetworkSpec, NetworkError>
         small_cnn::stages(input)
     } else if name == "mobilenet_v2" {
         mobilenet_v2::stages(input, layout, mobilenet_v2::Design::PytorchCifar)
+    } else if name == "vgg19_torchvision" {
+        // torchvision's VGG-19 whatever the input, as seed 004 ran it on CIFAR-100: on
+        // 32 × 32 the five pools leave 1 × 1, which the adaptive pool spreads to 7 × 7 for
+        // the 25088-wide classifier.
+        layout = Layout::ImageNet;
+        vgg::stages(vgg::config(19).expect("VGG-19 is a configuration"), false, input, layout)
     } else if name == "mobilenet_v2_torchvision" {
         mobilenet_v2::stages(input, layout, mobilenet_v2::Design::Torchvision)
     } else if let Some((kind, blocks)) = depth(name, "resnet").and_then(resnet::config) {

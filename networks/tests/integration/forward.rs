@@ -177,3 +177,13 @@ fn a_network_can_move_to_another_thread() {
         std::thread::spawn(move || network.forward_t(&images(&InputShape::MNIST), false).size()).join().unwrap();
     assert_eq!(scores, [BATCH, 10]);
 }
+
+#[test]
+fn torchvisions_vgg19_trains_on_cifar100_with_its_pinned_count() {
+    // Seed 004's network: five pools leave 1 × 1 of a 32 × 32 image, which the adaptive
+    // pool spreads to 7 × 7 for the 25088-wide classifier (as torchvision's does).
+    let input = InputShape::CIFAR100;
+    let vgg19 = spec("vgg19_torchvision", &input).unwrap();
+    assert_eq!(vgg19.parameter_count(), 139_979_940);
+    assert_trains_one_step("vgg19_torchvision", &input);
+}

@@ -18,6 +18,7 @@ pub const TORCHVISION_PARAMETERS: &[(&str, u64)] = &[
     ("vgg13_bn", 133_053_736),
     ("vgg16_bn", 138_365_992),
     ("vgg19_bn", 143_678_248),
+    ("vgg19_torchvision", 143_667_240),
     ("mobilenet_v2", 3_504_872),
     // On ImageNet-sized inputs both MobileNetV2 names are torchvision's network.
     ("mobilenet_v2_torchvision", 3_504_872),
