@@ -1,6 +1,7 @@
 //! Where a suite would run: nodes of identical devices joined by an intra-node and an
-//! inter-node link, read from a YAML cluster file, so a step can be predicted on machines
-//! we do not have (`examples/clusters/`).
+//! inter-node link, and within a node optionally groups of devices on a faster link of
+//! their own (NVLink pairs with PCIe between them), read from a YAML cluster file, so a
+//! step can be predicted on machines we do not have (`examples/clusters/`).
 //!
 //! A device's speed is either measured here (`profile: local`) or a datasheet roofline
 //! (`peak_flops`, `memory_bandwidth`); predictions resting on the latter are unvalidated,
@@ -24,10 +25,26 @@ pub struct Cluster {
     pub devices_per_node: usize,
     /// Every device is this one: the model does not mix device kinds.
     pub device: DeviceDescription,
-    /// Between two devices of one node.
+    /// Between two devices of one node (of different groups, where it has groups).
     pub intra_node: Link,
+    /// Groups of devices within a node joined by a faster link of their own (NVLink
+    /// bridges between pairs of PCIe cards); `None` where every pair of a node's devices
+    /// talks over `intra_node`.
+    pub groups: Option<DeviceGroups>,
     /// Between nodes; `None` only for a single node.
     pub inter_node: Option<Link>,
+}
+
+/// Devices of a node that share a faster link: the first `devices` of a node form one
+/// group, the next `devices` the next.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceGroups {
+    /// Devices per group.
+    #[serde(deserialize_with = "count")]
+    pub devices: usize,
+    /// Between two devices of one group.
+    pub link: Link,
 }
 
 /// One device (a GPU, or a CPU core for [`Cluster::local`]).
@@ -131,6 +148,7 @@ impl Cluster {
             devices_per_node: cores,
             device: DeviceDescription { name: "CPU core".to_owned(), memory_bytes, speed: DeviceSpeed::Profiled },
             intra_node: link,
+            groups: None,
             inter_node: None,
         }
     }
@@ -141,8 +159,9 @@ impl Cluster {
     }
 
     /// The slowest link a ring over the first `workers` devices crosses: placement fills a
-    /// node before the next, so a ring stays on the intra-node link while it fits one node
-    /// and is bound by the inter-node link once it spans two.
+    /// group, then a node, before the next, so a ring stays on its group's link while it
+    /// fits one group, on the intra-node link while it fits one node, and is bound by the
+    /// inter-node link once it spans two.
     pub fn ring_link(&self, workers: usize) -> Result<Link, ClusterError> {
         let problem = |problem: String| ClusterError::Placement { cluster: self.name.clone(), problem };
         if workers > self.devices() {
@@ -152,6 +171,9 @@ impl Cluster {
                 self.nodes,
                 self.devices_per_node
             )));
+        }
+        if let Some(groups) = self.groups.filter(|groups| workers <= groups.devices) {
+            return Ok(groups.link);
         }
         if workers <= self.devices_per_node {
             return Ok(self.intra_node);
@@ -203,6 +225,8 @@ struct DeviceFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LinksFile {
+    #[serde(default)]
+    groups: Option<DeviceGroups>,
     intra_node: Link,
     #[serde(default)]
     inter_node: Option<Link>,
@@ -242,6 +266,21 @@ impl ClusterFile {
                 ),
             ));
         }
+        if let Some(groups) = &self.links.groups {
+            if groups.devices < 2
+                || groups.devices >= self.devices_per_node
+                || self.devices_per_node % groups.devices != 0
+            {
+                return Err(error(
+                    "links.groups.devices",
+                    format!(
+                        "is {}: a group holds 2 or more of a node's {} devices, fewer than all, and the groups divide \
+                         the node evenly (NVLink pairs of 4 GPUs: `devices: 2`)",
+                        groups.devices, self.devices_per_node
+                    ),
+                ));
+            }
+        }
         let device = self.device;
         let speed = match (device.profile.as_deref(), device.peak_flops, device.memory_bandwidth) {
             (Some("local"), None, None) => DeviceSpeed::Profiled,
@@ -277,6 +316,7 @@ impl ClusterFile {
             devices_per_node: self.devices_per_node,
             device: DeviceDescription { name: device.name, memory_bytes: device.memory.0, speed },
             intra_node: self.links.intra_node,
+            groups: self.links.groups,
             inter_node: self.links.inter_node,
         })
     }

@@ -26,7 +26,7 @@ pub mod simulated_timeline;
 mod yaml;
 
 pub use breakdown::StepBreakdown;
-pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceSpeed};
+pub use cluster::{Cluster, ClusterError, DeviceDescription, DeviceGroups, DeviceSpeed};
 pub use collective::{AllReduce, CollectiveCurve, MeasuredCollectives};
 // The profile the model reads, on the ground floor (`stratlab-profile`).
 use stratlab_profile as profile;

@@ -157,3 +157,28 @@ fn a_speed_is_either_a_local_profile_or_a_roofline() {
     assert_names(&remote, "device.profile", "local");
     assert!(remote.contains("`remote`"), "{remote}");
 }
+
+#[test]
+fn nvlink_pairs_within_a_node_carry_a_ring_that_fits_them() {
+    let thesis = example("thesis-4x-titan-rtx.yaml");
+    assert_eq!((thesis.nodes, thesis.devices_per_node, thesis.devices()), (4, 4, 16));
+    let groups = thesis.groups.expect("NVLink pairs");
+    assert_eq!(groups.devices, 2);
+    // A pair talks over its bridge, four GPUs over PCIe between the pairs, more over 40 GbE.
+    assert_eq!(thesis.ring_link(2).unwrap(), groups.link);
+    assert_eq!(thesis.ring_link(4).unwrap(), thesis.intra_node);
+    assert_eq!(thesis.ring_link(8).unwrap(), thesis.inter_node.unwrap());
+    assert!(groups.link.bandwidth.0 > thesis.intra_node.bandwidth.0);
+
+    let grouped = |devices: &str| {
+        VALID.replace(
+            "  intra_node:",
+            &format!("  groups: {{devices: {devices}, link: {{bandwidth: 50 GB/s, latency: 2 us}}}}\n  intra_node:"),
+        )
+    };
+    assert!(Cluster::parse(&grouped("2"), Path::new("clusters/ok.yaml")).unwrap().groups.is_some());
+    for devices in ["1", "3", "4"] {
+        let message = Cluster::parse(&grouped(devices), Path::new("clusters/broken.yaml")).unwrap_err().to_string();
+        assert_names(&message, "links.groups.devices", "devices: 2");
+    }
+}
