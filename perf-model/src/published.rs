@@ -1,8 +1,10 @@
 //! Published measurements the model is judged against on hardware we do not have
 //! (`validation/published/*.yaml`): where a table comes from, the cluster it ran on (a
 //! cluster file, [`Cluster`]), the network, its input and precision, and per row the
-//! strategy, its workers and batch and what was measured. One row, the single-device one,
-//! is the model's input; every other row is predicted from it and judged.
+//! strategy, its workers and batch and what was measured. One row is the model's input: the
+//! single-device one where the source has it, else a multi-device row (seed 004's tables
+//! start at two GPUs), which calibrates the device's speed through the model's own
+//! prediction of that row. Every other row is predicted from it and judged.
 
 use std::path::{Path, PathBuf};
 
@@ -78,13 +80,44 @@ pub struct PublishedRow {
     pub input: bool,
 }
 
-/// A published number: seconds per step, or samples per second.
+/// What a table's input row calibrates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Calibration {
+    /// A single device trained alone: its step is the sequential step the roofline is
+    /// scaled to.
+    SingleDevice,
+    /// A row on several devices: the roofline is scaled until the model's prediction of
+    /// that row equals its measured step; the links keep the cluster file's values, so the
+    /// row's communication and bubble are the model's, not fitted.
+    MultiDevice,
+}
+
+/// A published number: seconds per step, samples per second, or a whole training's
+/// seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Measured {
     /// Median (or the source's statistic of) seconds per optimizer step.
     StepSeconds(f64),
     /// Samples per second.
     SamplesPerSecond(f64),
+    /// Seconds a whole training took over `samples` training samples (the table's
+    /// `training` epochs × samples per epoch).
+    TrainingSeconds {
+        /// The source's seconds.
+        seconds: f64,
+        /// Samples trained in them.
+        samples: f64,
+    },
+}
+
+/// How long the trainings behind a table's `train_s` rows were.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Training {
+    /// Epochs of each training.
+    pub epochs: usize,
+    /// Training samples per epoch.
+    pub samples_per_epoch: usize,
 }
 
 impl PublishedRow {
@@ -98,6 +131,7 @@ impl PublishedRow {
         match self.measured {
             Measured::StepSeconds(seconds) => seconds,
             Measured::SamplesPerSecond(rate) => self.global_batch() as f64 / rate,
+            Measured::TrainingSeconds { seconds, samples } => seconds * self.global_batch() as f64 / samples,
         }
     }
 
@@ -165,6 +199,15 @@ impl PublishedTable {
         self.rows.iter().find(|row| row.input).expect("validated: exactly one input row")
     }
 
+    /// What the input row calibrates.
+    pub fn calibration(&self) -> Calibration {
+        let input = self.input_row();
+        match input.workers == 1 && !input.strategy.kind().is_distributed() {
+            true => Calibration::SingleDevice,
+            false => Calibration::MultiDevice,
+        }
+    }
+
     /// The source's balance in its own layers put onto stratlab's stages: each of the
     /// source's cuts moved to the nearest boundary between stratlab stages (a residual
     /// block cannot be cut inside), keeping every part at least one stage.
@@ -198,12 +241,18 @@ impl PublishedTable {
     }
 }
 
-/// The null model: data parallelism at the input row's time per sample (perfect scaling),
-/// a pipeline at its ideal bubble, `(m + p − 1) / m` times its compute spread over `p`
-/// devices, nothing else. What a table's rows differ by is what the model must explain
-/// beyond it.
+/// The null model: data parallelism at one device's time per sample (perfect scaling), a
+/// pipeline at its ideal bubble, `(m + p − 1) / m` times its compute spread over `p`
+/// devices, nothing else; one device's time per sample is the input row's step divided by
+/// the null model's own shape of that row. What a table's rows differ by is what the model
+/// must explain beyond it.
 pub fn null_model_step_s(input: &PublishedRow, row: &PublishedRow) -> f64 {
-    let per_sample = input.step_s() / input.global_batch() as f64;
+    let per_sample = input.step_s() / null_samples(input);
+    per_sample * null_samples(row)
+}
+
+/// A row's step under the null model in units of one device's time per sample.
+fn null_samples(row: &PublishedRow) -> f64 {
     let (kind, m) = (row.strategy.kind(), row.strategy.micro_batches().max(1) as f64);
     match row.strategy.pipeline_shape(row.workers) {
         Ok((stages, _)) if kind.is_pipeline() => {
@@ -213,9 +262,9 @@ pub fn null_model_step_s(input: &PublishedRow, row: &PublishedRow) -> f64 {
                 StrategyKind::ModelParallel => stages,
                 _ => (m + stages - 1.0) / m,
             };
-            per_sample * row.batch as f64 / stages * bubble
+            row.batch as f64 / stages * bubble
         }
-        _ => per_sample * row.batch as f64,
+        _ => row.batch as f64,
     }
 }
 
@@ -233,6 +282,8 @@ struct TableFile {
     precision: Precision,
     #[serde(default)]
     source_layers_per_stage: Option<Vec<usize>>,
+    #[serde(default)]
+    training: Option<Training>,
     rows: Vec<RowFile>,
 }
 
@@ -247,6 +298,8 @@ struct RowFile {
     step_s: Option<f64>,
     #[serde(default)]
     samples_per_s: Option<f64>,
+    #[serde(default)]
+    train_s: Option<f64>,
     #[serde(default)]
     source_balance: Option<Vec<usize>>,
     #[serde(default)]
@@ -265,18 +318,33 @@ impl TableFile {
             return Err(error(
                 "rows".into(),
                 format!(
-                    "mark exactly one row `input: true` (the single-device row the model starts from); {inputs} are"
+                    "mark exactly one row `input: true` (the row the model is calibrated on: the single-device one \
+                     where the source has it); {inputs} are"
                 ),
             ));
         }
         let mut rows = Vec::with_capacity(self.rows.len());
         for (index, row) in self.rows.into_iter().enumerate() {
             let field = |name: &str| format!("rows[{index}].{name}");
-            let measured = match (row.step_s, row.samples_per_s) {
-                (Some(seconds), None) if seconds > 0.0 && seconds.is_finite() => Measured::StepSeconds(seconds),
-                (None, Some(rate)) if rate > 0.0 && rate.is_finite() => Measured::SamplesPerSecond(rate),
-                (Some(_), Some(_)) | (None, None) => {
-                    return Err(error(field("step_s"), "give exactly one of `step_s` and `samples_per_s`".into()))
+            let given = [row.step_s, row.samples_per_s, row.train_s];
+            let measured = match given {
+                [Some(seconds), None, None] if seconds > 0.0 && seconds.is_finite() => Measured::StepSeconds(seconds),
+                [None, Some(rate), None] if rate > 0.0 && rate.is_finite() => Measured::SamplesPerSecond(rate),
+                [None, None, Some(seconds)] if seconds > 0.0 && seconds.is_finite() => {
+                    let Some(training) = self.training else {
+                        return Err(error(
+                            field("train_s"),
+                            "needs the table's `training: {epochs, samples_per_epoch}` to say what it trained".into(),
+                        ));
+                    };
+                    let samples = (training.epochs * training.samples_per_epoch) as f64;
+                    Measured::TrainingSeconds { seconds, samples }
+                }
+                _ if given.iter().flatten().count() != 1 => {
+                    return Err(error(
+                        field("step_s"),
+                        "give exactly one of `step_s`, `samples_per_s` and `train_s`".into(),
+                    ))
                 }
                 _ => return Err(error(field("step_s"), "must be a positive number".into())),
             };
@@ -288,9 +356,6 @@ impl TableFile {
                     field("workers"),
                     format!("is {}: the cluster `{}` has {} devices", row.workers, cluster.name, cluster.devices()),
                 ));
-            }
-            if row.input && (row.workers != 1 || row.strategy.kind().is_distributed()) {
-                return Err(error(field("input"), "the input row must be one device training alone (`single`)".into()));
             }
             let mut strategy = row.strategy;
             if let Some(source_balance) = &row.source_balance {

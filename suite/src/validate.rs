@@ -12,14 +12,15 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use stratlab_datasets::DatasetSelector;
-use stratlab_perf_model::predict::StepQuestion;
-use stratlab_perf_model::published::{null_model_step_s, PublishedRow, PublishedTable};
+use stratlab_perf_model::predict::{StepPrediction, StepQuestion};
+use stratlab_perf_model::published::{null_model_step_s, Calibration, PublishedRow, PublishedTable};
 use stratlab_profile::NetworkProfile;
 use stratlab_reports::{draw_published_scaling, published_summary_text, published_table_text};
 use stratlab_results::ValidationRow;
 use stratlab_strategies::model_inputs::{loader_sample_bytes, pipeline_cuts};
 use stratlab_strategies::optimizer::UpdateRule;
 use stratlab_strategies::profile::analytical_profile;
+use stratlab_strategy_spec::StrategyKind;
 
 use crate::cli::ValidateArgs;
 use crate::exit::InputError;
@@ -78,32 +79,20 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
         return Err(InputError(message).into());
     }
     let input = table.input_row();
-    let profile = scaled_roofline(table, &spec, input)?;
-    let input_rate = input.samples_per_s();
-    let efficiency = |rate: f64, workers: usize| rate / workers as f64 / input_rate;
+    let profile = calibrated_roofline(table, &spec, input)?;
+    // Efficiency is throughput per device over one device's: the input's where it is one
+    // device, else what the null model makes of one device from it.
+    let one_device_rate = match table.calibration() {
+        Calibration::SingleDevice => input.samples_per_s(),
+        Calibration::MultiDevice => {
+            let alone = one_device(input);
+            alone.global_batch() as f64 / null_model_step_s(input, &alone)
+        }
+    };
+    let efficiency = |rate: f64, workers: usize| rate / workers as f64 / one_device_rate;
     let mut rows = Vec::with_capacity(table.rows.len());
     for row in &table.rows {
-        // The ring's slowest link (the inter-node one once it spans nodes), which is also
-        // what a pipeline's hops cross within one node.
-        let link = table.cluster.ring_link(row.workers)?;
-        let question = StepQuestion {
-            strategy: &row.strategy,
-            workers: row.workers,
-            batch: row.batch,
-            profile: &profile,
-            cuts: pipeline_cuts(&row.strategy, row.workers, row.batch, &spec, &profile),
-            sample_bytes: loader_sample_bytes(&spec),
-            link: Some(&link),
-            collectives: None,
-            optimizer: costed_update().footprint(),
-            prefetch: 0,
-            threads: 1,
-            // A device per worker: nothing shares compute, and transfers use no host core.
-            cores: usize::MAX / 2,
-            host_copy_bandwidth: None,
-            straggler: None,
-        };
-        let prediction = question.predict();
+        let prediction = predict_row(table, &spec, &profile, row)?;
         let samples = simulated_samples(row) as f64;
         let rate = |step_s: f64| samples / step_s;
         let model = prediction.model.as_ref().ok();
@@ -137,11 +126,50 @@ pub fn predict_table(table: &PublishedTable) -> anyhow::Result<Vec<ValidationRow
     Ok(rows)
 }
 
+/// The prediction of `row` on the table's cluster from `profile`.
+fn predict_row(
+    table: &PublishedTable,
+    spec: &stratlab_networks::NetworkSpec,
+    profile: &NetworkProfile,
+    row: &PublishedRow,
+) -> anyhow::Result<StepPrediction> {
+    // The ring's slowest link (the inter-node one once it spans nodes), which is also
+    // what a pipeline's hops cross within one node.
+    let link = table.cluster.ring_link(row.workers)?;
+    let question = StepQuestion {
+        strategy: &row.strategy,
+        workers: row.workers,
+        batch: row.batch,
+        profile,
+        cuts: pipeline_cuts(&row.strategy, row.workers, row.batch, spec, profile),
+        sample_bytes: loader_sample_bytes(spec),
+        link: Some(&link),
+        collectives: None,
+        optimizer: costed_update().footprint(),
+        prefetch: 0,
+        threads: 1,
+        // A device per worker: nothing shares compute, and transfers use no host core.
+        cores: usize::MAX / 2,
+        host_copy_bandwidth: None,
+        straggler: None,
+    };
+    Ok(question.predict())
+}
+
+/// One device training the input row's per-device batch alone: what the null model
+/// compares efficiency with where the input row is itself on several devices.
+fn one_device(input: &PublishedRow) -> PublishedRow {
+    let single = stratlab_strategy_spec::Strategy::new(StrategyKind::Single, Default::default())
+        .expect("single takes no parameters");
+    PublishedRow { workers: 1, strategy: single, input: false, source_balance: None, ..input.clone() }
+}
+
 /// The network's ops on the cluster device's roofline at every size a row's stages run,
-/// scaled so that one device's sequential step at the input row's batch takes the
-/// published time: the roofline says how a step splits over layers and sizes, the input
-/// row how long it is.
-fn scaled_roofline(
+/// scaled to the input row: the roofline says how a step splits over layers and sizes, the
+/// input row how long it is. A single-device input is the sequential step itself; a
+/// multi-device one is matched through the model's own prediction of it, a few fixed-point
+/// rounds since its communication does not scale with the device.
+fn calibrated_roofline(
     table: &PublishedTable,
     spec: &stratlab_networks::NetworkSpec,
     input: &PublishedRow,
@@ -156,13 +184,32 @@ fn scaled_roofline(
         return Err(InputError(message).into());
     }
     let mut sizes: Vec<usize> = table.rows.iter().map(|row| row.strategy.stage_samples(row.batch)).collect();
+    sizes.push(input.batch);
     sizes.sort_unstable();
     sizes.dedup();
     let seconds = |flops: f64, bytes: f64| cluster.analytical_seconds(flops, bytes).unwrap_or(0.0);
     let roofline = analytical_profile(spec, &sizes, costed_update(), table.precision, &seconds)?;
     let roofline_step = roofline.stage_sum_s(input.batch).unwrap_or(0.0) + roofline.optimizer_s;
-    Ok(roofline.scaled(input.step_s() / roofline_step))
+    let mut scale = input.step_s() / roofline_step;
+    if table.calibration() == Calibration::MultiDevice {
+        for _ in 0..CALIBRATION_ROUNDS {
+            let predicted = predict_row(table, spec, &roofline.scaled(scale), input)?.model.map_err(|why| {
+                InputError(format!(
+                    "{}: the input row `{}` cannot calibrate the model: {why}",
+                    table.path.display(),
+                    input.label
+                ))
+            })?;
+            scale *= input.step_s() / predicted.step_s;
+        }
+    }
+    Ok(roofline.scaled(scale))
 }
+
+/// Fixed-point rounds of a multi-device calibration: each scales the compute by measured
+/// ÷ predicted; the communication it leaves unscaled is a fraction of the step, so the
+/// error shrinks by that fraction a round.
+const CALIBRATION_ROUNDS: usize = 8;
 
 /// Samples the model's step trains: a pipeline's micro-batches are whole samples, so a
 /// batch the micro-batches do not divide trains `m × ⌊batch / m⌋` in the simulation.

@@ -10,7 +10,17 @@ links:
 ";
 
 fn table(rows: &str) -> Result<PublishedTable, PublishedError> {
-    let folder = std::env::temp_dir().join(format!("stratlab-published-{}-{}", std::process::id(), rows.len()));
+    table_trained(rows, "")
+}
+
+/// A table whose `train_s` rows trained as `training` (a YAML line, or empty) says.
+fn table_trained(rows: &str, training: &str) -> Result<PublishedTable, PublishedError> {
+    let folder = std::env::temp_dir().join(format!(
+        "stratlab-published-{}-{}-{}",
+        std::process::id(),
+        rows.len(),
+        training.len()
+    ));
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("cluster.yaml"), CLUSTER).unwrap();
     let text = format!(
@@ -20,6 +30,7 @@ cluster: cluster.yaml
 network: resnet18
 dataset: cifar10
 source_layers_per_stage: [2, 3, 3, 1]
+{training}
 rows:
 {rows}"
     );
@@ -91,4 +102,27 @@ fn the_null_model_scales_perfectly_and_pipelines_pay_only_their_ideal_bubble() {
     assert!((null_model_step_s(input, &table.rows[2]) - 0.125).abs() < 1e-12);
     // Model parallelism: one stage at a time, the whole sequential step.
     assert!((null_model_step_s(input, &table.rows[3]) - 0.2).abs() < 1e-12);
+}
+
+#[test]
+fn a_multi_device_row_calibrates_a_table_that_starts_at_two_devices() {
+    // Seed 004's shape: whole trainings in seconds, no single-device row.
+    let rows = "  - {label: mp2, workers: 2, batch: 64, strategy: {name: model-parallel}, train_s: 100, input: true}
+  - {label: pipe2, workers: 2, batch: 64, strategy: {name: gpipe, micro_batches: 4}, train_s: 80}
+";
+    let table = table_trained(rows, "training: {epochs: 10, samples_per_epoch: 6400}").unwrap();
+    assert_eq!(table.calibration(), Calibration::MultiDevice);
+    let (input, pipe) = (table.input_row(), &table.rows[1]);
+    // 64 000 samples in 100 s: 640 samples/s, a 64-sample step in 0.1 s.
+    assert!((input.samples_per_s() - 640.0).abs() < 1e-9 && (input.step_s() - 0.1).abs() < 1e-12);
+    // Model parallelism's 0.1 s is both stages in turn: 0.05 s each; GPipe at m 4 pays
+    // (4 + 1) / 4 of one stage.
+    assert!((null_model_step_s(input, pipe) - 0.0625).abs() < 1e-12);
+    assert_eq!(table_trained(INPUT, "").unwrap().calibration(), Calibration::SingleDevice);
+
+    let untrained = table_trained(rows, "").unwrap_err().to_string();
+    assert!(untrained.contains("rows[0].train_s") && untrained.contains("training"), "{untrained}");
+    let both = rows.replace("train_s: 80", "train_s: 80, step_s: 0.1");
+    let message = table_trained(&both, "training: {epochs: 1, samples_per_epoch: 64}").unwrap_err().to_string();
+    assert!(message.contains("exactly one of `step_s`, `samples_per_s` and `train_s`"), "{message}");
 }

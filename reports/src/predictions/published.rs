@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use comfy_table::{presets::UTF8_FULL_CONDENSED, CellAlignment, Table};
+use stratlab_perf_model::published::Calibration;
 use stratlab_perf_model::published::PublishedTable;
 use stratlab_results::stats::median;
 use stratlab_results::ValidationRow;
@@ -66,8 +67,17 @@ pub fn published_table_text(table: &PublishedTable, rows: &[ValidationRow]) -> S
         .filter_map(|row| Some(format!("\n{}: no model prediction: {}", row.label, row.model_unavailable.as_ref()?)))
         .collect();
     let source = &table.source;
+    let input = table.input_row();
+    let calibration = match table.calibration() {
+        Calibration::SingleDevice => format!("calibrated on `{}`: one device's step", input.label),
+        Calibration::MultiDevice => format!(
+            "calibrated on `{}` ({} devices): the device's speed scaled until the model's step for that row is its \
+             measured one; links as the cluster file gives them",
+            input.label, input.workers
+        ),
+    };
     format!(
-        "{}: {} ({}, {}; {})\non {} ({}); {} {}\n{text}{unavailable}",
+        "{}: {} ({}, {}; {})\non {} ({}); {} {}; {calibration}\n{text}{unavailable}",
         table.name,
         source.title,
         source.file,
