@@ -228,6 +228,18 @@ impl<T> AutoOr<T> {
     }
 }
 
+/// `auto`, or the value's own name (`bf16`): how a command line gives an axis value.
+impl<T: FromStr> FromStr for AutoOr<T> {
+    type Err = T::Err;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "auto" => Ok(AutoOr::Auto),
+            text => text.parse().map(AutoOr::Given),
+        }
+    }
+}
+
 impl<T: fmt::Display> fmt::Display for AutoOr<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use stratlab_strategy_spec::OptimizerKind;
+use stratlab_strategy_spec::{AutoOr, MemoryFormat, OptimizerKind, Precision};
 
 mod args;
 
@@ -200,6 +200,19 @@ pub enum Command {
         /// memory or the cluster file's device (as a run's `memory_limit_mib`).
         #[arg(long = "memory-limit-mib", value_name = "MIB")]
         memory_limit_mib: Option<u64>,
+        /// What every candidate computes in: `fp32` (default), `bf16`, `tf32`, `fp16`, or
+        /// `auto` (the fastest, measured here as `run` measures it; fp32 on a cluster).
+        #[arg(long, default_value = "fp32")]
+        precision: AutoOr<Precision>,
+        /// How every candidate lays out its tensors: `contiguous` (default),
+        /// `channels_last`, or `auto` (the faster, measured here).
+        #[arg(long = "memory-format", default_value = "contiguous")]
+        memory_format: AutoOr<MemoryFormat>,
+        /// A run whose trials of this network and data set reached the data set's target:
+        /// the median steps that took, per global batch, times each candidate's predicted
+        /// step is its time to target (unknown without one).
+        #[arg(long = "steps-from", value_name = "RUN")]
+        steps_from: Option<PathBuf>,
         /// Which stored profiles to reuse.
         #[command(flatten)]
         profiles: ProfileArgs,

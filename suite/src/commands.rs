@@ -76,11 +76,16 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
             probe,
             optimizer,
             memory_limit_mib,
+            precision,
+            memory_format,
+            steps_from,
             profiles,
         } => {
             let mut cache = ProfileCache::open(Some(&profiles.store), profiles.reuse.policy())?;
+            let mut choices = ChoiceStore::open(Some(&profiles.store), profiles.reuse.policy().fresh)?;
             crate::recommend::recommend(
                 &mut cache,
+                &mut choices,
                 &crate::recommend::Question {
                     network: &network,
                     dataset: &dataset,
@@ -90,6 +95,9 @@ pub fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     probe: probe.as_deref(),
                     optimizer,
                     memory_limit_bytes: memory_limit_mib.map(|mib| mib as f64 * 1024.0 * 1024.0),
+                    precision,
+                    memory_format,
+                    steps_from: steps_from.as_deref(),
                 },
             )
         }
