@@ -19,6 +19,7 @@ mod frontier;
 mod history_section;
 mod html;
 mod nodes_section;
+mod paper;
 mod plotted;
 mod png_backend;
 mod predictions;
@@ -37,10 +38,12 @@ pub use figures::device_usage::{device_usage, DeviceUsageBar};
 pub use figures::frontier::{memory_frontier, FrontierBar};
 pub use figures::history::{history_chart, HistoryChart, HistoryLine};
 pub use figures::loss_curves::{loss_curves, LossCurve, LossCurves, LossPoint};
+pub use figures::paper_lines::{paper_lines, PaperLine, PaperLines};
 pub use figures::pipeline_bubble::{pipeline_bubble, BubblePoint, PipelineBubble};
 pub use figures::pipeline_timeline::{pipeline_timeline, pipeline_timelines, PipelineTimeline, TimelineEvent};
 pub use figures::prediction_errors::{prediction_errors, PredictionError};
 pub use figures::scaling::{speedup_scaling, speedup_scaling_noted, ScalingLine, ScalingPoint};
+pub use figures::signed_errors::{signed_errors, SignedError};
 pub use figures::speedup_bars::{speedup_bars, SpeedupBar};
 pub use figures::step_breakdown::{step_breakdown, StepBreakdownBar, StepSegments};
 pub use figures::throughput::{throughput, ThroughputBar};
@@ -49,6 +52,7 @@ pub use format::Format;
 pub use frontier::{frontier_bars, frontier_cells, frontier_table, FrontierCell, ProbedBatch};
 pub use history_section::{history_chart_of, write_history_figures};
 pub use html::{write_report_html, FailedTrialRow, HtmlTable, ReportFigure, ReportPage, ReportSection};
+pub use paper::NOT_DRAWN;
 pub use plotted::{Plotted, NOT_RECORDED};
 pub use predictions::{
     draw_published_scaling, judged_predictions, published_errors, published_summary_text, published_table_text,

@@ -47,6 +47,14 @@ pub enum ReportError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The run's copy of its suite file does not read as a suite's `regenerates:` block.
+    #[error("{path}: {message}")]
+    Suite {
+        /// The run's `suite.yaml`.
+        path: PathBuf,
+        /// The parser's message, with the field path and line.
+        message: String,
+    },
     /// A figure to embed in the HTML report could not be read (missing, unreadable).
     #[error("reading figure {path} for the HTML report: {source}")]
     ReadFigure {

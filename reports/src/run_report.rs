@@ -17,10 +17,10 @@ use crate::{prediction_errors, write_report_html, FailedTrialRow, FigureTarget, 
 
 mod sections;
 
-pub(crate) use sections::{file_part, html_table};
+pub(crate) use sections::{embed, file_part, html_table};
 
 use sections::{
-    accuracy_section, device_section, embed, loss_section, pipeline_section, speedup_section, step_breakdown_section,
+    accuracy_section, device_section, loss_section, pipeline_section, speedup_section, step_breakdown_section,
     straggler_section, throughput_section,
 };
 
@@ -110,6 +110,16 @@ pub fn write_run_report(
         let cells = crate::frontier_cells(&probes, &run, &aggregates.labels);
         sections.push(crate::frontier::frontier_section(&cells, &figure("memory_frontier"), html_table, &mut tables)?);
     }
+    let suite_path = run_dir.join("suite.yaml");
+    let suite_yaml =
+        fs::read_to_string(&suite_path).map_err(|source| ReportError::Io { path: suite_path.clone(), source })?;
+    let regenerates = stratlab_results::regenerated_by(&suite_yaml)
+        .map_err(|error| ReportError::Suite { path: suite_path.clone(), message: error.to_string() })?;
+    if let Some(regenerates) = &regenerates {
+        let paper_run =
+            crate::paper::PaperRun { aggregates: &aggregates, run: &run, predictions: &predictions, figure: &figure };
+        sections.extend(crate::paper::paper_sections(regenerates, &paper_run, &mut tables)?);
+    }
     if let Some(history) = history {
         sections.push(crate::history_section::history_section(history, &figures_dir, format)?);
     }
@@ -124,9 +134,6 @@ pub fn write_run_report(
     }
 
     let fingerprint = store.fingerprint().map_err(ReportError::Store)?;
-    let suite_path = run_dir.join("suite.yaml");
-    let suite_yaml =
-        fs::read_to_string(&suite_path).map_err(|source| ReportError::Io { path: suite_path.clone(), source })?;
     let page = ReportPage {
         title: format!("stratlab run {}", store.run_id()),
         run_id: store.run_id().to_owned(),

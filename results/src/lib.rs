@@ -24,6 +24,7 @@ mod gradient_update;
 mod intervals;
 pub mod nonfinite;
 mod outcome;
+mod paper;
 mod pipeline_stage;
 mod predicted_pass_row;
 mod prediction_row;
@@ -57,6 +58,7 @@ pub use export_format::ExportFormat;
 pub use fingerprint::Fingerprint;
 pub use gradient_update::{GradientRecord, GradientUpdateRow};
 pub use outcome::Outcome;
+pub use paper::{regenerated_by, ExpectedMinutes, PaperFigure, Regenerates, UnknownPaperFigure};
 pub use pipeline_stage::{
     pipeline_stage_rows, theoretical_bubble, zero_bubble_h1_bubble, PipelineStageInfo, PipelineStageRow,
 };

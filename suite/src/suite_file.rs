@@ -28,6 +28,11 @@ pub struct SuiteFile {
     /// What the suite is for.
     #[serde(default)]
     pub description: Option<String>,
+    /// The source papers' figures and tables the suite regenerates (`suite/papers/`), the
+    /// source's settings it keeps and those it changes, and its expected time; the report
+    /// draws each named figure in its paper's shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerates: Option<stratlab_results::Regenerates>,
     /// Networks axis.
     pub networks: Vec<NetworkName>,
     /// Data sets axis: `mnist` (real files) or `mnist:synthetic`.

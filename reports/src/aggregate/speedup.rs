@@ -15,6 +15,10 @@ pub enum Speedup {
         speedup: Stat,
         /// Scaling efficiency: speedup ÷ W.
         efficiency: Stat,
+        /// The baseline's batch where it is not the cell's: a pipeline trained at its own
+        /// batch (GPipe at the thesis's table 3.3 sizes) against the run's one `single`
+        /// batch, compared by throughput.
+        baseline_batch: Option<u32>,
     },
     /// The cell itself has no throughput: every repeat failed, or none recorded it.
     Failed(Plotted),
@@ -50,7 +54,30 @@ impl Speedup {
             max: cell.max / base.min,
             n: cell.n.min(base.n),
         };
-        Speedup::Measured { speedup, efficiency: speedup.scaled(1.0 / f64::from(workers)) }
+        Speedup::Measured { speedup, efficiency: speedup.scaled(1.0 / f64::from(workers)), baseline_batch: None }
+    }
+
+    /// The same speedup, said to be against `single` at `batch`, another batch than the
+    /// cell's own.
+    pub fn against_batch(self, batch: u32) -> Speedup {
+        match self {
+            Speedup::Measured { speedup, efficiency, .. } => {
+                Speedup::Measured { speedup, efficiency, baseline_batch: Some(batch) }
+            }
+            other => other,
+        }
+    }
+
+    /// What a table notes about the baseline: why there is none, or the other batch it
+    /// was measured at.
+    pub fn baseline_note(&self) -> Option<String> {
+        match self {
+            Speedup::NoBaseline { why } => Some(why.clone()),
+            Speedup::Measured { baseline_batch: Some(batch), .. } => {
+                Some(format!("its own batch, by throughput against single at batch {batch}"))
+            }
+            _ => None,
+        }
     }
 
     /// The speedup as figures draw it; a missing baseline is drawn as a stub labelled
@@ -101,7 +128,8 @@ mod tests {
     #[test]
     fn speedup_divides_medians_and_takes_the_widest_spread() {
         let base = stat(100.0, 95.0, 110.0, 3);
-        let Speedup::Measured { speedup, efficiency } = Speedup::of(&stat(180.0, 170.0, 200.0, 3), 2, 32, Some(&base))
+        let Speedup::Measured { speedup, efficiency, .. } =
+            Speedup::of(&stat(180.0, 170.0, 200.0, 3), 2, 32, Some(&base))
         else {
             panic!("expected a measured speedup")
         };

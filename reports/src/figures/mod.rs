@@ -5,12 +5,14 @@ pub mod device_usage;
 pub mod frontier;
 pub mod history;
 pub mod loss_curves;
+pub mod paper_lines;
 pub mod pipeline_bubble;
 pub mod pipeline_timeline;
 pub mod prediction_errors;
 #[cfg(test)]
 mod readable;
 pub mod scaling;
+pub mod signed_errors;
 pub mod speedup_bars;
 pub mod step_breakdown;
 mod strategy_bars;

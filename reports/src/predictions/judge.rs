@@ -182,6 +182,8 @@ pub(crate) struct Recommendation {
     pub(crate) recommended: String,
     /// The measured fastest of the same cells.
     pub(crate) fastest: String,
+    /// The recommended cell's and the measured fastest's keys.
+    pub(crate) keys: (CellKey, CellKey),
     /// The recommended one is the fastest or within the noise of the two measurements.
     pub(crate) right: bool,
     /// The recommended one is the measured fastest itself.
@@ -197,19 +199,30 @@ pub(crate) struct Recommendation {
 
 /// Per group with at least two cells the predictor predicts: its pick, judged.
 pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recommendation> {
+    recommend_in(cells, predictor, group_of)
+}
+
+/// [`recommend`] over groups of another shape: `group` maps a cell's key to its group's
+/// (the thesis's table 8.1 ranks a network and data set's cells whatever their batch, so
+/// GPipe at its own batch meets data parallelism at its).
+pub(crate) fn recommend_in(
+    cells: &[JudgedCell],
+    predictor: Predictor,
+    group: fn(&CellKey) -> CellKey,
+) -> Vec<Recommendation> {
     // Where its group's ranks talked: an emulated link, or several nodes.
     let mut placements: BTreeMap<CellKey, BTreeSet<(Option<Link>, u32)>> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| cell.key.link.is_some() || cell.key.nodes > 1) {
-        placements.entry(cell.key.baseline()).or_default().insert((cell.key.link, cell.key.nodes));
+        placements.entry(group(&cell.key.baseline())).or_default().insert((cell.key.link, cell.key.nodes));
     }
     let mut groups: BTreeMap<CellKey, Vec<&JudgedCell>> = BTreeMap::new();
     for cell in cells.iter().filter(|cell| predictor.step_s(cell).is_some()) {
-        groups.entry(group_of(&cell.key)).or_default().push(cell);
+        groups.entry(group(&cell.key)).or_default().push(cell);
         // A single worker talks to no one: it runs once, on loopback and one node, and
         // joins the group of every link and node count its group ran over.
         if cell.key.workers == 1 && cell.key.link.is_none() && cell.key.nodes == 1 {
-            for &(link, nodes) in placements.get(&cell.key.baseline()).into_iter().flatten() {
-                groups.entry(CellKey { link, nodes, ..cell.key.baseline() }).or_default().push(cell);
+            for &(link, nodes) in placements.get(&group(&cell.key.baseline())).into_iter().flatten() {
+                groups.entry(group(&CellKey { link, nodes, ..cell.key.baseline() })).or_default().push(cell);
             }
         }
     }
@@ -241,6 +254,7 @@ pub(crate) fn recommend(cells: &[JudgedCell], predictor: Predictor) -> Vec<Recom
                 ranked: members.len(),
                 recommended: name(members[pick]),
                 fastest: name(members[best]),
+                keys: (members[pick].key.clone(), members[best].key.clone()),
                 right: pick == best || regret <= noise,
                 exact: pick == best,
                 noise,

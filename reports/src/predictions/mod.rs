@@ -6,9 +6,11 @@
 
 mod judge;
 mod machine_speed;
+mod paper_views;
 mod predicted_speedup;
 mod published;
 
+pub(crate) use paper_views::{recommendation_grids, signed_errors};
 pub use predicted_speedup::{write_predicted_speedup, PredictedCell, StepTimes};
 pub use published::{
     draw_published_scaling, published_errors, published_summary_text, published_table_text, PublishedErrors,

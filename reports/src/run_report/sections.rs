@@ -284,7 +284,7 @@ fn section(
 }
 
 /// The written files of one figure as page figures with the same alternative text.
-pub(super) fn embed(paths: Vec<PathBuf>, alt: String) -> Vec<ReportFigure> {
+pub(crate) fn embed(paths: Vec<PathBuf>, alt: String) -> Vec<ReportFigure> {
     paths.into_iter().map(|path| ReportFigure::new(path, alt.clone())).collect()
 }
 

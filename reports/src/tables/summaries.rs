@@ -100,8 +100,7 @@ pub fn speedup_table(aggregates: &RunAggregates) -> Result<SummaryTable, ReportE
     let cells = &aggregates.throughput;
     let speedup: Vec<Option<Stat>> = cells.iter().map(|c| c.speedup.speedup().copied()).collect();
     let efficiency: Vec<Option<Stat>> = cells.iter().map(|c| c.speedup.efficiency().copied()).collect();
-    let notes =
-        cells.iter().map(|c| c.speedup.missing_baseline().map(str::to_owned).or_else(|| failure_note(&c.repeats)));
+    let notes = cells.iter().map(|c| c.speedup.baseline_note().or_else(|| failure_note(&c.repeats)));
     Columns::default()
         .keys(&aggregates.labels, cells.iter().map(|c| &c.key))
         .float("speedup (×, median)", medians(&speedup, 1.0))

@@ -267,7 +267,7 @@ fn assert_stat(stat: &Stat, median: f64, min: f64, max: f64, n: usize) {
 
 fn speedup_of(cell: &ThroughputCell) -> (Stat, Stat) {
     match &cell.speedup {
-        Speedup::Measured { speedup, efficiency } => (*speedup, *efficiency),
+        Speedup::Measured { speedup, efficiency, .. } => (*speedup, *efficiency),
         other => panic!("{:?}: expected a measured speedup, got {other:?}", cell.key),
     }
 }

@@ -12,6 +12,7 @@ mod largest_batch;
 mod module_cycles;
 mod multi_worker;
 mod netns_probe;
+mod paper_suites;
 mod plan_golden;
 mod predict_cli;
 mod prediction_rows;
