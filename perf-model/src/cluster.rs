@@ -269,7 +269,7 @@ impl ClusterFile {
         if let Some(groups) = &self.links.groups {
             if groups.devices < 2
                 || groups.devices >= self.devices_per_node
-                || self.devices_per_node % groups.devices != 0
+                || !self.devices_per_node.is_multiple_of(groups.devices)
             {
                 return Err(error(
                     "links.groups.devices",

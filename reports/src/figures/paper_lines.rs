@@ -39,6 +39,9 @@ pub struct PaperLines {
     pub x_desc: String,
     /// What y is (`test accuracy (%)`).
     pub y_desc: String,
+    /// Whether the y axis starts at zero (times, rates); else it spans the values (an
+    /// accuracy's 97–98 % would be a flat line on 0–100).
+    pub y_from_zero: bool,
     /// The lines.
     pub lines: Vec<PaperLine>,
 }
@@ -77,7 +80,18 @@ impl Figure for Lines<'_> {
         let plot = with_legend_below(&body, &legend)?;
         let points = || f.lines.iter().flat_map(|line| line.points.iter());
         let x_max = points().map(|p| p.0).fold(0.0, f64::max);
-        let (y_min, y_max) = (points().map(|p| p.1).fold(0.0, f64::min), points().map(|p| p.1).fold(0.0, f64::max));
+        let (low, high) = (
+            points().map(|p| p.1).fold(f64::INFINITY, f64::min),
+            points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+        );
+        let (y_min, y_max) = match f.y_from_zero {
+            true => (low.min(0.0), high.max(0.0)),
+            // A tenth of the span (or of the value, where all are equal) on either side.
+            false => {
+                let pad = ((high - low) * 0.1).max(high.abs() * 0.01).max(f64::EPSILON);
+                (low - pad, high)
+            }
+        };
         for (panel, area) in panels.iter().zip(panel_grid(&plot, panels.len())) {
             let area = with_title(&area, panel, None)?;
             let curves = f
@@ -124,6 +138,7 @@ mod tests {
             note: "one point per cell".into(),
             x_desc: "batch size".into(),
             y_desc: "test accuracy (%)".into(),
+            y_from_zero: false,
             lines: vec![
                 line("small-cnn / mnist", "single", vec![(32.0, 97.0), (64.0, 96.0), (128.0, 94.0)]),
                 line("small-cnn / mnist", "data-parallel×2", vec![(32.0, 96.0), (64.0, 95.0)]),

@@ -3,42 +3,23 @@
 //! figure the run holds no cells for still gets its section, saying what it needed, so a
 //! reader never wonders where it went.
 
+mod drawn;
 mod seed000;
 mod seed002;
 mod seed004;
 mod thesis;
 
-use stratlab_results::{PaperFigure, PredictionRow, Regenerates, RunView};
+use stratlab_results::{PaperFigure, Regenerates};
 
-use crate::aggregate::RunAggregates;
-use crate::run_report::{embed, html_table};
+use drawn::Drawn;
+pub(crate) use drawn::PaperRun;
+
+use crate::run_report::html_table;
 use crate::tables::SummaryTable;
-use crate::{FigureTarget, ReportError, ReportFigure, ReportSection};
+use crate::{ReportError, ReportSection};
 
 /// Where a section starts when its figure could not be drawn; tests look for it.
 pub const NOT_DRAWN: &str = "Not drawn:";
-
-/// What a paper section reads.
-pub(crate) struct PaperRun<'a> {
-    pub(crate) aggregates: &'a RunAggregates,
-    pub(crate) run: &'a RunView,
-    pub(crate) predictions: &'a [PredictionRow],
-    pub(crate) figure: &'a dyn Fn(&str) -> FigureTarget,
-}
-
-/// One paper figure as drawn: its figures, its tables and how to read them; or why the run
-/// could not give it.
-pub(crate) enum Drawn {
-    Shown { figures: Vec<ReportFigure>, tables: Vec<SummaryTable>, caption: String },
-    Missing(String),
-}
-
-impl Drawn {
-    /// A figure's files and a caption, no table.
-    fn figure(paths: Vec<std::path::PathBuf>, alt: &str, caption: String) -> Drawn {
-        Drawn::Shown { figures: embed(paths, alt.to_owned()), tables: Vec::new(), caption }
-    }
-}
 
 /// A section per figure `regenerates` names, in its order; the first section also says
 /// which paper the suite follows, what it keeps and changes, and how long it should take.
@@ -110,9 +91,4 @@ fn overview(regenerates: &Regenerates) -> ReportSection {
         figures: Vec::new(),
         tables: Vec::new(),
     }
-}
-
-/// A file-name stem for a paper figure (`paper_thesis-fig-3-1`).
-fn stem(figure: PaperFigure) -> String {
-    figure.anchor().replace('-', "_")
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use stratlab_results::stats::median;
 use stratlab_results::{CellKey, EvaluationRow, PaperFigure};
 
-use super::{stem, Drawn, PaperRun};
+use super::drawn::{stem, Drawn, PaperRun};
 use crate::run_report::embed;
 use crate::{device_usage, paper_lines, throughput, PaperLine, PaperLines, ReportError};
 
@@ -86,6 +86,7 @@ pub(super) fn against_batch(figure: PaperFigure, paper_run: &PaperRun<'_>) -> Re
         note: "a line per strategy, a point per batch size (median over repeats)".to_owned(),
         x_desc: "batch size (per worker; per pipeline for pipelines)".to_owned(),
         y_desc: y_desc.to_owned(),
+        y_from_zero: !accuracy,
         lines,
     };
     let paths = paper_lines(&figure_lines, &(paper_run.figure)(&stem(figure)))?;
@@ -172,6 +173,7 @@ pub(super) fn evaluation_throughput(paper_run: &PaperRun<'_>) -> Result<Drawn, R
         note: "a point per evaluation of each cell's first repeat (the lowest rank's)".to_owned(),
         x_desc: "wall seconds since training started".to_owned(),
         y_desc: "samples evaluated per second".to_owned(),
+        y_from_zero: true,
         lines,
     };
     let paths = paper_lines(&figure, &(paper_run.figure)(&stem(PaperFigure::Seed000EvaluationThroughput)))?;
@@ -205,6 +207,7 @@ pub(super) fn validation_loss(paper_run: &PaperRun<'_>) -> Result<Drawn, ReportE
         note: "a point per evaluation of each cell's first repeat (the lowest rank's)".to_owned(),
         x_desc: "epoch".to_owned(),
         y_desc: "test-split loss (cross-entropy)".to_owned(),
+        y_from_zero: false,
         lines,
     };
     let paths = paper_lines(&figure, &(paper_run.figure)(&stem(PaperFigure::Seed000ValidationLoss)))?;

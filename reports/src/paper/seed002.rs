@@ -5,7 +5,7 @@ use polars::prelude::Column;
 use stratlab_results::stats::median;
 use stratlab_results::PaperFigure;
 
-use super::{stem, Drawn, PaperRun};
+use super::drawn::{stem, Drawn, PaperRun};
 use crate::tables::SummaryTable;
 use crate::{speedup_scaling_noted, ReportError, ScalingPoint};
 

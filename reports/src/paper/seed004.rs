@@ -6,7 +6,7 @@ use stratlab_results::stats::median;
 use stratlab_results::{CellKey, PaperFigure};
 use stratlab_strategy_spec::StrategyKind;
 
-use super::{Drawn, PaperRun};
+use super::drawn::{Drawn, PaperRun};
 use crate::tables::SummaryTable;
 use crate::ReportError;
 

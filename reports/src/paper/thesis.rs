@@ -4,7 +4,7 @@ use polars::prelude::Column;
 use stratlab_results::PaperFigure;
 use stratlab_strategy_spec::StrategyKind;
 
-use super::{stem, Drawn, PaperRun};
+use super::drawn::{stem, Drawn, PaperRun};
 use crate::predictions::{recommendation_grids, signed_errors};
 use crate::tables::SummaryTable;
 use crate::{speedup_bars, speedup_scaling_noted, ReportError};
@@ -192,15 +192,16 @@ pub(super) fn gpipe_configurations(paper_run: &PaperRun<'_>) -> Result<Drawn, Re
 pub(super) fn recommendations(figure: PaperFigure, paper_run: &PaperRun<'_>) -> Result<Drawn, ReportError> {
     let Some([grids, scores]) = recommendation_grids(paper_run.predictions, paper_run.run)? else {
         return Ok(Drawn::Missing(
-            "no network and data set has two cells that were both predicted before training and measured".into(),
+            "no network and data set has two multi-device cells that were both predicted before training and measured"
+                .into(),
         ));
     };
     let (tables, caption) = match figure {
         PaperFigure::ThesisRecommendations => (
             grids,
             "As the thesis's table 8.1: per network and data set, the cell each predictor predicted fastest per \
-             sample among every cell the run measured there (whatever its batch, so GPipe at its own batch meets \
-             the others), the measured fastest, and how much longer the recommended one took per sample; \"within \
+             sample among the multi-device cells the run measured there (whatever their batch, so GPipe at its own \
+             batch meets the others; single is no candidate, as the thesis ranked distribution models on 4 GPUs), the measured fastest, and how much longer the recommended one took per sample; \"within \
              noise\" where that is inside the two cells' run-to-run noise. The thesis compared Horovod with GPipe \
              only and picked right in 66 % of its benchmarks.",
         ),

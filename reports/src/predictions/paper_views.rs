@@ -76,7 +76,10 @@ pub(crate) fn recommendation_grids(
     predictions: &[PredictionRow],
     run: &RunView,
 ) -> Result<Option<[Vec<SummaryTable>; 2]>, ReportError> {
-    let cells: Vec<JudgedCell> = judge_cells(predictions, run);
+    // The thesis ranked its distribution models on 4 GPUs: one device training alone is no
+    // candidate (on a CPU whose workers share its cores it would win every group).
+    let cells: Vec<JudgedCell> =
+        judge_cells(predictions, run).into_iter().filter(|cell| cell.key.workers > 1).collect();
     let mut grids = Vec::new();
     let mut scores = Vec::new();
     for predictor in Predictor::BOTH {

@@ -36,3 +36,14 @@ pub(crate) fn run_folders(store: &Path) -> Vec<PathBuf> {
     runs.sort();
     runs
 }
+
+/// The `*.yaml` files directly in `folder`, in name order: the shipped suites.
+pub(crate) fn yaml_files(folder: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}

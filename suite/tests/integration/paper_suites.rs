@@ -11,14 +11,7 @@ use stratlab_strategies::Budget;
 use crate::run_folders;
 
 fn paper_suites() -> Vec<PathBuf> {
-    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("papers");
-    let mut suites: Vec<PathBuf> = std::fs::read_dir(folder)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
-        .collect();
-    suites.sort();
-    suites
+    crate::yaml_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("papers"))
 }
 
 /// The section of `html` that starts at the element with id `anchor`, up to the next section.

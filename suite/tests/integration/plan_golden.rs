@@ -1,4 +1,4 @@
-//! The trial ids of every shipped suite (`suite/*.yaml`), as `stratlab plan` prints them,
+//! The trial ids of every shipped suite (`suite/*.yaml`, `suite/papers/*.yaml`), as `stratlab plan` prints them,
 //! held as snapshots (`snapshots/integration__plan_golden__plan_<suite>.snap`). Run folders,
 //! `compare` and `history` pair trials by these ids across releases: a change to how a
 //! strategy parameter is spelled in an id shows here first.
@@ -8,14 +8,10 @@ use assert_cmd::Command;
 #[test]
 fn every_shipped_suite_plans_the_trial_ids_it_always_has() {
     let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut suites: Vec<_> = std::fs::read_dir(folder)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
-        .collect();
-    suites.sort();
-    assert!(suites.len() >= 11, "the shipped suites: {suites:?}");
-    for suite in suites {
+    let (shipped, papers) = (crate::yaml_files(folder), crate::yaml_files(&folder.join("papers")));
+    assert!(shipped.len() >= 11, "the shipped suites: {shipped:?}");
+    assert!(papers.len() >= 14, "the paper suites: {papers:?}");
+    for suite in shipped.into_iter().chain(papers) {
         let output = Command::cargo_bin("stratlab").unwrap().arg("plan").arg(&suite).output().unwrap();
         assert!(output.status.success(), "{}: {}", suite.display(), String::from_utf8_lossy(&output.stderr));
         let stdout = String::from_utf8(output.stdout).unwrap();

@@ -54,6 +54,8 @@ fn shipped_suites_on_shipped_clusters_predict_the_rows_they_always_have() {
         ("pipeline-study.yaml", "one-node-4-small-gpu.yaml", "pipeline_study_on_four_small_gpus"),
         ("zero-memory.yaml", "one-node-4-h100.yaml", "zero_memory_on_four_h100"),
         ("default.yaml", "two-dgx1-v100-4x100gbit-ib.yaml", "default_on_two_dgx1"),
+        // The thesis's matrix on its own cluster: NVLink pairs inside a node.
+        ("papers/thesis-ch3.yaml", "thesis-4x-titan-rtx.yaml", "thesis_ch3_on_the_thesis_cluster"),
     ] {
         insta::assert_snapshot!(name, rows_of(suite, cluster));
     }
