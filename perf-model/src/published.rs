@@ -78,6 +78,9 @@ pub struct PublishedRow {
     pub source_balance: Option<Vec<usize>>,
     /// Whether this row is the model's input.
     pub input: bool,
+    /// The source's series the row belongs to where a table holds several (`TGP size`:
+    /// one library and balance over device counts); `None` where the whole table is one.
+    pub series: Option<String>,
 }
 
 /// What a table's input row calibrates.
@@ -304,6 +307,8 @@ struct RowFile {
     source_balance: Option<Vec<usize>>,
     #[serde(default)]
     input: bool,
+    #[serde(default)]
+    series: Option<String>,
 }
 
 impl TableFile {
@@ -391,6 +396,7 @@ impl TableFile {
                 measured,
                 source_balance: row.source_balance,
                 input: row.input,
+                series: row.series,
             });
         }
         Ok(PublishedTable {

@@ -174,9 +174,17 @@ pub fn draw_published_scaling(
     dir: &Path,
     format: Format,
 ) -> Result<Vec<PathBuf>, ReportError> {
-    let input_rate = table.input_row().samples_per_s();
+    // One device's throughput: the input row's, or where that row is on several devices,
+    // what its published efficiency says one device did (the null model's).
+    let Some(input) = rows.iter().find(|row| row.table == table.name && row.input) else { return Ok(Vec::new()) };
+    let one_device_rate = input.published_samples_per_s / (input.published_efficiency * f64::from(input.workers));
+    let series_of: std::collections::BTreeMap<&str, &str> =
+        table.rows.iter().filter_map(|row| Some((row.label.as_str(), row.series.as_deref()?))).collect();
     let mut points = Vec::new();
     for row in rows.iter().filter(|row| row.table == table.name && !row.input) {
+        // A panel per series where the table has several, so each line holds one row per
+        // device count.
+        let panel = series_of.get(row.label.as_str()).map_or_else(|| table.name.clone(), |series| series.to_string());
         let series = [
             ("published", Some(row.published_samples_per_s)),
             ("model", row.model_samples_per_s),
@@ -188,9 +196,9 @@ pub fn draw_published_scaling(
             points.push(ScalingPoint {
                 line: ScalingLine::Named(name.to_owned()),
                 network: table.network.clone(),
-                dataset: table.name.clone(),
+                dataset: panel.clone(),
                 workers: row.workers,
-                speedup: Plotted::Measured(Stat::single(rate / input_rate)),
+                speedup: Plotted::Measured(Stat::single(rate / one_device_rate)),
             });
         }
     }
@@ -198,6 +206,14 @@ pub fn draw_published_scaling(
         return Ok(Vec::new());
     }
     let target = FigureTarget::new(dir, format!("{}_scaling", table.name)).with_formats(&[format]);
-    let note = format!("speedup over the input row ({}), predicted from it alone", table.input_row().label);
+    let note = match table.calibration() {
+        Calibration::SingleDevice => {
+            format!("speedup over the input row ({}), predicted from it alone", table.input_row().label)
+        }
+        Calibration::MultiDevice => format!(
+            "speedup over one device as the null model makes it from the input row ({}), predicted from that row alone",
+            table.input_row().label
+        ),
+    };
     speedup_scaling_noted(&points, Some(&note), &target)
 }
