@@ -134,6 +134,7 @@ pub(crate) fn history_section(history: &History, dir: &Path, format: Format) -> 
             .to_vec(),
             rows,
             numeric_columns: vec![false, false, false, true, true, true],
+            whole: false,
         }],
     })
 }

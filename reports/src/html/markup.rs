@@ -185,11 +185,14 @@ fn environment(fingerprint: &[(String, String)]) -> Markup {
 /// A table of formatted cells; numeric columns right-aligned so digits line up. A column
 /// that holds the same value in every row, or the same cells as a column before it (the
 /// min and max of cells measured once), is said once under the table instead; the CSV and
-/// Markdown files keep every column. A table wider than the text column grows up to the
+/// Markdown files keep every column; a `whole` table shows them all. A table wider than the text column grows up to the
 /// window's width and scrolls inside its box only past that, never widening the page.
 fn table(t: &HtmlTable) -> Markup {
     let numeric = |i: usize| t.numeric_columns.get(i).copied().unwrap_or(false);
-    let Folded { constant, duplicates } = Folded::of(t);
+    let Folded { constant, duplicates } = match t.whole {
+        true => Folded { constant: Vec::new(), duplicates: Vec::new() },
+        false => Folded::of(t),
+    };
     let shown: Vec<usize> =
         (0..t.header.len()).filter(|i| !constant.contains(i) && !duplicates.iter().any(|(d, _)| d == i)).collect();
     html! {

@@ -75,6 +75,9 @@ pub struct HtmlTable {
     /// Which columns hold numbers and are right-aligned (so digits line up); a column past
     /// the end of this list is left-aligned.
     pub numeric_columns: Vec<bool>,
+    /// Shown with every column even where one is the same in every row: a paper's grid,
+    /// whose columns are the data sets or configurations it compares, keeps its shape.
+    pub whole: bool,
 }
 
 /// A trial that produced no result, as the page lists it with the reason, so a failure is

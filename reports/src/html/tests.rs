@@ -26,6 +26,7 @@ fn table(title: &str, rows: usize) -> HtmlTable {
         header: vec!["strategy".into(), "speedup".into()],
         rows: (0..rows).map(|i| vec![format!("s{i}"), format!("{}.0×", i + 1)]).collect(),
         numeric_columns: vec![false, true],
+        whole: false,
     }
 }
 
@@ -197,6 +198,7 @@ fn columns_the_same_in_every_row_are_said_once_under_the_table() {
             ["gpipe", "2", "744", "744", "744", "ok"].map(String::from).to_vec(),
         ],
         numeric_columns: vec![false, true, true, true, true, false],
+        whole: false,
     };
     let mut page = page(vec![]);
     page.headline = Some(wide);
@@ -211,6 +213,10 @@ fn columns_the_same_in_every_row_are_said_once_under_the_table() {
         ),
         "{html}"
     );
+    // A paper's grid keeps its columns, constant ones too.
+    page.headline.as_mut().unwrap().whole = true;
+    let html = write(&page, dir.path());
+    assert!(first_table(&html).contains("scope=\"col\">outcome<") && !html.contains("In every row"), "{html}");
 }
 
 #[test]

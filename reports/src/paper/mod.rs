@@ -16,7 +16,7 @@ pub(crate) use drawn::PaperRun;
 
 use crate::run_report::html_table;
 use crate::tables::SummaryTable;
-use crate::{ReportError, ReportSection};
+use crate::{HtmlTable, ReportError, ReportSection};
 
 /// Where a section starts when its figure could not be drawn; tests look for it.
 pub const NOT_DRAWN: &str = "Not drawn:";
@@ -39,7 +39,8 @@ pub(crate) fn paper_sections(
             title: figure.title().to_owned(),
             caption,
             figures,
-            tables: section_tables.iter().map(html_table).collect(),
+            // The paper's grids keep every column, constant or not: they are its shape.
+            tables: section_tables.iter().map(|table| HtmlTable { whole: true, ..html_table(table) }).collect(),
         });
         tables.extend(section_tables);
     }

@@ -290,7 +290,7 @@ pub(crate) fn embed(paths: Vec<PathBuf>, alt: String) -> Vec<ReportFigure> {
 
 pub(crate) fn html_table(table: &SummaryTable) -> HtmlTable {
     let (header, rows, numeric_columns) = table.cells();
-    HtmlTable { title: table.title.clone(), header, rows, numeric_columns }
+    HtmlTable { title: table.title.clone(), header, rows, numeric_columns, whole: false }
 }
 
 /// Network and data set names as file-name parts (`cifar10:synthetic` → `cifar10-synthetic`).

@@ -338,6 +338,7 @@ fn text_table(title: &str, rows: usize, columns: usize) -> HtmlTable {
         header: (0..columns).map(|c| format!("column {c}")).collect(),
         rows: (0..rows).map(|r| (0..columns).map(|c| format!("{}", r * 10 + c)).collect()).collect(),
         numeric_columns: (0..columns).map(|c| c > 0).collect(),
+        whole: false,
     }
 }
 
