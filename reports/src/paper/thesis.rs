@@ -108,9 +108,12 @@ pub(super) fn signed_error(figure: PaperFigure, paper_run: &PaperRun<'_>) -> Res
 pub(super) fn gpipe_configurations(paper_run: &PaperRun<'_>) -> Result<Drawn, ReportError> {
     let cells: Vec<_> =
         paper_run.aggregates.throughput.iter().filter(|cell| cell.key.strategy.kind() == StrategyKind::Gpipe).collect();
+    // A configuration is its batch, micro-batch count and workers.
+    let configuration_of =
+        |key: &stratlab_results::CellKey| (key.batch_size, key.strategy.micro_batches(), key.workers);
     let mut configurations: Vec<(u32, usize, u32)> = Vec::new();
     for cell in &cells {
-        let configuration = (cell.key.batch_size, cell.key.strategy.micro_batches(), cell.key.workers);
+        let configuration = configuration_of(&cell.key);
         if !configurations.contains(&configuration) {
             configurations.push(configuration);
         }
@@ -140,9 +143,7 @@ pub(super) fn gpipe_configurations(paper_run: &PaperRun<'_>) -> Result<Drawn, Re
     for (i, &(batch, m, workers)) in configurations.iter().enumerate() {
         let p = cells
             .iter()
-            .find(|cell| {
-                (cell.key.batch_size, cell.key.strategy.micro_batches(), cell.key.workers) == (batch, m, workers)
-            })
+            .find(|cell| configuration_of(&cell.key) == (batch, m, workers))
             .and_then(|cell| cell.key.strategy.pipeline_shape(workers as usize).ok())
             .map_or(workers as usize, |(stages, _)| stages);
         let factor = (m + p - 1) as f64 / (p * m) as f64;
@@ -159,8 +160,7 @@ pub(super) fn gpipe_configurations(paper_run: &PaperRun<'_>) -> Result<Drawn, Re
                 .find(|cell| {
                     &cell.key.network == network
                         && &cell.key.dataset_label() == dataset
-                        && (cell.key.batch_size, cell.key.strategy.micro_batches(), cell.key.workers)
-                            == (batch, m, workers)
+                        && configuration_of(&cell.key) == (batch, m, workers)
                 })
                 .map(|cell| match (cell.seconds_per_epoch.stat(), cell.seconds_per_epoch.gap_label()) {
                     (Some(stat), _) => format!("{:.1}", stat.median),
